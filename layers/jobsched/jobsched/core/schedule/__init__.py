@@ -1,0 +1,10 @@
+"""Schedule engine: parse EventBridge-style schedule expressions and compute occurrences.
+
+Pure: no I/O, no environment, no clock. Callers pass the current time in.
+"""
+
+from .errors import ScheduleError
+from .schedule import Schedule, parse_schedule
+from .zones import load_zone
+
+__all__ = ["Schedule", "ScheduleError", "load_zone", "parse_schedule"]

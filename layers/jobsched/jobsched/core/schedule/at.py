@@ -1,0 +1,33 @@
+"""Parse ``at(yyyy-mm-ddThh:mm:ss)``, a one-time schedule in the schedule's local time."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from .cron_eval import wall_to_utc
+from .errors import ScheduleError
+
+_AT = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})")
+
+
+def parse_at(body: str, zone: ZoneInfo, zone_name: str) -> datetime:
+    """Return the aware UTC instant of the local time in ``body``."""
+    text = body.strip()
+    match = _AT.fullmatch(text)
+    if match is None:
+        raise ScheduleError(f"at() needs a local time as yyyy-mm-ddThh:mm:ss, got {text!r}")
+    try:
+        year, month, day, hour, minute, second = (int(group) for group in match.groups())
+        # Deliberately naive: a wall time in the schedule's zone, resolved by wall_to_utc.
+        wall = datetime(year, month, day, hour, minute, second)  # noqa: DTZ001
+    except ValueError as exc:
+        raise ScheduleError(f"at() time {text!r} is not a valid date and time: {exc}") from None
+    instant = wall_to_utc(wall, zone)
+    if instant is None:
+        raise ScheduleError(
+            f"at() time {text} does not exist in {zone_name}: it falls in the gap skipped "
+            "when clocks spring forward"
+        )
+    return instant
