@@ -1,0 +1,91 @@
+"""The run state machine.
+
+    pending ──start──▶ running ──succeed──▶ succeeded
+       ▲   ╲             │  ╲──fail (attempts left)──▶ pending (next attempt, delayed)
+       │    ╲            │   ╲─fail (last attempt)───▶ failed
+       │     ╲           └─lease expired (detector)──▶ pending (next attempt) / failed
+       │      ╲─overlap skip at start──▶ skipped
+       │       ╲─overlap buffer at start──▶ buffered ──slot released──▶ pending
+       └──dispatch lease expired (detector): redispatched, same attempt
+    missed: an occurrence not run by misfire policy (written by the miss detector)
+
+Every transition is a conditional write on ``version`` (the fencing token), see ``transitions.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from jobsched.core.clock import iso_z
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    BUFFERED = "buffered"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    MISSED = "missed"
+
+
+TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.SKIPPED, RunStatus.MISSED})
+LEASED = frozenset({RunStatus.PENDING, RunStatus.RUNNING})
+
+
+class RunKind(StrEnum):
+    SCHEDULED = "scheduled"
+    CATCHUP = "catchup"
+    MANUAL = "manual"
+    BACKFILL = "backfill"
+
+
+def run_id_for(job_id: str, scheduled_at_ms: int) -> str:
+    """Deterministic: every trigger derives the same id for the same occurrence."""
+    return f"{job_id}@{iso_z(scheduled_at_ms)}"
+
+
+def manual_run_id(job_id: str, request_id: str) -> str:
+    return f"{job_id}@manual:{request_id}"
+
+
+def shard_of(key: str, shard_count: int) -> int:
+    # A stable hash (not Python's salted hash()) so every process agrees on the shard.
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") % shard_count
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    """What travels through SQS: enough to start the run without reading it."""
+
+    run_id: str
+    job_id: str
+    version: int
+    attempt: int
+    scheduled_at: int
+    definition: dict[str, Any]
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            "v": 1,
+            "run_id": self.run_id,
+            "job_id": self.job_id,
+            "version": self.version,
+            "attempt": self.attempt,
+            "scheduled_at": self.scheduled_at,
+            "definition": self.definition,
+        }
+
+    @classmethod
+    def from_run_item(cls, item: dict[str, Any]) -> RunMessage:
+        return cls(
+            run_id=item["run_id"],
+            job_id=item["job_id"],
+            version=int(item["version"]),
+            attempt=int(item["attempt"]),
+            scheduled_at=int(item["scheduled_at"]),
+            definition=item["definition"],
+        )
