@@ -22,6 +22,13 @@ class SchedulerConfig(BaseModel):
     dispatch_lease_seconds: int = Field(
         60, ge=2, le=900, description="How long a claimed run may wait for a worker to start it."
     )
+    trigger_lookback_seconds: int = Field(
+        300,
+        ge=0,
+        le=86_400,
+        description="The trigger claims late occurrences up to this old (capped by each job's grace); "
+        "older ones are the miss detector's, under the job's misfire policy.",
+    )
     max_claims_per_tick: int = Field(2000, ge=1, le=100_000)
     deadline_margin_ms: int = Field(3000, ge=0, le=60_000, description="Stop new work this long before timeout.")
     detector_max_items: int = Field(1000, ge=1, le=100_000, description="Most recoveries per detector run.")

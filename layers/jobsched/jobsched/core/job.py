@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from datetime import UTC, datetime
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -222,17 +222,18 @@ def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _plain(value: Any) -> Any:
-    """DynamoDB numbers arrive as Decimal through boto3; the model wants ints."""
-    from decimal import Decimal
-
+def plain_values(value: Any) -> Any:
+    """DynamoDB numbers arrive as Decimal through boto3 (and stream images); the core wants ints."""
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return {k: plain_values(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [plain_values(v) for v in value]
     return value
+
+
+_plain = plain_values
 
 
 JobStatus = Literal["active", "paused", "invalid", "finished"]

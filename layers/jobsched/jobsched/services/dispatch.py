@@ -1,0 +1,70 @@
+"""Sending pending runs to the work queue: shared by the trigger, the worker (retries and
+promoted buffered runs) and the miss detector (recoveries, catch-ups)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from jobsched.core.clock import Clock
+from jobsched.core.errors import QueueError
+from jobsched.core.run import RunMessage
+from jobsched.core.timing import send_delay_seconds
+from jobsched.ports import OutgoingMessage, Telemetry, WorkQueue
+
+SQS_BATCH = 10
+SEND_ATTEMPTS = 3
+
+
+class Dispatcher:
+    def __init__(self, queue: WorkQueue, telemetry: Telemetry, clock: Clock) -> None:
+        self._queue = queue
+        self._telemetry = telemetry
+        self._clock = clock
+
+    def dispatch(self, runs: Sequence[dict[str, Any]]) -> int:
+        """Send runs (oldest due first), retrying only the entries SQS rejected. Returns how many
+        could not be sent: they keep their dispatch lease and the miss detector redispatches them
+        when it lapses, so a failed send delays a run but never loses it."""
+        ordered = sorted(runs, key=_due)
+        unsent = 0
+        for start in range(0, len(ordered), SQS_BATCH):
+            unsent += self._send_batch(ordered[start : start + SQS_BATCH])
+        return unsent
+
+    def _send_batch(self, runs: Sequence[dict[str, Any]]) -> int:
+        by_id = {f"m{index}": run for index, run in enumerate(runs)}
+        now = self._clock.now_ms()
+        pending = [
+            OutgoingMessage(msg_id, RunMessage.from_run_item(run).to_body(), send_delay_seconds(_due(run), now))
+            for msg_id, run in by_id.items()
+        ]
+        for _ in range(SEND_ATTEMPTS):
+            try:
+                pending = self._queue.send(pending).failed
+            except QueueError:
+                continue  # the whole request failed: try the same entries again
+            if not pending:
+                break
+        failed_ids = {message.id for message in pending}
+        for msg_id, run in by_id.items():
+            if msg_id in failed_ids:
+                self._telemetry.event("run.dispatch_failed", run["run_id"], version=run["version"])
+            else:
+                self._telemetry.event(
+                    "run.dispatched",
+                    run["run_id"],
+                    version=run["version"],
+                    attempt=run["attempt"],
+                    scheduled_at=run["scheduled_at"],
+                    delay_s=send_delay_seconds(_due(run), now),
+                )
+        self._telemetry.metric("Dispatches", len(runs) - len(failed_ids))
+        if failed_ids:
+            self._telemetry.metric("DispatchFailures", len(failed_ids))
+        return len(failed_ids)
+
+
+def _due(run: dict[str, Any]) -> int:
+    """When the run should start: its retry time for a retry, else its scheduled instant."""
+    return int(run.get("retry_at") or run["scheduled_at"])

@@ -1,0 +1,182 @@
+"""The operations API (Python), used by the CLI: register, list, show, runs, pause, resume,
+trigger, backfill, delete. It writes definitions the way a person would and then applies the
+registrar directly, so a change takes effect at once even where no stream consumer runs."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.errors import ConditionFailed
+from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
+from jobsched.core.run import RunKind, manual_run_id, run_id_for
+from jobsched.core.transitions import adhoc_run_ops, new_run_item
+from jobsched.core.writes import JOBS, RUNS, Update, any_of, eq, exists, not_exists
+from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.dispatch import Dispatcher
+from jobsched.services.registrar import Registrar, Registration
+
+MAX_BACKFILL = 1000
+
+
+class JobNotFound(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class BackfillResult:
+    created: list[str]
+    already_existed: list[str]
+
+
+class Operations:
+    def __init__(
+        self, store: Store, queue: WorkQueue, telemetry: Telemetry, clock: Clock, cfg: SchedulerConfig
+    ) -> None:
+        self._store = store
+        self._telemetry = telemetry
+        self._clock = clock
+        self._cfg = cfg
+        self._registrar = Registrar(store, telemetry, clock, cfg)
+        self._dispatcher = Dispatcher(queue, telemetry, clock)
+
+    def register(self, definition: JobDefinition) -> Registration:
+        """Create or replace a job's definition, keeping its scheduler state and history."""
+        current = self._store.get(JOBS, {"job_id": definition.job_id})
+        fields = definition.to_item()
+        absent = tuple(name for name in DEFINITION_FIELDS if name not in fields)
+        why = "someone else changed the definition since we read it: re-run to apply on top of theirs"
+        if current is None:
+            condition = (not_exists("job_id", why),)
+        else:
+            condition = tuple(
+                eq(name, current[name], why) if name in current else not_exists(name, why)
+                for name in ("schedule", "timezone", "target", "enabled", "payload")
+            )
+        self._store.update(
+            Update(
+                JOBS,
+                {"job_id": definition.job_id},
+                condition=condition,
+                label="write definition",
+                set={k: v for k, v in fields.items() if k != "job_id"},
+                remove=absent,
+            )
+        )
+        return self._registrar.apply(definition.job_id)
+
+    def set_enabled(self, job_id: str, enabled: bool) -> Registration:
+        try:
+            self._store.update(
+                Update(
+                    JOBS,
+                    {"job_id": job_id},
+                    condition=(exists("job_id", "pausing a job that does not exist must not create it"),),
+                    label="pause" if not enabled else "resume",
+                    set={"enabled": enabled},
+                )
+            )
+        except ConditionFailed as exc:
+            raise JobNotFound(job_id) from exc
+        return self._registrar.apply(job_id)
+
+    def delete(self, job_id: str) -> None:
+        """Stop the job; its runs stay as history (until their retention ends) and in-flight runs
+        finish under the definition they were claimed with."""
+        if self._store.get(JOBS, {"job_id": job_id}) is None:
+            raise JobNotFound(job_id)
+        self._store.delete(JOBS, {"job_id": job_id})
+        self._telemetry.event("job.deleted", job_id)
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        item = self._store.get(JOBS, {"job_id": job_id})
+        if item is None:
+            raise JobNotFound(job_id)
+        return item
+
+    def list_jobs(self, limit: int = 1000) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor = None
+        while len(items) < limit:
+            page = self._store.scan(JOBS, min(100, limit - len(items)), cursor)
+            items += page.items
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        return sorted(items, key=lambda item: item["job_id"])
+
+    def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The job's most recent runs, newest first."""
+        items: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = self._store.query("job-runs", job_id, None, None, 100, cursor)
+            items += page.items
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        return sorted(items, key=lambda item: item["scheduled_at"], reverse=True)[:limit]
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        return self._store.get(RUNS, {"run_id": run_id})
+
+    def trigger(self, job_id: str, request_id: str | None = None) -> str:
+        """Run the job now, outside its schedule. A repeated request id runs it once."""
+        definition = self._definition(job_id)
+        now = self._clock.now_ms()
+        run_id = manual_run_id(job_id, request_id or uuid.uuid4().hex[:12])
+        run = new_run_item(job_id, run_id, now, definition.to_item(), RunKind.MANUAL, now, self._cfg)
+        try:
+            self._store.write(adhoc_run_ops(run))
+        except ConditionFailed:
+            return run_id  # this request ran already
+        self._telemetry.event("run.triggered", run_id, job_id=job_id)
+        self._dispatcher.dispatch([run])
+        return run_id
+
+    def backfill(self, job_id: str, start: datetime, end: datetime) -> BackfillResult:
+        """Run the occurrences in (start, end], each at most once ever: an occurrence that already
+        has a run (scheduled or an earlier backfill) is left alone. Overlap is respected at start."""
+        definition = self._definition(job_id)
+        schedule = definition.compiled_schedule()
+        occurrences = list(schedule.occurrences(start, end, limit=MAX_BACKFILL + 1))
+        if len(occurrences) > MAX_BACKFILL:
+            raise ValueError(f"the range holds more than {MAX_BACKFILL} occurrences; split it")
+        now = self._clock.now_ms()
+        created, existed, runs = [], [], []
+        for occurrence in occurrences:
+            at = dt_to_ms(occurrence)
+            run = new_run_item(
+                job_id, run_id_for(job_id, at), at, definition.to_item(), RunKind.BACKFILL, now, self._cfg
+            )
+            # Backfilled runs start now, not at their (past) instant.
+            run["retry_at"] = now
+            run["lease_expires_at"] = now + self._cfg.dispatch_lease_seconds * 1000
+            try:
+                self._store.write(adhoc_run_ops(run))
+            except ConditionFailed:
+                existed.append(run["run_id"])
+                continue
+            created.append(run["run_id"])
+            runs.append(run)
+        self._dispatcher.dispatch(runs)
+        self._telemetry.event("job.backfilled", job_id, created=len(created), existed=len(existed))
+        return BackfillResult(created, existed)
+
+    def _definition(self, job_id: str) -> JobDefinition:
+        item = self.get(job_id)
+        try:
+            return JobDefinition.from_item(item)
+        except InvalidJob as exc:
+            raise ValueError(f"job {job_id} is invalid: {'; '.join(exc.reasons)}") from exc
+
+
+def describe_time(ms: int | None) -> str:
+    return "-" if ms is None else ms_to_dt(int(ms)).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+__all__ = ["BackfillResult", "JobNotFound", "Operations", "any_of"]

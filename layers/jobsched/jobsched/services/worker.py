@@ -1,0 +1,391 @@
+"""The worker: fenced start, heartbeats, handler execution, fenced commit, retries.
+
+The steps (``begin``, ``heartbeat``, ``finish``) are separate so that the chaos simulation and the
+crash tests can stop a worker between any two of them; ``process`` composes them for Lambda.
+Exactly once is a property of the commit: whatever a worker does, only the holder of the run's
+current token can move the run on, and staged DynamoDB effects commit in the same transaction.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from jobsched.core.clock import Clock
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.errors import ConditionFailed, StoreError, TransientStoreError
+from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
+from jobsched.core.policies import OverlapDecision, attempts_left, decide_overlap, retry_delay_ms
+from jobsched.core.run import RunMessage, RunStatus
+from jobsched.core.timing import worker_lease_until
+from jobsched.core.transitions import (
+    buffer_at_start_ops,
+    finish_ops,
+    heartbeat_op,
+    retry_op,
+    skip_at_start_ops,
+    slot_release_ops,
+    start_ops,
+)
+from jobsched.core.writes import JOBS, RUNS, WriteOp
+from jobsched.handlers.registry import HandlerRegistry, RunContext, RunLogger
+from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.dispatch import Dispatcher
+
+# A message may arrive up to a second early (SQS delays are whole seconds); within this bound the
+# worker waits out the remainder so the start is on time, beyond it the message is re-sent.
+EARLY_WAIT_MAX_MS = 5_000
+COMMIT_TRIES = 4
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    RETRY_SCHEDULED = "retry_scheduled"
+    FAILED = "failed"
+    DUPLICATE = "duplicate_dropped"
+    FENCED_OUT = "fenced_out"
+    SKIPPED = "skipped"
+    BUFFERED = "buffered"
+    DEFERRED = "deferred"
+
+
+@dataclass
+class Started:
+    message: RunMessage
+    definition: JobDefinition
+    token: int  # the fencing token this worker holds
+    owner: str
+    started_at: int
+    deadline_ms: int
+    context: RunContext
+
+
+@dataclass
+class HandlerResult:
+    ok: bool
+    error: str | None = None
+    staged: list[WriteOp] = field(default_factory=list)
+
+
+class Worker:
+    def __init__(
+        self,
+        store: Store,
+        queue: WorkQueue,
+        telemetry: Telemetry,
+        clock: Clock,
+        cfg: SchedulerConfig,
+        registry: HandlerRegistry,
+        worker_id: str,
+        logger_for: Callable[[str], RunLogger],
+        sleep_ms: Callable[[int], None] = lambda ms: None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._store = store
+        self._telemetry = telemetry
+        self._clock = clock
+        self._cfg = cfg
+        self._registry = registry
+        self._worker_id = worker_id
+        self._logger_for = logger_for
+        self._sleep_ms = sleep_ms
+        self._rng = rng or random.Random()
+        self._dispatcher = Dispatcher(queue, telemetry, clock)
+        self._takeovers = 0
+
+    # --- the composed path, used by the Lambda handler ---------------------------------------
+
+    def process(self, message: RunMessage, deadline_ms: int) -> Outcome:
+        begun = self.begin(message, deadline_ms)
+        if not isinstance(begun, Started):
+            return begun
+        result = self.execute(begun)
+        return self.finish(begun, result)
+
+    # --- steps -------------------------------------------------------------------------------
+
+    def begin(self, message: RunMessage, deadline_ms: int) -> Started | Outcome:
+        early = message.scheduled_at - self._clock.now_ms()
+        if message.attempt == 1 and early > EARLY_WAIT_MAX_MS:
+            # Delivered far too early (should not happen with SQS delays): send it back, delayed.
+            self._dispatcher.dispatch([_run_item(message)])
+            self._telemetry.event("run.deferred", message.run_id, early_ms=early)
+            return Outcome.DEFERRED
+        if message.attempt == 1 and early > 0:
+            self._sleep_ms(early)
+        try:
+            definition = JobDefinition.from_item(message.definition)
+        except InvalidJob as exc:
+            # The snapshot was valid when claimed; an invalid one means a corrupted message.
+            from jobsched.services.messages import PoisonMessage
+
+            raise PoisonMessage(f"run {message.run_id}: definition invalid: {exc}") from exc
+        self._takeovers += 1
+        owner = f"{self._worker_id}/{self._takeovers}"
+        use_slot = definition.overlap is not OverlapPolicy.ALLOW
+        for _ in range(COMMIT_TRIES):
+            now = self._clock.now_ms()
+            lease_until = worker_lease_until(now, deadline_ms, self._cfg)
+            ops = start_ops(
+                message.run_id,
+                message.job_id,
+                message.version,
+                definition.overlap,
+                owner,
+                lease_until,
+                now,
+                use_slot=use_slot,
+            )
+            try:
+                self._write_unsure(ops, lambda: self._is_own_start(message, owner))
+            except ConditionFailed as lost:
+                if lost.op_index == 0:
+                    return self._drop_duplicate(message, lost.current)
+                job = lost.current
+                if job is None:
+                    use_slot = False  # the job was deleted: the run finishes under its snapshot
+                    continue
+                decision = decide_overlap(
+                    definition.overlap, message.run_id, job.get("active_run_id"), job.get("buffered_run_id")
+                )
+                settled = self._settle_overlap(message, decision, job, now)
+                if settled is not None:
+                    return settled
+                continue
+            return self._started(message, definition, owner, now, deadline_ms)
+        raise TransientStoreError(f"run {message.run_id}: could not settle the start; SQS will redeliver")
+
+    def _started(
+        self, message: RunMessage, definition: JobDefinition, owner: str, now: int, deadline_ms: int
+    ) -> Started:
+        token = message.version + 1
+        lag = now - message.scheduled_at
+        context = RunContext(
+            job_id=message.job_id,
+            run_id=message.run_id,
+            payload=definition.payload,
+            scheduled_at=message.scheduled_at,
+            attempt=message.attempt,
+            fencing_token=token,
+            idempotency_key=message.run_id,
+            logger=self._logger_for(message.run_id),
+        )
+        self._telemetry.event(
+            "run.started", message.run_id, attempt=message.attempt, token=token, lag_ms=lag, owner=owner
+        )
+        if message.attempt == 1:
+            self._telemetry.metric("StartLag", max(0, lag), "Milliseconds")
+        return Started(message, definition, token, owner, now, deadline_ms, context)
+
+    def _settle_overlap(
+        self, message: RunMessage, decision: OverlapDecision, job: dict[str, Any], now: int
+    ) -> Outcome | None:
+        """The job's slot is taken: skip or buffer. None means try the start again."""
+        if decision is OverlapDecision.RUN:
+            return None  # the slot was freed meanwhile
+        if decision is OverlapDecision.BUFFER:
+            ops = buffer_at_start_ops(message.run_id, message.version, job, now)
+            event, outcome = "run.buffered", Outcome.BUFFERED
+        else:
+            reason = f"overlap policy skip: {job.get('active_run_id')} still active"
+            ops = skip_at_start_ops(message.run_id, message.version, reason, now, self._cfg)
+            event, outcome = "run.skipped", Outcome.SKIPPED
+        try:
+            self._store.write(ops)
+        except ConditionFailed as lost:
+            if lost.op_index == 0:
+                return self._drop_duplicate(message, lost.current)
+            return None  # the job moved on: decide again
+        self._telemetry.event(event, message.run_id, active_run_id=job.get("active_run_id"))
+        if outcome is Outcome.SKIPPED:
+            self._telemetry.metric("SkippedRuns", 1)
+        return outcome
+
+    def _drop_duplicate(self, message: RunMessage, current: dict[str, Any] | None) -> Outcome:
+        self._telemetry.event(
+            "run.duplicate_dropped",
+            message.run_id,
+            message_version=message.version,
+            current_version=current.get("version") if current else None,
+            current_status=current.get("status") if current else "absent",
+        )
+        self._telemetry.metric("DuplicatesDropped", 1)
+        return Outcome.DUPLICATE
+
+    def _is_own_start(self, message: RunMessage, owner: str) -> bool:
+        run = self._store.get(RUNS, {"run_id": message.run_id})
+        return bool(run and run.get("owner") == owner and run.get("version") == message.version + 1)
+
+    def heartbeat(self, started: Started) -> bool:
+        """Renew the lease. False: the token changed (the run was recovered); stop, don't commit."""
+        now = self._clock.now_ms()
+        lease_until = worker_lease_until(now, started.deadline_ms, self._cfg)
+        try:
+            self._store.update(
+                heartbeat_op(started.message.run_id, started.token, started.owner, lease_until, now)
+            )
+        except ConditionFailed:
+            started.context.cancelled.set()
+            self._telemetry.event("run.heartbeat_lost", started.message.run_id, token=started.token)
+            return False
+        except StoreError:
+            return True  # transient: the lease has slack for the next heartbeat
+        self._telemetry.event("run.heartbeat", started.message.run_id, token=started.token, lease_until=lease_until)
+        return True
+
+    def execute(self, started: Started) -> HandlerResult:
+        """Run the handler in a thread, heartbeating until it returns, times out or is fenced."""
+        handler = self._registry.get(started.definition.target)
+        if handler is None:
+            known = ", ".join(self._registry.names()) or "none"
+            return HandlerResult(False, f"no handler named {started.definition.target!r} (registered: {known})")
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome["value"] = handler(started.context)
+            except Exception as exc:  # a handler's failure is data for the retry policy
+                outcome["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=run, name=f"handler-{started.message.run_id}", daemon=True)
+        thread.start()
+        timeout_at = started.started_at + started.definition.timeout_seconds * 1000
+        timeout_at = min(timeout_at, started.deadline_ms - self._cfg.deadline_margin_ms)
+        while not done.wait(timeout=self._cfg.heartbeat_seconds):
+            if self._clock.now_ms() >= timeout_at:
+                started.context.cancelled.set()
+                return HandlerResult(False, f"timed out after {started.definition.timeout_seconds} s")
+            if not self.heartbeat(started):
+                return HandlerResult(False, "fenced out: lease lost")
+        if self._clock.now_ms() > timeout_at:
+            return HandlerResult(False, f"timed out after {started.definition.timeout_seconds} s")
+        if "error" in outcome:
+            return HandlerResult(False, str(outcome["error"]))
+        return HandlerResult(True, staged=list(started.context.staged))
+
+    def finish(self, started: Started, result: HandlerResult) -> Outcome:
+        if started.context.cancelled.is_set() and result.error == "fenced out: lease lost":
+            return self._fenced_out(started, None)
+        if result.ok:
+            return self._commit(started, RunStatus.SUCCEEDED, None, result.staged)
+        error = result.error or "failed"
+        if attempts_left(started.definition.retry, started.message.attempt):
+            return self._schedule_retry(started, error)
+        return self._commit(started, RunStatus.FAILED, error, [])
+
+    # --- commits -----------------------------------------------------------------------------
+
+    def _commit(self, started: Started, status: RunStatus, error: str | None, staged: list[WriteOp]) -> Outcome:
+        message = started.message
+        now = self._clock.now_ms()
+        job: dict[str, Any] | None = None  # optimistic: slot held by us, nothing buffered
+        buffered: dict[str, Any] | None = None
+        uses_slot = started.definition.overlap is not OverlapPolicy.ALLOW
+        for _ in range(COMMIT_TRIES):
+            commit = finish_ops(message.run_id, started.token, RunStatus.RUNNING, status, now, self._cfg, error)
+            slot_ops, promoted = slot_release_ops(job, message.run_id, buffered, now, self._cfg) if uses_slot else ([], None)
+            ops: list[WriteOp] = [commit, *staged, *slot_ops]
+            try:
+                self._write_unsure(ops, lambda: self._is_own_commit(started, status))
+            except ConditionFailed as lost:
+                if lost.op_index == 0:
+                    return self._fenced_out(started, lost.current)
+                if lost.op_index <= len(staged):
+                    # A staged effect's own condition failed: the effect and the commit are one
+                    # transaction, so neither happened. Treat it as the handler failing.
+                    failure = f"staged write {lost.label!r} failed its condition"
+                    if status is RunStatus.SUCCEEDED:
+                        staged, status, error = [], RunStatus.FAILED, failure
+                        if attempts_left(started.definition.retry, message.attempt):
+                            return self._schedule_retry(started, failure)
+                    continue
+                job = self._store.get(JOBS, {"job_id": message.job_id})
+                if job is None:
+                    uses_slot = False
+                    continue
+                buffered_id = job.get("buffered_run_id")
+                buffered = self._store.get(RUNS, {"run_id": buffered_id}) if buffered_id else None
+                continue
+            duration = now - started.started_at
+            event = "run.succeeded" if status is RunStatus.SUCCEEDED else "run.failed"
+            self._telemetry.event(
+                event, message.run_id, attempt=message.attempt, duration_ms=duration, error=error, effects=len(staged)
+            )
+            self._telemetry.metric("Successes" if status is RunStatus.SUCCEEDED else "Failures", 1)
+            self._telemetry.metric("RunDuration", duration, "Milliseconds")
+            if promoted is not None:
+                self._telemetry.event("run.promoted", promoted["run_id"], after=message.run_id)
+                self._dispatcher.dispatch([promoted])
+            return Outcome.SUCCEEDED if status is RunStatus.SUCCEEDED else Outcome.FAILED
+        raise TransientStoreError(f"run {message.run_id}: commit kept conflicting; SQS will redeliver")
+
+    def _schedule_retry(self, started: Started, error: str) -> Outcome:
+        message = started.message
+        now = self._clock.now_ms()
+        delay = retry_delay_ms(started.definition.retry, message.attempt, self._rng)
+        op = retry_op(message.run_id, started.token, message.attempt, delay, error, now, self._cfg)
+        try:
+            self._write_unsure([op], lambda: self._is_own_retry(started))
+        except ConditionFailed as lost:
+            return self._fenced_out(started, lost.current)
+        self._telemetry.event(
+            "run.retry_scheduled", message.run_id, attempt=message.attempt + 1, delay_ms=delay, error=error[:500]
+        )
+        self._telemetry.metric("Retries", 1)
+        retry = _run_item(message)
+        retry.update(version=started.token + 1, attempt=message.attempt + 1, retry_at=now + delay)
+        self._dispatcher.dispatch([retry])
+        return Outcome.RETRY_SCHEDULED
+
+    def _fenced_out(self, started: Started, current: dict[str, Any] | None) -> Outcome:
+        self._telemetry.event(
+            "run.fenced_out",
+            started.message.run_id,
+            token=started.token,
+            current_version=current.get("version") if current else None,
+            current_status=current.get("status") if current else None,
+        )
+        self._telemetry.metric("FencedOut", 1)
+        return Outcome.FENCED_OUT
+
+    def _is_own_commit(self, started: Started, status: RunStatus) -> bool:
+        run = self._store.get(RUNS, {"run_id": started.message.run_id})
+        return bool(
+            run
+            and run.get("status") == status.value
+            and run.get("version") == started.token + 1
+            and run.get("owner") == started.owner
+        )
+
+    def _is_own_retry(self, started: Started) -> bool:
+        run = self._store.get(RUNS, {"run_id": started.message.run_id})
+        return bool(run and run.get("version") == started.token + 1 and run.get("attempt") == started.message.attempt + 1)
+
+    def _write_unsure(self, ops: list[WriteOp], was_mine: Callable[[], bool]) -> None:
+        """Write; when the outcome is unknown (a lost response), look: if the write landed, it's
+        done; if not, try once more. Conditions make the second try safe."""
+        try:
+            self._store.write(ops)
+        except TransientStoreError:
+            if was_mine():
+                return
+            self._store.write(ops)
+
+
+def _run_item(message: RunMessage) -> dict[str, Any]:
+    return {
+        "run_id": message.run_id,
+        "job_id": message.job_id,
+        "version": message.version,
+        "attempt": message.attempt,
+        "scheduled_at": message.scheduled_at,
+        "definition": message.definition,
+    }
