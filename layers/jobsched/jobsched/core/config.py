@@ -15,10 +15,15 @@ class SchedulerConfig(BaseModel):
 
     shard_count: int = Field(8, ge=1, le=1024, description="Partitions of the next-run and lease indexes.")
     lookahead_seconds: int = Field(
-        90, ge=1, le=900, description="The trigger claims occurrences due this far ahead (SQS delay limit 900)."
+        90,
+        ge=1,
+        le=900,
+        description="The trigger claims occurrences due this far ahead (SQS delay limit 900).",
     )
     lease_seconds: int = Field(30, ge=2, le=900, description="A running worker's lease between heartbeats.")
-    heartbeat_seconds: int = Field(10, ge=1, le=300, description="How often a running worker renews its lease.")
+    heartbeat_seconds: int = Field(
+        10, ge=1, le=300, description="How often a running worker renews its lease."
+    )
     dispatch_lease_seconds: int = Field(
         60, ge=2, le=900, description="How long a claimed run may wait for a worker to start it."
     )
@@ -30,7 +35,9 @@ class SchedulerConfig(BaseModel):
         "older ones are the miss detector's, under the job's misfire policy.",
     )
     max_claims_per_tick: int = Field(2000, ge=1, le=100_000)
-    deadline_margin_ms: int = Field(3000, ge=0, le=60_000, description="Stop new work this long before timeout.")
+    deadline_margin_ms: int = Field(
+        3000, ge=0, le=60_000, description="Stop new work this long before timeout."
+    )
     detector_max_items: int = Field(1000, ge=1, le=100_000, description="Most recoveries per detector run.")
     detector_degrade_backlog: int = Field(
         5000, ge=1, description="Above this backlog, run_all catch-up is coalesced to run_once."

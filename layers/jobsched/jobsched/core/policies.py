@@ -75,7 +75,9 @@ def plan_misfire(
                 fates.append(MisfireFate(t, RunStatus.PENDING, "misfire policy run_all: catch-up"))
             else:
                 fates.append(
-                    MisfireFate(t, RunStatus.MISSED, f"misfire policy run_all: beyond max_catchup {max_catchup}")
+                    MisfireFate(
+                        t, RunStatus.MISSED, f"misfire policy run_all: beyond max_catchup {max_catchup}"
+                    )
                 )
         return fates
     why = "misfire policy run_once" if policy is MisfirePolicy.RUN_ONCE else "run_all degraded to run_once"

@@ -66,9 +66,13 @@ def _run_token(version: int) -> Cond:
 def _run_status(*statuses: RunStatus) -> Cond:
     if len(statuses) == 1:
         return eq(
-            "status", statuses[0].value, f"the run must still be {statuses[0].value} (not finished or moved on)"
+            "status",
+            statuses[0].value,
+            f"the run must still be {statuses[0].value} (not finished or moved on)",
         )
-    return is_in("status", [s.value for s in statuses], "the run must still be in a state this step applies to")
+    return is_in(
+        "status", [s.value for s in statuses], "the run must still be in a state this step applies to"
+    )
 
 
 # --- claiming ----------------------------------------------------------------------------------
@@ -287,7 +291,9 @@ def heartbeat_op(run_id: str, version: int, owner: str, lease_until: int, now: i
     )
 
 
-def skip_at_start_ops(run_id: str, version: int, reason: str, now: int, cfg: SchedulerConfig) -> list[WriteOp]:
+def skip_at_start_ops(
+    run_id: str, version: int, reason: str, now: int, cfg: SchedulerConfig
+) -> list[WriteOp]:
     return [
         Update(
             RUNS,
@@ -496,7 +502,9 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
         next_attempt = int(run["attempt"])
         exhausted = after["recoveries"] > MAX_REDISPATCHES
     if exhausted:
-        update = finish_ops(run["run_id"], run["version"], status, RunStatus.FAILED, now, cfg, error, condition[2:])
+        update = finish_ops(
+            run["run_id"], run["version"], status, RunStatus.FAILED, now, cfg, error, condition[2:]
+        )
         after.update(status=RunStatus.FAILED.value, last_error=error, finished_at=now)
         after.pop("lease_expires_at", None)
         return update, after

@@ -35,7 +35,9 @@ class RunContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     staged: list[WriteOp] = field(default_factory=list)
 
-    def stage_put(self, table: str, item: dict[str, Any], condition: tuple[Cond, ...] = (), label: str = "") -> None:
+    def stage_put(
+        self, table: str, item: dict[str, Any], condition: tuple[Cond, ...] = (), label: str = ""
+    ) -> None:
         self.staged.append(Put(table, item, condition, label or f"effect put {table}"))
 
     def stage_update(
@@ -47,7 +49,9 @@ class RunContext:
         condition: tuple[Cond, ...] = (),
         label: str = "",
     ) -> None:
-        self.staged.append(Update(table, key, condition, label or f"effect update {table}", set or {}, (), add or {}))
+        self.staged.append(
+            Update(table, key, condition, label or f"effect update {table}", set or {}, (), add or {})
+        )
 
 
 Handler = Callable[[RunContext], Any]

@@ -114,7 +114,9 @@ class MissDetector:
             job = self._store.get(JOBS, {"job_id": run["job_id"]})
             buffered_id = job.get("buffered_run_id") if job else None
             buffered = self._store.get(RUNS, {"run_id": buffered_id}) if buffered_id else None
-            slot_ops, promoted = slot_release_ops(job, run["run_id"], buffered, now, self._cfg) if job else ([], None)
+            slot_ops, promoted = (
+                slot_release_ops(job, run["run_id"], buffered, now, self._cfg) if job else ([], None)
+            )
             ops += slot_ops
         try:
             self._store.write(ops)
@@ -152,7 +154,9 @@ class MissDetector:
         # Read at most what this invocation could use plus the degradation threshold: enough to
         # decide whether to degrade without reading an unbounded backlog into memory.
         overdue = (job for job in self._merged("next-run", None, now) if _overdue(job, now, self._cfg))
-        jobs = list(itertools.islice(overdue, self._cfg.detector_degrade_backlog + self._cfg.detector_max_items))
+        jobs = list(
+            itertools.islice(overdue, self._cfg.detector_degrade_backlog + self._cfg.detector_max_items)
+        )
         degraded = len(jobs) > self._cfg.detector_degrade_backlog
         if degraded:
             result.degraded = True
@@ -238,7 +242,10 @@ class MissDetector:
                 if status is RunStatus.MISSED:
                     result.missed_recorded += 1
                     self._telemetry.event(
-                        "run.missed", run["run_id"], scheduled_at=run["scheduled_at"], reason=run.get("reason")
+                        "run.missed",
+                        run["run_id"],
+                        scheduled_at=run["scheduled_at"],
+                        reason=run.get("reason"),
                     )
                 else:
                     result.catchups_started += 1

@@ -36,7 +36,9 @@ class Dispatcher:
         by_id = {f"m{index}": run for index, run in enumerate(runs)}
         now = self._clock.now_ms()
         pending = [
-            OutgoingMessage(msg_id, RunMessage.from_run_item(run).to_body(), send_delay_seconds(_due(run), now))
+            OutgoingMessage(
+                msg_id, RunMessage.from_run_item(run).to_body(), send_delay_seconds(_due(run), now)
+            )
             for msg_id, run in by_id.items()
         ]
         for _ in range(SEND_ATTEMPTS):

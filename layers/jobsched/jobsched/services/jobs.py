@@ -72,7 +72,10 @@ def item_hash(item: dict[str, Any]) -> str:
         from jobsched.core.job import DEFINITION_FIELDS
 
         raw = {k: item[k] for k in DEFINITION_FIELDS if k in item}
-        return "invalid-" + hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return (
+            "invalid-"
+            + hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        )
 
 
 __all__ = ["LoadedJob", "SchedulerConfig", "item_hash", "load_job", "mark_invalid"]

@@ -40,7 +40,9 @@ class Registrar:
         self._clock = clock
         self._cfg = cfg
 
-    def on_stream_record(self, event_name: str, job_id: str, new_image: dict[str, Any] | None) -> Registration:
+    def on_stream_record(
+        self, event_name: str, job_id: str, new_image: dict[str, Any] | None
+    ) -> Registration:
         if event_name == "REMOVE" or new_image is None:
             # Deleting a job stops it; its runs stay as history and in-flight ones finish.
             self._telemetry.event("job.deleted", job_id)
@@ -109,7 +111,10 @@ class Registrar:
             )
         )
         self._telemetry.event(
-            f"job.{outcome.value}", definition.job_id, next_run_at=sets.get("next_run_at"), def_hash=sets["def_hash"]
+            f"job.{outcome.value}",
+            definition.job_id,
+            next_run_at=sets.get("next_run_at"),
+            def_hash=sets["def_hash"],
         )
         return outcome
 

@@ -150,7 +150,9 @@ class Trigger:
             # Changed by a person and not yet seen by the registrar: claiming now would use the
             # old timing with the new definition. The registrar will recompute it.
             result.deferred += 1
-            self._telemetry.event("claim.deferred", item["job_id"], reason="definition changed, awaiting registrar")
+            self._telemetry.event(
+                "claim.deferred", item["job_id"], reason="definition changed, awaiting registrar"
+            )
             return []
         claimed: list[dict[str, Any]] = []
         snapshot = job.definition.to_item()

@@ -235,7 +235,9 @@ class Worker:
             return False
         except StoreError:
             return True  # transient: the lease has slack for the next heartbeat
-        self._telemetry.event("run.heartbeat", started.message.run_id, token=started.token, lease_until=lease_until)
+        self._telemetry.event(
+            "run.heartbeat", started.message.run_id, token=started.token, lease_until=lease_until
+        )
         return True
 
     def execute(self, started: Started) -> HandlerResult:
@@ -243,7 +245,9 @@ class Worker:
         handler = self._registry.get(started.definition.target)
         if handler is None:
             known = ", ".join(self._registry.names()) or "none"
-            return HandlerResult(False, f"no handler named {started.definition.target!r} (registered: {known})")
+            return HandlerResult(
+                False, f"no handler named {started.definition.target!r} (registered: {known})"
+            )
         outcome: dict[str, Any] = {}
         done = threading.Event()
 
@@ -283,18 +287,24 @@ class Worker:
 
     # --- commits -----------------------------------------------------------------------------
 
-    def _commit(self, started: Started, status: RunStatus, error: str | None, staged: list[WriteOp]) -> Outcome:
+    def _commit(
+        self, started: Started, status: RunStatus, error: str | None, staged: list[WriteOp]
+    ) -> Outcome:
         message = started.message
         now = self._clock.now_ms()
         job: dict[str, Any] | None = None  # optimistic: slot held by us, nothing buffered
         buffered: dict[str, Any] | None = None
         uses_slot = started.definition.overlap is not OverlapPolicy.ALLOW
         for _ in range(COMMIT_TRIES):
-            commit = finish_ops(message.run_id, started.token, RunStatus.RUNNING, status, now, self._cfg, error)
-            slot_ops, promoted = slot_release_ops(job, message.run_id, buffered, now, self._cfg) if uses_slot else ([], None)
+            commit = finish_ops(
+                message.run_id, started.token, RunStatus.RUNNING, status, now, self._cfg, error
+            )
+            slot_ops, promoted = (
+                slot_release_ops(job, message.run_id, buffered, now, self._cfg) if uses_slot else ([], None)
+            )
             ops: list[WriteOp] = [commit, *staged, *slot_ops]
             try:
-                self._write_unsure(ops, lambda: self._is_own_commit(started, status))
+                self._write_unsure(ops, lambda status=status: self._is_own_commit(started, status))
             except ConditionFailed as lost:
                 if lost.op_index == 0:
                     return self._fenced_out(started, lost.current)
@@ -317,7 +327,12 @@ class Worker:
             duration = now - started.started_at
             event = "run.succeeded" if status is RunStatus.SUCCEEDED else "run.failed"
             self._telemetry.event(
-                event, message.run_id, attempt=message.attempt, duration_ms=duration, error=error, effects=len(staged)
+                event,
+                message.run_id,
+                attempt=message.attempt,
+                duration_ms=duration,
+                error=error,
+                effects=len(staged),
             )
             self._telemetry.metric("Successes" if status is RunStatus.SUCCEEDED else "Failures", 1)
             self._telemetry.metric("RunDuration", duration, "Milliseconds")
@@ -337,7 +352,11 @@ class Worker:
         except ConditionFailed as lost:
             return self._fenced_out(started, lost.current)
         self._telemetry.event(
-            "run.retry_scheduled", message.run_id, attempt=message.attempt + 1, delay_ms=delay, error=error[:500]
+            "run.retry_scheduled",
+            message.run_id,
+            attempt=message.attempt + 1,
+            delay_ms=delay,
+            error=error[:500],
         )
         self._telemetry.metric("Retries", 1)
         retry = _run_item(message)
@@ -367,7 +386,11 @@ class Worker:
 
     def _is_own_retry(self, started: Started) -> bool:
         run = self._store.get(RUNS, {"run_id": started.message.run_id})
-        return bool(run and run.get("version") == started.token + 1 and run.get("attempt") == started.message.attempt + 1)
+        return bool(
+            run
+            and run.get("version") == started.token + 1
+            and run.get("attempt") == started.message.attempt + 1
+        )
 
     def _write_unsure(self, ops: list[WriteOp], was_mine: Callable[[], bool]) -> None:
         """Write; when the outcome is unknown (a lost response), look: if the write landed, it's

@@ -1,0 +1,108 @@
+"""Built-in handlers, so jobsched is useful without writing code.
+
+- ``log``: writes the payload to the run's log.
+- ``sqs_send``: sends ``payload["message"]`` to ``payload["queue_url"]``.
+- ``eventbridge_put``: puts ``payload["detail"]`` on ``payload["event_bus"]`` with
+  ``payload["detail_type"]`` and ``payload["source"]``.
+- ``lambda_invoke``: invokes ``payload["function"]`` asynchronously with ``payload["input"]``.
+
+Destinations must be allowed by configuration (``ALLOWED_QUEUE_ARNS`` and friends, which the
+template also turns into IAM permissions): a job item can never reach a resource the operator did
+not name. External calls are at-least-once; each carries the run's idempotency key (SQS message
+attribute, EventBridge detail field, Lambda payload field) so the receiver can deduplicate.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from jobsched.handlers.registry import HandlerRegistry, RunContext
+
+
+class AllowLists(Protocol):
+    allowed_queue_arns: list[str]
+    allowed_event_bus_arns: list[str]
+    allowed_function_arns: list[str]
+
+
+class NotAllowed(PermissionError):
+    pass
+
+
+def log_payload(ctx: RunContext) -> dict[str, Any]:
+    ctx.logger.info("job payload", extra={"payload": ctx.payload, "attempt": ctx.attempt})
+    return {"logged": True}
+
+
+def _queue_arn(queue_url: str) -> str:
+    # https://sqs.REGION.amazonaws.com/ACCOUNT/NAME -> arn:aws:sqs:REGION:ACCOUNT:NAME
+    parts = queue_url.rstrip("/").split("/")
+    region = parts[2].split(".")[1] if len(parts) > 2 and "." in parts[2] else ""
+    return f"arn:aws:sqs:{region}:{parts[-2]}:{parts[-1]}" if len(parts) >= 2 else queue_url
+
+
+def _require(allowed: list[str], arn: str, what: str) -> None:
+    if arn not in allowed and "*" not in allowed:
+        raise NotAllowed(f"{what} {arn} is not in the allowed list; add it to the stack's parameters")
+
+
+def register_builtins(registry: HandlerRegistry, allow: AllowLists, clients: Any = None) -> None:
+    """Register the built-ins once per registry. ``clients`` is a callable service -> boto3 client."""
+    if registry.get("log") is not None:
+        return
+
+    def client(service: str) -> Any:
+        if clients is not None:
+            return clients(service)
+        from jobsched.adapters.aws import make_client
+
+        return make_client(service)
+
+    def sqs_send(ctx: RunContext) -> dict[str, Any]:
+        queue_url = str(ctx.payload["queue_url"])
+        _require(allow.allowed_queue_arns, _queue_arn(queue_url), "queue")
+        response = client("sqs").send_message(
+            QueueUrl=queue_url,
+            MessageBody=json.dumps(ctx.payload.get("message", {})),
+            MessageAttributes={"idempotency_key": {"DataType": "String", "StringValue": ctx.idempotency_key}},
+        )
+        return {"message_id": response["MessageId"]}
+
+    def eventbridge_put(ctx: RunContext) -> dict[str, Any]:
+        bus = str(ctx.payload.get("event_bus", "default"))
+        if not bus.startswith("arn:"):
+            raise NotAllowed("event_bus must be an ARN so it can be checked against the allowed list")
+        _require(allow.allowed_event_bus_arns, bus, "event bus")
+        detail = {**ctx.payload.get("detail", {}), "idempotency_key": ctx.idempotency_key}
+        response = client("events").put_events(
+            Entries=[
+                {
+                    "EventBusName": bus,
+                    "Source": str(ctx.payload.get("source", "jobsched")),
+                    "DetailType": str(ctx.payload.get("detail_type", "Scheduled job")),
+                    "Detail": json.dumps(detail),
+                }
+            ]
+        )
+        if response.get("FailedEntryCount"):
+            raise RuntimeError(f"EventBridge rejected the event: {response['Entries']}")
+        return {"event_id": response["Entries"][0].get("EventId")}
+
+    def lambda_invoke(ctx: RunContext) -> dict[str, Any]:
+        function = str(ctx.payload["function"])
+        _require(allow.allowed_function_arns, function, "function")
+        body = {
+            "input": ctx.payload.get("input", {}),
+            "idempotency_key": ctx.idempotency_key,
+            "run_id": ctx.run_id,
+        }
+        response = client("lambda").invoke(
+            FunctionName=function, InvocationType="Event", Payload=json.dumps(body)
+        )
+        return {"status": response.get("StatusCode")}
+
+    registry.add("log", log_payload)
+    registry.add("sqs_send", sqs_send)
+    registry.add("eventbridge_put", eventbridge_put)
+    registry.add("lambda_invoke", lambda_invoke)

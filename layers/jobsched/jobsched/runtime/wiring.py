@@ -1,0 +1,95 @@
+"""Building the services for a Lambda function (or the local stack) from Settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from aws_lambda_powertools import Logger, Metrics
+
+from jobsched.adapters.aws import make_client
+from jobsched.adapters.dynamodb_store import DynamoStore
+from jobsched.adapters.sqs_queue import SqsWorkQueue
+from jobsched.core.config import SchedulerConfig
+from jobsched.handlers.builtin import register_builtins
+from jobsched.handlers.registry import HandlerRegistry, RunLogger
+from jobsched.runtime.clock import SystemClock, sleep_ms
+from jobsched.runtime.settings import Settings
+from jobsched.runtime.telemetry import BoundLogger, PowertoolsTelemetry
+from jobsched.services.detector import MissDetector
+from jobsched.services.operations import Operations
+from jobsched.services.registrar import Registrar
+from jobsched.services.trigger import Trigger
+from jobsched.services.worker import Worker
+
+logger = Logger(service="jobsched")
+metrics = Metrics(namespace="Jobsched", service="jobsched")
+registry = HandlerRegistry()
+
+
+@dataclass
+class App:
+    settings: Settings
+
+    @cached_property
+    def cfg(self) -> SchedulerConfig:
+        return self.settings.scheduler_config()
+
+    @cached_property
+    def store(self) -> DynamoStore:
+        return DynamoStore(make_client("dynamodb"), self.settings.jobs_table, self.settings.runs_table)
+
+    @cached_property
+    def queue(self) -> SqsWorkQueue:
+        return SqsWorkQueue(make_client("sqs"), self.settings.work_queue_url)
+
+    @cached_property
+    def telemetry(self) -> PowertoolsTelemetry:
+        return PowertoolsTelemetry(logger, metrics)
+
+    def trigger(self) -> Trigger:
+        return Trigger(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
+
+    def detector(self) -> MissDetector:
+        return MissDetector(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
+
+    def registrar(self) -> Registrar:
+        return Registrar(self.store, self.telemetry, SystemClock(), self.cfg)
+
+    def operations(self) -> Operations:
+        return Operations(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
+
+    def worker(self, worker_id: str) -> Worker:
+        register_builtins(registry, self.settings)
+        return Worker(
+            self.store,
+            self.queue,
+            self.telemetry,
+            SystemClock(),
+            self.cfg,
+            registry,
+            worker_id,
+            logger_for=run_logger,
+            sleep_ms=sleep_ms,
+        )
+
+
+def run_logger(run_id: str) -> RunLogger:
+    return BoundLogger(logger, run_id)
+
+
+_app: App | None = None
+
+
+def app() -> App:
+    """One App per execution environment: clients and settings are reused across invocations."""
+    global _app
+    if _app is None:
+        _app = App(Settings())  # type: ignore[call-arg]  # pydantic-settings reads the environment
+    return _app
+
+
+def reset_app() -> None:
+    """For tests and the local stack, which change the environment between runs."""
+    global _app
+    _app = None
