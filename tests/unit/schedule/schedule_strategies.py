@@ -151,7 +151,7 @@ def aws_weekday(d: date) -> int:
     return d.isoweekday() % 7 + 1  # isoweekday: Mon=1..Sun=7 -> AWS Sun=1..Sat=7
 
 
-def _plain_values(text: str, low: int, high: int, names: list[str] | None) -> set[int]:
+def plain_values(text: str, low: int, high: int, names: list[str] | None) -> set[int]:
     def value(token: str) -> int:
         if names is not None and token.upper() in names:
             return names.index(token.upper()) + low
@@ -197,16 +197,16 @@ def month_days(dom: str, dow: str, year: int, month: int) -> frozenset[int]:
                 return frozenset()
             # The business day of this month closest to the target (ties cannot happen).
             return frozenset({min(business, key=lambda n: abs(n - target))})
-        return frozenset(_plain_values(dom, 1, 31, None) & set(weekdays))
+        return frozenset(plain_values(dom, 1, 31, None) & set(weekdays))
     if dow == "L":
         return frozenset(n for n in weekdays if weekdays[n] == 7)
     if "#" in dow:
         day_text, nth = dow.split("#")
-        target = _plain_values(day_text, 1, 7, WEEKDAYS).pop()
+        target = plain_values(day_text, 1, 7, WEEKDAYS).pop()
         return frozenset(n for n in weekdays if weekdays[n] == target and (n - 1) // 7 + 1 == int(nth))
     if dow.endswith("L"):
         return frozenset(n for n in weekdays if weekdays[n] == int(dow[:-1]) and n + 7 > length)
-    allowed = _plain_values(dow, 1, 7, WEEKDAYS)
+    allowed = plain_values(dow, 1, 7, WEEKDAYS)
     return frozenset(n for n in weekdays if weekdays[n] in allowed)
 
 
