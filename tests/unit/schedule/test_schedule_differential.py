@@ -70,7 +70,7 @@ def _pyawscron_next(body: str, after: datetime, n: int) -> list[datetime]:
     for _ in range(n):
         try:
             nxt = cron.occurrence(current).next()
-        except Exception:
+        except Exception:  # a crash ends the trusted prefix
             break
         if nxt is None:
             break
