@@ -1,0 +1,417 @@
+"""template.yaml: least-privilege IAM, the settings every function gets, the tables and queues it
+provisions (on moto), and the sample events in events/.
+
+cfn-lint and ``sam validate`` run in ``make template-check``, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from boto3.dynamodb.types import TypeDeserializer
+from jobsched.adapters.provision import find_template, load_template, provision, table_specs
+from jobsched.core.job import InvalidJob, JobDefinition
+from moto import mock_aws
+
+ROOT = find_template().parent
+EVENTS = ROOT / "events"
+FUNCTIONS = ("TriggerFunction", "WorkerFunction", "MissDetectorFunction", "RegistrarFunction")
+
+# Environment variable -> the template parameter it carries (the settings model reads these names).
+SETTINGS_ENV = {
+    "SHARD_COUNT": "ShardCount",
+    "LOOKAHEAD_SECONDS": "LookaheadSeconds",
+    "LEASE_SECONDS": "LeaseSeconds",
+    "HEARTBEAT_SECONDS": "HeartbeatSeconds",
+    "DISPATCH_LEASE_SECONDS": "DispatchLeaseSeconds",
+    "MAX_CLAIMS_PER_TICK": "MaxClaimsPerTick",
+    "DEADLINE_MARGIN_MS": "DeadlineMarginMs",
+    "DETECTOR_MAX_ITEMS": "DetectorMaxItems",
+    "DETECTOR_DEGRADE_BACKLOG": "DetectorDegradeBacklog",
+    "HISTORY_RETENTION_DAYS": "HistoryRetentionDays",
+    "CLOCK_SKEW_ALLOWANCE_MS": "ClockSkewAllowanceMs",
+    "MIN_RATE_SECONDS": "MinRateSeconds",
+    "POWERTOOLS_LOG_LEVEL": "LogLevel",
+}
+LIST_ENV = {
+    "ALLOWED_QUEUE_ARNS": "AllowedTargetQueueArns",
+    "ALLOWED_EVENT_BUS_ARNS": "AllowedEventBusArns",
+    "ALLOWED_FUNCTION_ARNS": "AllowedFunctionArns",
+}
+DATA_ACTION = re.compile(r"^(dynamodb:|sqs:|lambda:Invoke|events:Put|s3:|kinesis:|sns:Publish)", re.I)
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+# ---------------------------------------------------------------------------- (a) IAM and settings
+
+
+def _statements(node: Any) -> Iterator[dict[str, Any]]:
+    """Every IAM statement in ``node``, both branches of an Fn::If included."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _statements(item)
+    elif isinstance(node, dict):
+        if "Fn::If" in node:
+            _condition, when_true, when_false = node["Fn::If"]
+            yield from _statements(when_true)
+            yield from _statements(when_false)
+        elif "Effect" in node and ("Action" in node or "NotAction" in node):
+            yield node
+        elif "Statement" in node:
+            yield from _statements(node["Statement"])
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _policy_statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for logical_id, resource in template["Resources"].items():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::Serverless::Function":
+            for policy in _as_list(props.get("Policies", [])):
+                assert not isinstance(policy, str) or policy.startswith("arn:"), (
+                    f"{logical_id}: managed policy {policy} is broader than the inline statements"
+                )
+                for statement in _statements(policy):
+                    found.append((logical_id, statement))
+        elif resource["Type"] in ("AWS::IAM::Policy", "AWS::IAM::Role", "AWS::IAM::ManagedPolicy"):
+            for statement in _statements(props):
+                found.append((logical_id, statement))
+    return found
+
+
+def _assert_no_wildcard_data_action(owner: str, statement: dict[str, Any]) -> None:
+    assert "NotAction" not in statement and "NotResource" not in statement, f"{owner}: {statement}"
+    if statement.get("Effect") != "Allow":
+        return
+    actions = [str(action) for action in _as_list(statement["Action"])]
+    assert "*" not in actions, f"{owner}: Action * in {statement}"
+    data_actions = [action for action in actions if DATA_ACTION.match(action) or action.endswith(":*")]
+    if not data_actions:
+        return
+    for resource in _as_list(statement.get("Resource")):
+        assert not (isinstance(resource, str) and "*" in resource), (
+            f"{owner}: {data_actions} granted on {resource!r}"
+        )
+
+
+def test_every_function_has_inline_scoped_policies(template: dict[str, Any]) -> None:
+    statements = _policy_statements(template)
+    owners = {owner for owner, _ in statements}
+    assert set(FUNCTIONS) <= owners
+    for owner, statement in statements:
+        _assert_no_wildcard_data_action(owner, statement)
+
+
+def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: dict[str, Any]) -> None:
+    worker = template["Resources"]["WorkerFunction"]["Properties"]
+    conditional = {}
+    for policy in worker["Policies"]:
+        for item in policy["Statement"]:
+            if "Fn::If" in item:
+                condition, statement, otherwise = item["Fn::If"]
+                assert otherwise == {"Ref": "AWS::NoValue"}
+                conditional[statement["Action"]] = (condition, statement["Resource"])
+    assert conditional == {
+        "sqs:SendMessage": ("HasAllowedQueues", {"Ref": "AllowedTargetQueueArns"}),
+        "events:PutEvents": ("HasAllowedEventBuses", {"Ref": "AllowedEventBusArns"}),
+        "lambda:InvokeFunction": ("HasAllowedFunctions", {"Ref": "AllowedFunctionArns"}),
+    }
+    for condition, (_, ref) in zip(
+        ("HasAllowedQueues", "HasAllowedEventBuses", "HasAllowedFunctions"), conditional.values(), strict=True
+    ):
+        assert template["Conditions"][condition] == {
+            "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", ref]}, ""]}]
+        }
+
+
+def test_sam_adds_only_the_expected_managed_policies(template: dict[str, Any]) -> None:
+    """What SAM attaches on top of the inline statements. The two event-source policies are AWS
+    managed and use Resource "*" (SAM offers no scoped variant): see docs/deploy.md."""
+    translator = pytest.importorskip("samtranslator.translator.transform")
+    document = json.loads(json.dumps(template))
+    for resource in document["Resources"].values():
+        for key in ("CodeUri", "ContentUri"):
+            if key in resource.get("Properties", {}):
+                resource["Properties"][key] = "s3://bucket/key"
+    arn = "arn:aws:iam::aws:policy/"
+    known = {
+        "AWSLambdaBasicExecutionRole": arn + "service-role/AWSLambdaBasicExecutionRole",
+        "AWSXrayWriteOnlyAccess": arn + "AWSXrayWriteOnlyAccess",
+        "AWSLambdaSQSQueueExecutionRole": arn + "service-role/AWSLambdaSQSQueueExecutionRole",
+        "AWSLambdaDynamoDBExecutionRole": arn + "service-role/AWSLambdaDynamoDBExecutionRole",
+    }
+
+    class Loader:
+        def load(self) -> dict[str, str]:
+            return known
+
+    output = translator.transform(document, {}, Loader())
+    roles = {k: v["Properties"] for k, v in output["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
+    base = {known["AWSLambdaBasicExecutionRole"], known["AWSXrayWriteOnlyAccess"]}
+    assert {name: set(props["ManagedPolicyArns"]) for name, props in roles.items()} == {
+        "TriggerFunctionRole": base,
+        "WorkerFunctionRole": base | {known["AWSLambdaSQSQueueExecutionRole"]},
+        "MissDetectorFunctionRole": base,
+        "RegistrarFunctionRole": base | {known["AWSLambdaDynamoDBExecutionRole"]},
+    }
+    for name, props in roles.items():
+        for policy in props.get("Policies", []):
+            for statement in _statements(policy["PolicyDocument"]):
+                _assert_no_wildcard_data_action(name, statement)
+
+
+def _environment(template: dict[str, Any], function: str) -> dict[str, Any]:
+    merged = dict(template["Globals"]["Function"]["Environment"]["Variables"])
+    own = template["Resources"][function]["Properties"].get("Environment", {}).get("Variables", {})
+    merged.update(own)
+    return merged
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_every_function_gets_every_setting(template: dict[str, Any], function: str) -> None:
+    env = _environment(template, function)
+    for name, parameter in SETTINGS_ENV.items():
+        assert env.get(name) == {"Ref": parameter}, name
+        assert parameter in template["Parameters"]
+    for name, parameter in LIST_ENV.items():
+        assert env.get(name) == {"Fn::Join": [",", {"Ref": parameter}]}, name
+        assert template["Parameters"][parameter]["Type"] == "CommaDelimitedList"
+    assert env["JOBS_TABLE"] == {"Ref": "JobsTable"}
+    assert env["RUNS_TABLE"] == {"Ref": "RunsTable"}
+    assert env["WORK_QUEUE_URL"] == {"Ref": "WorkQueue"}
+    assert env["POWERTOOLS_SERVICE_NAME"] == "jobsched"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Jobsched"
+
+
+def test_parameter_defaults_match_the_settings_defaults(template: dict[str, Any]) -> None:
+    defaults = {name: template["Parameters"][p]["Default"] for name, p in SETTINGS_ENV.items()}
+    assert defaults == {
+        "SHARD_COUNT": 8,
+        "LOOKAHEAD_SECONDS": 90,
+        "LEASE_SECONDS": 30,
+        "HEARTBEAT_SECONDS": 10,
+        "DISPATCH_LEASE_SECONDS": 60,
+        "MAX_CLAIMS_PER_TICK": 2000,
+        "DEADLINE_MARGIN_MS": 3000,
+        "DETECTOR_MAX_ITEMS": 1000,
+        "DETECTOR_DEGRADE_BACKLOG": 5000,
+        "HISTORY_RETENTION_DAYS": 30,
+        "CLOCK_SKEW_ALLOWANCE_MS": 2000,
+        "MIN_RATE_SECONDS": 10,
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+    assert template["Parameters"]["LookaheadSeconds"]["MaxValue"] == 900  # SQS delay limit
+
+
+def test_work_queue_visibility_is_six_worker_timeouts(template: dict[str, Any]) -> None:
+    queue = template["Resources"]["WorkQueue"]["Properties"]
+    assert queue["VisibilityTimeout"] == {
+        "Fn::FindInMap": ["QueueVisibility", {"Ref": "WorkerTimeoutSeconds"}, "Seconds"]
+    }
+    assert template["Resources"]["WorkerFunction"]["Properties"]["Timeout"] == {"Ref": "WorkerTimeoutSeconds"}
+    mapping = template["Mappings"]["QueueVisibility"]
+    allowed = template["Parameters"]["WorkerTimeoutSeconds"]["AllowedValues"]
+    assert set(mapping) == set(allowed)
+    for timeout in allowed:
+        assert mapping[timeout]["Seconds"] >= 6 * int(timeout)
+    assert max(int(t) for t in allowed) <= 900
+
+
+# ---------------------------------------------------------------------------- (b) provisioning
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        yield boto3.client("dynamodb"), boto3.client("sqs")
+
+
+def _index(description: dict[str, Any], name: str) -> list[tuple[str, str]]:
+    (index,) = [i for i in description.get("GlobalSecondaryIndexes", []) if i["IndexName"] == name]
+    assert index["Projection"]["ProjectionType"] == "ALL"
+    return [(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]]
+
+
+def _types(description: dict[str, Any]) -> dict[str, str]:
+    return {a["AttributeName"]: a["AttributeType"] for a in description["AttributeDefinitions"]}
+
+
+def test_table_specs_are_create_table_kwargs(template: dict[str, Any]) -> None:
+    specs = table_specs(template)
+    assert set(specs) == {"JobsTable", "RunsTable"}
+    for spec in specs.values():
+        assert spec["BillingMode"] == "PAY_PER_REQUEST"
+        assert "TableName" not in spec
+    assert specs["JobsTable"]["StreamSpecification"] == {
+        "StreamEnabled": True,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
+    assert "StreamSpecification" not in specs["RunsTable"]
+
+
+def test_provision_creates_the_data_model(aws: tuple[Any, Any]) -> None:
+    dynamodb, sqs = aws
+    resources = provision(dynamodb, sqs, prefix="t")
+
+    jobs = dynamodb.describe_table(TableName=resources.jobs_table)["Table"]
+    assert [(k["AttributeName"], k["KeyType"]) for k in jobs["KeySchema"]] == [("job_id", "HASH")]
+    assert _index(jobs, "next-run") == [("sched_shard", "HASH"), ("next_run_at", "RANGE")]
+    assert _types(jobs) == {"job_id": "S", "sched_shard": "N", "next_run_at": "N"}
+    assert jobs["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert resources.jobs_stream_arn == jobs["LatestStreamArn"]
+
+    runs = dynamodb.describe_table(TableName=resources.runs_table)["Table"]
+    assert [(k["AttributeName"], k["KeyType"]) for k in runs["KeySchema"]] == [("run_id", "HASH")]
+    assert _index(runs, "lease") == [("lease_shard", "HASH"), ("lease_expires_at", "RANGE")]
+    assert _index(runs, "job-runs") == [("job_id", "HASH"), ("scheduled_at", "RANGE")]
+    assert _types(runs) == {
+        "run_id": "S",
+        "lease_shard": "N",
+        "lease_expires_at": "N",
+        "job_id": "S",
+        "scheduled_at": "N",
+    }
+    ttl = dynamodb.describe_time_to_live(TableName=resources.runs_table)["TimeToLiveDescription"]
+    assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "expires_at")
+
+    def attributes(url: str) -> dict[str, str]:
+        return dict(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"])
+
+    work = attributes(resources.work_queue_url)
+    dlq = attributes(resources.dead_letter_queue_url)
+    assert json.loads(work["RedrivePolicy"]) == {"deadLetterTargetArn": dlq["QueueArn"], "maxReceiveCount": 5}
+    assert work["VisibilityTimeout"] == str(6 * 900)
+    assert dlq["MessageRetentionPeriod"] == str(14 * 86400)
+    assert attributes(resources.registrar_failure_queue_url)["MessageRetentionPeriod"] == str(14 * 86400)
+    assert work["SqsManagedSseEnabled"] == "true"
+
+
+def test_provision_twice_reuses_everything(aws: tuple[Any, Any]) -> None:
+    dynamodb, sqs = aws
+    first = provision(dynamodb, sqs, prefix="t")
+    dynamodb.put_item(TableName=first.jobs_table, Item={"job_id": {"S": "kept"}})
+    second = provision(dynamodb, sqs, prefix="t")
+    assert second == first
+    assert "Item" in dynamodb.get_item(TableName=first.jobs_table, Key={"job_id": {"S": "kept"}})
+    assert len(dynamodb.list_tables()["TableNames"]) == 2
+    assert len(sqs.list_queues()["QueueUrls"]) == 3
+
+
+def test_provision_parameter_overrides(aws: tuple[Any, Any]) -> None:
+    dynamodb, sqs = aws
+    resources = provision(dynamodb, sqs, prefix="short", parameters={"WorkerTimeoutSeconds": "60"})
+    attrs = sqs.get_queue_attributes(QueueUrl=resources.work_queue_url, AttributeNames=["VisibilityTimeout"])
+    assert attrs["Attributes"]["VisibilityTimeout"] == "360"
+
+
+# ---------------------------------------------------------------------------- (c) sample events
+
+
+def _load(name: str) -> dict[str, Any]:
+    document = json.loads((EVENTS / name).read_text())
+    assert isinstance(document, dict)
+    return document
+
+
+def _epoch_ms(iso_z: str) -> int:
+    return int(datetime.fromisoformat(iso_z.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def test_every_event_file_is_known_and_valid_json() -> None:
+    names = sorted(path.name for path in EVENTS.glob("*"))
+    assert names == [
+        "miss_detector_scheduled.json",
+        "registrar_stream.json",
+        "trigger_scheduled.json",
+        "worker_sqs_batch.json",
+    ]
+    for name in names:
+        _load(name)
+
+
+@pytest.mark.parametrize("name", ["trigger_scheduled.json", "miss_detector_scheduled.json"])
+def test_scheduled_events(name: str) -> None:
+    event = _load(name)
+    assert event["detail-type"] == "Scheduled Event"
+    assert event["source"] == "aws.events"
+    assert event["detail"] == {}
+    assert re.match(r"^arn:aws:events:[a-z0-9-]+:\d{12}:rule/.+", event["resources"][0])
+    datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
+
+
+def test_worker_batch_has_two_run_messages_and_one_malformed() -> None:
+    records = _load("worker_sqs_batch.json")["Records"]
+    assert len(records) == 3
+    assert len({record["messageId"] for record in records}) == 3
+    valid = []
+    for record in records:
+        assert record["eventSource"] == "aws:sqs"
+        assert record["receiptHandle"]
+        assert re.match(r"^arn:aws:sqs:[a-z0-9-]+:\d{12}:.+", record["eventSourceARN"])
+        assert int(record["attributes"]["ApproximateReceiveCount"]) >= 1
+        try:
+            valid.append(json.loads(record["body"]))
+        except json.JSONDecodeError:
+            assert record["body"] == "not json"
+    assert len(valid) == 2
+    for body in valid:
+        assert set(body) == {"v", "run_id", "job_id", "version", "attempt", "scheduled_at", "definition"}
+        assert body["v"] == 1
+        job_id, _, instant = body["run_id"].partition("@")
+        assert job_id == body["job_id"] == body["definition"]["job_id"]
+        assert body["scheduled_at"] == _epoch_ms(instant)
+        definition = JobDefinition.from_item(body["definition"])
+        assert definition.to_item() == body["definition"]  # the item form, exactly
+        # The run id names a real occurrence of the job's schedule (03:00 Berlin is 02:00Z in December).
+        at = datetime.fromisoformat(instant.replace("Z", "+00:00"))
+        assert definition.compiled_schedule().next_after(at - timedelta(seconds=1)) == at
+
+
+def _plain(value: Any) -> Any:
+    return TypeDeserializer().deserialize(value)
+
+
+def test_registrar_stream_records() -> None:
+    records = _load("registrar_stream.json")["Records"]
+    assert [record["eventName"] for record in records] == ["INSERT", "MODIFY", "INSERT", "REMOVE"]
+    outcomes = []
+    for record in records:
+        assert record["eventSource"] == "aws:dynamodb"
+        assert re.match(
+            r"^arn:aws:dynamodb:[a-z0-9-]+:\d{12}:table/[^/]+/stream/\d{4}-\d\d-\d\dT[\d:.]+$",
+            record["eventSourceARN"],
+        )
+        change = record["dynamodb"]
+        assert change["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+        assert set(change["Keys"]) == {"job_id"}
+        assert ("NewImage" in change) == (record["eventName"] != "REMOVE")
+        assert ("OldImage" in change) == (record["eventName"] != "INSERT")
+        image = change.get("NewImage") or change["OldImage"]
+        assert image["job_id"] == change["Keys"]["job_id"]
+        item = {key: _plain(value) for key, value in image.items()}
+        try:
+            JobDefinition.from_item(item)
+            outcomes.append("valid")
+        except InvalidJob as exc:
+            assert any("61" in reason for reason in exc.reasons)
+            outcomes.append("invalid")
+    assert outcomes == ["valid", "valid", "invalid", "valid"]
+    modify = records[1]["dynamodb"]
+    assert modify["NewImage"]["schedule"] != modify["OldImage"]["schedule"]
