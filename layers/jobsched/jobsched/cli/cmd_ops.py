@@ -1,0 +1,218 @@
+"""Operations commands: register, list, show, runs, pause, resume, trigger, backfill, delete.
+
+Human-readable tables by default, ``--json`` for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jobsched.cli.target import TargetError, add_target_options, resolve_target
+from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.services.operations import JobNotFound, Operations, describe_time
+
+
+def _operations(args: argparse.Namespace) -> Operations:
+    from jobsched.adapters.aws import make_client
+    from jobsched.adapters.dynamodb_store import DynamoStore
+    from jobsched.adapters.memory_telemetry import MemoryTelemetry
+    from jobsched.adapters.sqs_queue import SqsWorkQueue
+    from jobsched.core.config import SchedulerConfig
+    from jobsched.runtime.clock import SystemClock
+
+    target = resolve_target(args)
+    store = DynamoStore(make_client("dynamodb", target.endpoint_url), target.jobs_table, target.runs_table)
+    queue = SqsWorkQueue(make_client("sqs", target.endpoint_url), target.queue_url)
+    shards = args.shard_count or target.shard_count
+    if shards is None:
+        raise TargetError(
+            "--shard-count is needed (the stack's ShardCount) when not using --stack-name or --local"
+        )
+    cfg = SchedulerConfig(shard_count=shards)
+    return Operations(store, queue, MemoryTelemetry(), SystemClock(), cfg)
+
+
+def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> int:
+    print(json.dumps(data, default=str, sort_keys=True) if args.json else human(data))
+    return 0
+
+
+def _cmd_register(args: argparse.Namespace) -> int:
+    raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    items = json.loads(raw)
+    results = {}
+    ops = _operations(args)
+    for item in items if isinstance(items, list) else [items]:
+        if isinstance(item.get("payload"), dict):
+            item = {**item, "payload": json.dumps(item["payload"])}
+        try:
+            definition = JobDefinition.from_item(item)
+        except InvalidJob as exc:
+            print(f"error: job {item.get('job_id', '?')} is invalid:", file=sys.stderr)
+            for reason in exc.reasons:
+                print(f"  - {reason}", file=sys.stderr)
+            return 2
+        results[definition.job_id] = ops.register(definition).value
+    return _emit(args, results, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()))
+
+
+def _job_row(item: dict[str, Any]) -> list[Any]:
+    return [
+        item["job_id"],
+        item.get("schedule", "?"),
+        item.get("timezone", "UTC"),
+        item.get("status", "unregistered"),
+        describe_time(item.get("next_run_at")),
+        item.get("target", "?"),
+    ]
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    jobs = _operations(args).list_jobs()
+    return _emit(
+        args,
+        jobs,
+        lambda js: _table(
+            [_job_row(j) for j in js], ["JOB", "SCHEDULE", "ZONE", "STATUS", "NEXT RUN", "TARGET"]
+        ),
+    )
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    item = _operations(args).get(args.job_id)
+
+    def human(job: dict[str, Any]) -> str:
+        lines = [f"{k}: {job[k]}" for k in sorted(job)]
+        if job.get("invalid_reasons"):
+            lines.append("why it is invalid:")
+            lines += [f"  - {r}" for r in job["invalid_reasons"]]
+        return "\n".join(lines)
+
+    return _emit(args, item, human)
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    runs = _operations(args).runs(args.job_id, args.limit)
+    for run in runs:
+        run.pop("definition", None)
+
+    def human(rs: list[dict[str, Any]]) -> str:
+        rows = [
+            [
+                describe_time(r["scheduled_at"]),
+                r.get("kind", ""),
+                r["status"],
+                r.get("attempt", ""),
+                describe_time(r.get("started_at")),
+                describe_time(r.get("finished_at")),
+                (r.get("last_error") or r.get("reason") or "").splitlines()[0][:60]
+                if (r.get("last_error") or r.get("reason"))
+                else "",
+            ]
+            for r in rs
+        ]
+        return _table(rows, ["SCHEDULED", "KIND", "STATUS", "ATTEMPT", "STARTED", "FINISHED", "NOTE"])
+
+    return _emit(args, runs, human)
+
+
+def _cmd_pause(args: argparse.Namespace) -> int:
+    outcome = _operations(args).set_enabled(args.job_id, args.command == "resume")
+    return _emit(
+        args,
+        {"job_id": args.job_id, "registration": outcome.value},
+        lambda d: f"{d['job_id']}: {d['registration']}",
+    )
+
+
+def _cmd_trigger(args: argparse.Namespace) -> int:
+    run_id = _operations(args).trigger(args.job_id, args.request_id)
+    return _emit(args, {"run_id": run_id}, lambda d: f"dispatched {d['run_id']}")
+
+
+def _parse_instant(value: str) -> datetime:
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _cmd_backfill(args: argparse.Namespace) -> int:
+    result = _operations(args).backfill(args.job_id, _parse_instant(args.start), _parse_instant(args.end))
+    data = {"created": result.created, "already_existed": result.already_existed}
+    return _emit(
+        args, data, lambda d: f"created {len(d['created'])} runs; {len(d['already_existed'])} existed already"
+    )
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    _operations(args).delete(args.job_id)
+    return _emit(
+        args, {"deleted": args.job_id}, lambda d: f"deleted {d['deleted']} (its runs stay as history)"
+    )
+
+
+def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except (TargetError, JobNotFound, ValueError, OSError) as exc:
+            what = f"no job {exc}" if isinstance(exc, JobNotFound) else str(exc)
+            print(f"error: {what}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    def command(
+        name: str, func: Callable[[argparse.Namespace], int], help_text: str
+    ) -> argparse.ArgumentParser:
+        parser = subparsers.add_parser(name, help=help_text, description=help_text)
+        add_target_options(parser)
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        parser.add_argument(
+            "--shard-count",
+            type=int,
+            default=int(os.environ["JOBSCHED_SHARD_COUNT"])
+            if os.environ.get("JOBSCHED_SHARD_COUNT")
+            else None,
+            help="the stack's ShardCount (read from the stack or local state when omitted)",
+        )
+        parser.set_defaults(func=_guarded(func))
+        return parser
+
+    command(
+        "register", _cmd_register, "create or update jobs from a JSON file (object or list)"
+    ).add_argument("file", help="path, or - for stdin")
+    command("list", _cmd_list, "list jobs")
+    for name, func, text in (
+        ("show", _cmd_show, "show a job and its scheduler state"),
+        ("pause", _cmd_pause, "stop scheduling a job (in-flight runs finish)"),
+        ("resume", _cmd_pause, "resume a paused job from its next occurrence"),
+        ("delete", _cmd_delete, "delete a job; its run history stays"),
+    ):
+        command(name, func, text).add_argument("job_id", metavar="JOB")
+    runs = command("runs", _cmd_runs, "a job's recent runs, newest first")
+    runs.add_argument("job_id", metavar="JOB")
+    runs.add_argument("--limit", type=int, default=20)
+    trigger = command("trigger", _cmd_trigger, "run a job now, outside its schedule")
+    trigger.add_argument("job_id", metavar="JOB")
+    trigger.add_argument("--request-id", help="idempotency: the same id runs once")
+    backfill = command("backfill", _cmd_backfill, "run the occurrences in (FROM, TO], each at most once")
+    backfill.add_argument("job_id", metavar="JOB")
+    backfill.add_argument("--from", dest="start", required=True, metavar="ISO8601")
+    backfill.add_argument("--to", dest="end", required=True, metavar="ISO8601")
