@@ -27,6 +27,7 @@ FUNCTIONS = ("TriggerFunction", "WorkerFunction", "MissDetectorFunction", "Regis
 SETTINGS_ENV = {
     "SHARD_COUNT": "ShardCount",
     "LOOKAHEAD_SECONDS": "LookaheadSeconds",
+    "TRIGGER_LOOKBACK_SECONDS": "TriggerLookbackSeconds",
     "LEASE_SECONDS": "LeaseSeconds",
     "HEARTBEAT_SECONDS": "HeartbeatSeconds",
     "DISPATCH_LEASE_SECONDS": "DispatchLeaseSeconds",
@@ -201,6 +202,7 @@ def test_parameter_defaults_match_the_settings_defaults(template: dict[str, Any]
     assert defaults == {
         "SHARD_COUNT": 8,
         "LOOKAHEAD_SECONDS": 90,
+        "TRIGGER_LOOKBACK_SECONDS": 300,
         "LEASE_SECONDS": 30,
         "HEARTBEAT_SECONDS": 10,
         "DISPATCH_LEASE_SECONDS": 60,
