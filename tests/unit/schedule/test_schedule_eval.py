@@ -10,8 +10,10 @@ from jobsched.core.schedule import Schedule, ScheduleError, parse_schedule
 FAR = datetime(2300, 1, 1, tzinfo=UTC)
 
 
-def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0, micro: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
 
 
 def take(schedule: Schedule, after: datetime, n: int) -> list[datetime]:
