@@ -13,7 +13,7 @@ from jobsched.core.run import RunStatus
 def retry_delay_ms(policy: RetryPolicy, failed_attempt: int, rng: random.Random) -> int:
     """Exponential backoff with full jitter (AWS Architecture Blog, "Exponential Backoff and
     Jitter"): spreads the retries of many jobs failing together, e.g. on a shared dependency."""
-    ceiling = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** (failed_attempt - 1)) * 1000
+    ceiling: int = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** (failed_attempt - 1)) * 1000
     if not policy.jitter:
         return ceiling
     return max(1000, int(rng.uniform(0, ceiling)))

@@ -15,7 +15,7 @@ from jobsched.core.errors import ConditionFailed
 from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
 from jobsched.core.run import RunKind, manual_run_id, run_id_for
 from jobsched.core.transitions import adhoc_run_ops, new_run_item
-from jobsched.core.writes import JOBS, RUNS, Update, any_of, eq, exists, not_exists
+from jobsched.core.writes import JOBS, RUNS, Cond, Update, any_of, eq, exists, not_exists
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.registrar import Registrar, Registration
@@ -50,6 +50,7 @@ class Operations:
         fields = definition.to_item()
         absent = tuple(name for name in DEFINITION_FIELDS if name not in fields)
         why = "someone else changed the definition since we read it: re-run to apply on top of theirs"
+        condition: tuple[Cond, ...]
         if current is None:
             condition = (not_exists("job_id", why),)
         else:

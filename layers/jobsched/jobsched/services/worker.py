@@ -8,6 +8,7 @@ current token can move the run on, and staged DynamoDB effects commit in the sam
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import traceback
@@ -304,7 +305,7 @@ class Worker:
             )
             ops: list[WriteOp] = [commit, *staged, *slot_ops]
             try:
-                self._write_unsure(ops, lambda status=status: self._is_own_commit(started, status))
+                self._write_unsure(ops, functools.partial(self._is_own_commit, started, status))
             except ConditionFailed as lost:
                 if lost.op_index == 0:
                     return self._fenced_out(started, lost.current)
