@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +17,7 @@ import boto3
 import pytest
 from boto3.dynamodb.types import TypeDeserializer
 from jobsched.adapters.provision import find_template, load_template, provision, table_specs
+from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import InvalidJob, JobDefinition
 from moto import mock_aws
 
@@ -230,6 +232,35 @@ def test_work_queue_visibility_is_six_worker_timeouts(template: dict[str, Any]) 
     for timeout in allowed:
         assert mapping[timeout]["Seconds"] >= 6 * int(timeout)
     assert max(int(t) for t in allowed) <= 900
+
+
+def _samconfig_overrides(env: str) -> dict[str, str]:
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text())
+    entries = config.get(env, {}).get("deploy", {}).get("parameters", {}).get("parameter_overrides", [])
+    overrides = {}
+    for entry in entries:
+        key, _, value = entry.partition("=")
+        overrides[key] = value.strip('"')
+    return overrides
+
+
+@pytest.mark.parametrize("env", ["default", "dev", "prod"])
+def test_samconfig_overrides_fit_the_template_and_the_settings(template: dict[str, Any], env: str) -> None:
+    parameters = template["Parameters"]
+    values = {name: str(spec.get("Default", "")) for name, spec in parameters.items()}
+    for name, value in _samconfig_overrides(env).items():
+        assert name in parameters, f"{env}: unknown parameter {name}"
+        spec = parameters[name]
+        if "AllowedValues" in spec:
+            assert value in [str(v) for v in spec["AllowedValues"]], f"{env}: {name}={value}"
+        if "AllowedPattern" in spec:
+            assert re.fullmatch(spec["AllowedPattern"], value), f"{env}: {name}={value}"
+        if spec["Type"] == "Number":
+            assert spec.get("MinValue", float("-inf")) <= float(value) <= spec.get("MaxValue", float("inf"))
+        values[name] = value
+    # The settings model's own cross-field rules (e.g. heartbeat <= lease / 2) hold too.
+    numeric = {name: p for name, p in SETTINGS_ENV.items() if name != "POWERTOOLS_LOG_LEVEL"}
+    SchedulerConfig(**{name.lower(): int(values[p]) for name, p in numeric.items()})
 
 
 # ---------------------------------------------------------------------------- (b) provisioning
