@@ -49,6 +49,23 @@ DEFINITION_FIELDS = (
     "enabled",
     "description",
 )
+# Attributes jobsched itself writes on a job item (docs/data-model.md). Any other attribute is
+# neither definition nor state: most likely a misspelled field, reported instead of ignored.
+STATE_FIELDS = frozenset(
+    {
+        "version",
+        "status",
+        "def_hash",
+        "invalid_reasons",
+        "next_run_at",
+        "sched_shard",
+        "active_run_id",
+        "buffered_run_id",
+        "catchups",
+        "last_scheduled_at",
+        "updated_at",
+    }
+)
 
 
 class MisfirePolicy(StrEnum):
@@ -174,7 +191,7 @@ class JobDefinition(_Strict):
 
         Raises ``InvalidJob`` with human-readable reasons.
         """
-        data = {k: _plain(v) for k, v in item.items() if k in DEFINITION_FIELDS}
+        data = {k: _plain(v) for k, v in item.items() if k not in STATE_FIELDS}
         payload = data.get("payload")
         if isinstance(payload, str):
             try:
@@ -206,7 +223,8 @@ def readable_reasons(exc: ValidationError) -> list[str]:
             message = "must be 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
         elif error["type"] == "string_pattern_mismatch" and where == "target":
             message = "must be the name of a registered handler: lowercase letters, digits, _ . -"
-        reasons.append(f"{where}: {message}")
+        # A model-level check (no location) names its field in its own message ("schedule: ...").
+        reasons.append(f"{where}: {message}" if error["loc"] else message)
     return reasons
 
 

@@ -69,9 +69,10 @@ def item_hash(item: dict[str, Any]) -> str:
         import hashlib
         import json
 
-        from jobsched.core.job import DEFINITION_FIELDS
+        from jobsched.core.job import STATE_FIELDS
 
-        raw = {k: item[k] for k in DEFINITION_FIELDS if k in item}
+        # Every attribute but jobsched's own state: fixing a misspelled field changes the digest.
+        raw = {k: v for k, v in item.items() if k not in STATE_FIELDS}
         return (
             "invalid-"
             + hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
