@@ -1,0 +1,125 @@
+"""Retry backoff, overlap decisions and misfire plans: pure rules, checked as tables."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from jobsched.core.job import MisfirePolicy, OverlapPolicy, RetryPolicy
+from jobsched.core.policies import (
+    OverlapDecision,
+    attempts_left,
+    decide_overlap,
+    plan_misfire,
+    retry_delay_ms,
+)
+from jobsched.core.run import RunStatus
+
+PENDING, MISSED = RunStatus.PENDING, RunStatus.MISSED
+
+
+@given(
+    base=st.integers(1, 900),
+    extra=st.integers(0, 900),
+    attempt=st.integers(1, 30),
+    seed=st.integers(0, 2**32),
+)
+def test_backoff_within_bounds(base: int, extra: int, attempt: int, seed: int) -> None:
+    cap = min(900, base + extra)
+    ceiling = min(cap, base * 2 ** (attempt - 1)) * 1000
+    jittered = RetryPolicy(backoff_seconds=base, max_backoff_seconds=cap, jitter=True)
+    delay = retry_delay_ms(jittered, attempt, random.Random(seed))
+    assert 1000 <= delay <= max(1000, ceiling)
+    plain = RetryPolicy(backoff_seconds=base, max_backoff_seconds=cap, jitter=False)
+    assert retry_delay_ms(plain, attempt, random.Random(seed)) == ceiling
+
+
+def test_backoff_doubles_until_the_cap() -> None:
+    policy = RetryPolicy(backoff_seconds=10, max_backoff_seconds=60, jitter=False)
+    rng = random.Random(1)
+    assert [retry_delay_ms(policy, a, rng) for a in range(1, 6)] == [10_000, 20_000, 40_000, 60_000, 60_000]
+
+
+def test_full_jitter_spreads_over_the_whole_range() -> None:
+    policy = RetryPolicy(backoff_seconds=100, max_backoff_seconds=100, jitter=True)
+    rng = random.Random(42)
+    delays = [retry_delay_ms(policy, 1, rng) for _ in range(2000)]
+    assert min(delays) >= 1000 and max(delays) <= 100_000
+    assert min(delays) < 10_000 and max(delays) > 90_000  # full jitter, not "base plus a little"
+    assert len(set(delays)) > 1000
+
+
+def test_attempts_left() -> None:
+    policy = RetryPolicy(max_attempts=3)
+    assert [attempts_left(policy, a) for a in (1, 2, 3, 4)] == [True, True, False, False]
+
+
+@pytest.mark.parametrize(
+    ("policy", "active", "buffered", "expected"),
+    [
+        (OverlapPolicy.ALLOW, "other", "x", OverlapDecision.RUN),
+        (OverlapPolicy.SKIP, None, None, OverlapDecision.RUN),
+        (OverlapPolicy.SKIP, "me", None, OverlapDecision.RUN),
+        (OverlapPolicy.SKIP, "other", None, OverlapDecision.SKIP),
+        (OverlapPolicy.BUFFER_ONE, None, None, OverlapDecision.RUN),
+        (OverlapPolicy.BUFFER_ONE, "me", None, OverlapDecision.RUN),
+        (OverlapPolicy.BUFFER_ONE, "other", None, OverlapDecision.BUFFER),
+        (OverlapPolicy.BUFFER_ONE, "other", "me", OverlapDecision.BUFFER),
+        (OverlapPolicy.BUFFER_ONE, "other", "third", OverlapDecision.SKIP),
+    ],
+)
+def test_decide_overlap(
+    policy: OverlapPolicy, active: str | None, buffered: str | None, expected: OverlapDecision
+) -> None:
+    assert decide_overlap(policy, "me", active, buffered) is expected
+
+
+MISSED_TIMES = [60_000 * i for i in range(1, 8)]
+
+
+def statuses(fates: list[object]) -> list[RunStatus]:
+    return [f.status for f in fates]  # type: ignore[attr-defined]
+
+
+def test_plan_misfire_empty() -> None:
+    for policy in MisfirePolicy:
+        assert plan_misfire(policy, [], 10, 0, False) == []
+
+
+def test_plan_misfire_run_once_runs_latest_only() -> None:
+    fates = plan_misfire(MisfirePolicy.RUN_ONCE, MISSED_TIMES, 10, 0, False)
+    assert [f.scheduled_at for f in fates] == MISSED_TIMES
+    assert statuses(fates) == [MISSED] * 6 + [PENDING]
+    assert all("run_once" in f.reason for f in fates)
+
+
+def test_plan_misfire_run_once_defers_when_more_follow() -> None:
+    fates = plan_misfire(MisfirePolicy.RUN_ONCE, MISSED_TIMES, 10, 0, False, more_follow=True)
+    assert statuses(fates) == [MISSED] * 7
+
+
+def test_plan_misfire_run_all_caps_at_max_catchup() -> None:
+    fates = plan_misfire(MisfirePolicy.RUN_ALL, MISSED_TIMES, 3, 0, False)
+    assert statuses(fates) == [PENDING] * 3 + [MISSED] * 4  # the oldest run
+    assert "max_catchup 3" in fates[-1].reason
+
+
+def test_plan_misfire_run_all_counts_earlier_catchups() -> None:
+    fates = plan_misfire(MisfirePolicy.RUN_ALL, MISSED_TIMES, 3, 2, False)
+    assert statuses(fates) == [PENDING] + [MISSED] * 6
+    assert statuses(plan_misfire(MisfirePolicy.RUN_ALL, MISSED_TIMES, 3, 5, False)) == [MISSED] * 7
+
+
+def test_plan_misfire_run_all_degraded_coalesces_and_says_so() -> None:
+    fates = plan_misfire(MisfirePolicy.RUN_ALL, MISSED_TIMES, 10, 0, True)
+    assert statuses(fates) == [MISSED] * 6 + [PENDING]
+    assert all("degraded" in f.reason for f in fates)
+
+
+def test_plan_misfire_skip_records_all() -> None:
+    for degraded in (False, True):
+        fates = plan_misfire(MisfirePolicy.SKIP, MISSED_TIMES, 10, 0, degraded)
+        assert statuses(fates) == [MISSED] * 7
+        assert all("skip" in f.reason for f in fates)
