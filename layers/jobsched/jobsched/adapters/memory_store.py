@@ -3,20 +3,32 @@
 It passes the same contract tests as ``DynamoStore`` (tests/contract), which is what makes the
 simulation's evidence about the conditions carry over to DynamoDB. A lock makes each write
 atomic, as DynamoDB's per-item (and per-transaction) atomicity does.
+
+DynamoDB rules it enforces, so that code which works here also works there:
+
+- a top-level attribute set to ``None`` is absent (a Put drops it, an Update removes it), as the
+  core's conditions treat it; ``None`` nested in a map or list is kept;
+- floats are rejected (``TypeError``, as boto3's serializer does): instants are integer ms;
+- a transaction touches each item at most once, an update names each attribute once, and key
+  attributes cannot be changed or removed (``ValueError``, where DynamoDB says
+  ``ValidationException``);
+- tables other than "jobs" and "runs" (the worker's staged user effects) need their key
+  attributes declared: ``MemoryStore(extra_keys={"effects": ("pk",)})``; an undeclared table
+  learns its key from the first get/update/check/delete on it.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.writes import (
     JOBS,
-    RUNS,
     MAX_TRANSACTION_ITEMS,
+    RUNS,
     Check,
     Item,
     Put,
@@ -29,9 +41,22 @@ from jobsched.ports import INDEX_KEYS, INDEX_TABLE, IndexName, Page
 KEYS = {JOBS: "job_id", RUNS: "run_id"}
 
 
+def _check_value(value: Any, where: str) -> None:
+    if isinstance(value, float):
+        raise TypeError(f"{where}: float values are not supported (use integer milliseconds)")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_value(v, f"{where}.{k}")
+    elif isinstance(value, list | tuple | set):
+        for v in value:
+            _check_value(v, where)
+
+
 class MemoryStore:
-    def __init__(self) -> None:
+    def __init__(self, extra_keys: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.tables: dict[str, dict[Any, Item]] = {JOBS: {}, RUNS: {}}
+        self.key_schema: dict[str, tuple[str, ...]] = {table: (attr,) for table, attr in KEYS.items()}
+        self.key_schema.update({table: tuple(attrs) for table, attrs in (extra_keys or {}).items()})
         self._lock = threading.RLock()
         self.request_counts: dict[str, int] = {}
 
@@ -41,9 +66,29 @@ class MemoryStore:
     def _table(self, name: str) -> dict[Any, Item]:
         return self.tables.setdefault(name, {})
 
-    @staticmethod
-    def _key_value(table: str, key: Item) -> Any:
-        return tuple(sorted(key.items())) if table not in KEYS else key[KEYS[table]]
+    def _key_names(self, table: str, key: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+        names = self.key_schema.get(table)
+        if names is None:
+            if key is None:
+                raise ValueError(
+                    f"table {table!r} has no declared key: MemoryStore(extra_keys={{{table!r}: (...)}})"
+                )
+            names = self.key_schema[table] = tuple(sorted(key))
+        return names
+
+    def _key_value(self, table: str, key: Mapping[str, Any], *, from_item: bool = False) -> Any:
+        """The dict key of an item: the bare value for a one-attribute key ("jobs", "runs":
+        ``tables["jobs"][job_id]``), else a tuple of the values in key-schema order."""
+        names = self._key_names(table, None if from_item else key)
+        if not from_item and set(key) != set(names):
+            raise ValueError(f"key {sorted(key)} does not match table {table!r}'s key {list(names)}")
+        missing = [name for name in names if key.get(name) is None]
+        if missing:
+            raise ValueError(f"table {table!r}: item lacks key attribute(s) {missing}")
+        return key[names[0]] if len(names) == 1 else tuple(key[name] for name in names)
+
+    def _key_of(self, table: str, item: Mapping[str, Any]) -> Item:
+        return {name: item[name] for name in self._key_names(table)}
 
     def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:
         with self._lock:
@@ -67,7 +112,9 @@ class MemoryStore:
             matches = [
                 item
                 for item in self._table(INDEX_TABLE[index]).values()
-                if item.get(pk) == partition
+                if pk in item
+                and item[pk] == partition
+                and type(item[pk]) is type(partition)
                 and sk in item
                 and (sort_from is None or item[sk] >= sort_from)
                 and (sort_to is None or item[sk] <= sort_to)
@@ -82,33 +129,45 @@ class MemoryStore:
             return Page([copy.deepcopy(item) for item in page], next_cursor)
 
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:
+        """Items in key order; the cursor is the last item's key (as DynamoDB's LastEvaluatedKey)."""
         with self._lock:
             self._count("Scan")
-            keys = sorted(self._table(table))
+            rows = self._table(table)
+            # Any deterministic total order will do (DynamoDB's is by key hash); repr orders
+            # strings and tuples of strings alike.
+            keys = sorted(rows, key=repr)
             if cursor is not None:
-                keys = [k for k in keys if k > cursor["key"]]
+                after = repr(self._key_value(table, cursor))
+                keys = [k for k in keys if repr(k) > after]
             page = keys[:limit]
-            next_cursor = {"key": page[-1]} if len(keys) > limit and page else None
-            return Page([copy.deepcopy(self._table(table)[k]) for k in page], next_cursor)
+            next_cursor = self._key_of(table, rows[page[-1]]) if len(keys) > limit and page else None
+            return Page([copy.deepcopy(rows[k]) for k in page], next_cursor)
 
     def write(self, ops: Sequence[WriteOp]) -> None:
         if not ops:
             return
         if len(ops) > MAX_TRANSACTION_ITEMS:
             raise ValueError(f"a transaction holds at most {MAX_TRANSACTION_ITEMS} operations")
+        for op in ops:
+            self._validate(op)
         with self._lock:
-            self._count("TransactWriteItems" if len(ops) > 1 else type(ops[0]).__name__ + "Item")
+            single = len(ops) == 1 and not isinstance(ops[0], Check)
+            self._count(type(ops[0]).__name__ + "Item" if single else "TransactWriteItems")
+            targets = [(op.table, self._target(op)) for op in ops]
+            if len(set(targets)) != len(targets):
+                raise ValueError("a transaction may touch each item only once")
             for index, op in enumerate(ops):
-                current = self._current(op)
+                current = self._table(op.table).get(targets[index][1])
                 if not conditions_hold(op.condition, current):
                     raise ConditionFailed(index, op.label, copy.deepcopy(current))
             for op in ops:
                 self._apply(op)
 
     def update(self, op: Update) -> Item:
+        self._validate(op)
         with self._lock:
             self._count("UpdateItem")
-            current = self._current(op)
+            current = self._table(op.table).get(self._target(op))
             if not conditions_hold(op.condition, current):
                 raise ConditionFailed(0, op.label, copy.deepcopy(current))
             return copy.deepcopy(self._apply(op))
@@ -118,26 +177,49 @@ class MemoryStore:
             self._count("DeleteItem")
             self._table(table).pop(self._key_value(table, key), None)
 
-    def _current(self, op: WriteOp) -> Item | None:
-        key = op.item if isinstance(op, Put) else op.key
+    def _target(self, op: WriteOp) -> Any:
         if isinstance(op, Put):
-            key = {KEYS[op.table]: op.item[KEYS[op.table]]} if op.table in KEYS else op.item
-        return self._table(op.table).get(self._key_value(op.table, key))
+            return self._key_value(op.table, op.item, from_item=True)
+        return self._key_value(op.table, op.key)
+
+    @staticmethod
+    def _validate(op: WriteOp) -> None:
+        if isinstance(op, Put):
+            _check_value(op.item, op.label)
+            return
+        if isinstance(op, Check):
+            return
+        _check_value(op.set, op.label)
+        _check_value(op.set_if_missing, op.label)
+        named = [*op.set, *op.set_if_missing, *op.remove, *op.add]
+        if len(set(named)) != len(named):
+            raise ValueError(f"{op.label}: an update names each attribute once (DynamoDB: overlapping paths)")
+        for name in [*op.remove, *op.add, *op.set_if_missing]:
+            if name in op.key:
+                raise ValueError(f"{op.label}: cannot change key attribute {name}")
+        for name, value in op.set.items():
+            if name in op.key and op.key[name] != value:
+                raise ValueError(f"{op.label}: cannot change key attribute {name}")
 
     def _apply(self, op: WriteOp) -> Item:
         table = self._table(op.table)
         if isinstance(op, Check):
             return {}
         if isinstance(op, Put):
-            item = copy.deepcopy(op.item)
-            key = {KEYS[op.table]: item[KEYS[op.table]]} if op.table in KEYS else item
-            table[self._key_value(op.table, key)] = item
+            item = {k: copy.deepcopy(v) for k, v in op.item.items() if v is not None}
+            table[self._target(op)] = item
             return item
-        key_value = self._key_value(op.table, op.key)
-        item = copy.deepcopy(table.get(key_value)) or dict(op.key)
-        item.update(copy.deepcopy(op.set))
+        key_value = self._target(op)
+        old = table.get(key_value)
+        item = copy.deepcopy(old) if old is not None else dict(op.key)
+        for name, value in op.set.items():
+            if value is None:
+                item.pop(name, None)
+            else:
+                item[name] = copy.deepcopy(value)
         for name, value in op.set_if_missing.items():
-            item.setdefault(name, copy.deepcopy(value))
+            if value is not None and (old is None or name not in old):
+                item[name] = copy.deepcopy(value)
         for name, amount in op.add.items():
             item[name] = int(item.get(name, 0)) + amount
         for name in op.remove:
