@@ -1,0 +1,167 @@
+"""boto3 clients configured for jobsched, and a request counter for the benchmarks.
+
+The clients use botocore's ``standard`` retry mode (exponential backoff with jitter, a retry
+quota, and retries of throttling and transient errors), short connect/read timeouts so that a
+stuck connection is retried inside a Lambda's budget instead of eating it, and TCP keep-alive.
+An error that survives the SDK's retries reaches the adapters, which map it to the core's
+``Throttled``/``TransientStoreError``/``QueueError``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+import boto3
+from botocore.config import Config
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+DEFAULT_MAX_ATTEMPTS = 4
+DEFAULT_CONNECT_TIMEOUT = 2.0
+DEFAULT_READ_TIMEOUT = 5.0
+
+
+def client_config(
+    *,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    adaptive: bool = False,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
+) -> Config:
+    """botocore configuration for jobsched's clients. ``adaptive`` adds client-side rate limiting
+    on top of the standard retries (useful for bulk jobs that would otherwise hammer a throttled
+    table); ``max_attempts`` counts the first attempt."""
+    return Config(
+        retries={"mode": "adaptive" if adaptive else "standard", "max_attempts": max_attempts},
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        tcp_keepalive=True,
+    )
+
+
+@overload
+def make_client(
+    service: Literal["dynamodb"],
+    endpoint_url: str | None = ...,
+    region: str | None = ...,
+    *,
+    max_attempts: int = ...,
+    adaptive: bool = ...,
+    connect_timeout: float = ...,
+    read_timeout: float = ...,
+) -> DynamoDBClient: ...
+
+
+@overload
+def make_client(
+    service: Literal["sqs"],
+    endpoint_url: str | None = ...,
+    region: str | None = ...,
+    *,
+    max_attempts: int = ...,
+    adaptive: bool = ...,
+    connect_timeout: float = ...,
+    read_timeout: float = ...,
+) -> SQSClient: ...
+
+
+@overload
+def make_client(
+    service: str,
+    endpoint_url: str | None = ...,
+    region: str | None = ...,
+    *,
+    max_attempts: int = ...,
+    adaptive: bool = ...,
+    connect_timeout: float = ...,
+    read_timeout: float = ...,
+) -> Any: ...
+
+
+def make_client(
+    service: str,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    *,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    adaptive: bool = False,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
+) -> Any:
+    """A boto3 client for ``service`` ("dynamodb", "sqs", ...). ``endpoint_url`` None uses the
+    default endpoint (or ``AWS_ENDPOINT_URL``, which boto3 honours); ``region`` None uses the
+    environment's region."""
+    return boto3.session.Session().client(
+        service,  # type: ignore[call-overload]
+        endpoint_url=endpoint_url,
+        region_name=region,
+        config=client_config(
+            max_attempts=max_attempts,
+            adaptive=adaptive,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        ),
+    )
+
+
+class RequestCounter:
+    """Counts the requests boto3 clients make, per ``service:Operation`` (e.g. ``dynamodb:PutItem``).
+
+    ``calls`` counts API calls as the code makes them (botocore's ``before-call`` event, once per
+    call); ``attempts`` counts HTTP requests actually sent, SDK retries included (``request-created``,
+    once per attempt). Attach it to every client whose traffic should be counted. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls: Counter[str] = Counter()
+        self.attempts: Counter[str] = Counter()
+
+    def attach(self, client: Any) -> RequestCounter:
+        events = client.meta.events
+        # unique_id: attaching the same counter twice to one client must not double count.
+        events.register("before-call.*.*", self._on_call, unique_id=f"jobsched-calls-{id(self)}")
+        events.register("request-created.*.*", self._on_attempt, unique_id=f"jobsched-attempts-{id(self)}")
+        return self
+
+    def detach(self, client: Any) -> None:
+        events = client.meta.events
+        events.unregister("before-call.*.*", unique_id=f"jobsched-calls-{id(self)}")
+        events.unregister("request-created.*.*", unique_id=f"jobsched-attempts-{id(self)}")
+
+    @staticmethod
+    def _name(event_name: str) -> str:
+        # "before-call.dynamodb.PutItem" -> "dynamodb:PutItem"
+        parts = event_name.split(".", 2)
+        return f"{parts[1]}:{parts[2]}" if len(parts) == 3 else event_name
+
+    def _on_call(self, event_name: str, **kwargs: Any) -> None:
+        with self._lock:
+            self.calls[self._name(event_name)] += 1
+
+    def _on_attempt(self, event_name: str, **kwargs: Any) -> None:
+        with self._lock:
+            self.attempts[self._name(event_name)] += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+            self.attempts.clear()
+
+    def total(self, service: str | None = None, *, attempts: bool = False) -> int:
+        """Calls (or attempts) in total, or for one service ("dynamodb", "sqs")."""
+        with self._lock:
+            counts = self.attempts if attempts else self.calls
+            return sum(n for name, n in counts.items() if service is None or name.split(":")[0] == service)
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """``{"calls": {...}, "attempts": {...}}``, plain dicts sorted by name (JSON-ready)."""
+        with self._lock:
+            return {
+                "calls": dict(sorted(self.calls.items())),
+                "attempts": dict(sorted(self.attempts.items())),
+            }

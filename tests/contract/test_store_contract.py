@@ -1,0 +1,765 @@
+"""One contract for every Store: the in-memory store and DynamoStore (on moto) must agree.
+
+The simulation's evidence about jobsched's conditions carries over to DynamoDB only because both
+stores pass this same suite. Semantics checked against DynamoDB's documented behaviour (moto
+agrees unless noted): a comparison against a missing attribute is false, except ``<>``, which is
+true; a top-level ``None`` is an absent attribute.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jobsched.adapters.aws import RequestCounter, make_client
+from jobsched.adapters.dynamodb_store import DynamoStore
+from jobsched.adapters.memory_store import MemoryStore
+from jobsched.adapters.provision import provision
+from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
+from jobsched.core.writes import (
+    JOBS,
+    MAX_TRANSACTION_ITEMS,
+    RUNS,
+    Check,
+    Cond,
+    Put,
+    Update,
+    any_of,
+    eq,
+    exists,
+    is_in,
+    le,
+    lt,
+    ne,
+    not_exists,
+)
+from jobsched.ports import IndexName, Store
+from moto import mock_aws
+
+EFFECTS = "effects"  # a staged-effects table with its own key, as the worker writes
+
+
+@pytest.fixture(scope="module")
+def moto_tables() -> Iterator[tuple[Any, Any]]:
+    """One in-process moto for the module, tables provisioned from template.yaml once (creating
+    them per test costs most of a second); each test starts from emptied tables."""
+    with mock_aws():
+        dynamodb = make_client("dynamodb", region="us-east-1")
+        sqs = make_client("sqs", region="us-east-1")
+        resources = provision(dynamodb, sqs, prefix="contract")
+        dynamodb.create_table(
+            TableName=EFFECTS,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield dynamodb, resources
+
+
+def _empty(dynamodb: Any, table: str, key: str) -> None:
+    keys = [
+        {key: item[key]}
+        for page in dynamodb.get_paginator("scan").paginate(
+            TableName=table, ProjectionExpression="#k", ExpressionAttributeNames={"#k": key}
+        )
+        for item in page["Items"]
+    ]
+    for start in range(0, len(keys), 25):
+        batch = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
+        dynamodb.batch_write_item(RequestItems={table: batch})
+
+
+@pytest.fixture
+def dynamo(moto_tables: tuple[Any, Any]) -> Iterator[DynamoStore]:
+    dynamodb, resources = moto_tables
+    yield DynamoStore(dynamodb, resources.jobs_table, resources.runs_table, table_keys={EFFECTS: ("pk",)})
+    _empty(dynamodb, resources.jobs_table, "job_id")
+    _empty(dynamodb, resources.runs_table, "run_id")
+    _empty(dynamodb, EFFECTS, "pk")
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def store(request: pytest.FixtureRequest) -> Store:
+    if request.param == "memory":
+        return MemoryStore(extra_keys={EFFECTS: ("pk",)})
+    dynamo_store: DynamoStore = request.getfixturevalue("dynamo")
+    return dynamo_store
+
+
+def why(text: str = "test") -> str:
+    return text
+
+
+JOB = {
+    "job_id": "j1",
+    "version": 3,
+    "status": "active",
+    "owner": "w1",
+    "name": "nightly",
+    "tags": ["a", "b"],
+    "retry": {"max_attempts": 3, "backoff": {"base_ms": 1000}},
+}
+
+
+def seed(store: Store, item: dict[str, Any] | None = None) -> dict[str, Any]:
+    item = dict(item or JOB)
+    store.write([Put(JOBS, item, (not_exists("job_id", why()),), "seed")])
+    return item
+
+
+def drain(store: Store, index: IndexName, partition: Any, limit: int, **bounds: Any) -> list[list[Any]]:
+    """Every page of a query, following cursors until None."""
+    pages: list[list[Any]] = []
+    cursor = None
+    while True:
+        page = store.query(index, partition, limit=limit, cursor=cursor, **bounds)
+        assert len(page.items) <= limit
+        pages.append(page.items)
+        cursor = page.cursor
+        if cursor is None:
+            return pages
+        assert len(pages) < 1000
+
+
+# ---------------------------------------------------------------------------------- put
+
+
+def test_put_not_exists_creates_once_and_returns_the_current_item(store: Store) -> None:
+    first = {"run_id": "r1", "status": "pending", "version": 1}
+    store.write([Put(RUNS, first, (not_exists("run_id", why()),), "claim")])
+    with pytest.raises(ConditionFailed) as lost:
+        store.write([Put(RUNS, {**first, "version": 9}, (not_exists("run_id", why()),), "claim again")])
+    assert lost.value.op_index == 0
+    assert lost.value.label == "claim again"
+    assert lost.value.current == first
+    assert store.get(RUNS, {"run_id": "r1"}) == first
+
+
+def test_unconditional_put_overwrites(store: Store) -> None:
+    store.write([Put(RUNS, {"run_id": "r1", "a": 1}, (), "p1")])
+    store.write([Put(RUNS, {"run_id": "r1", "b": 2}, (), "p2")])
+    assert store.get(RUNS, {"run_id": "r1"}) == {"run_id": "r1", "b": 2}
+
+
+# ---------------------------------------------------------------------------- conditions
+
+CONDITIONS: list[tuple[str, Cond, bool]] = [
+    ("eq true", eq("version", 3, why()), True),
+    ("eq false", eq("version", 4, why()), False),
+    ("eq string (reserved word status)", eq("status", "active", why()), True),
+    ("eq reserved word owner false", eq("owner", "w2", why()), False),
+    ("eq list", eq("tags", ["a", "b"], why()), True),
+    ("eq map", eq("retry", {"max_attempts": 3, "backoff": {"base_ms": 1000}}, why()), True),
+    ("eq other type", eq("version", "3", why()), False),
+    ("ne true", ne("version", 4, why()), True),
+    ("ne false", ne("version", 3, why()), False),
+    ("ne other type", ne("version", "3", why()), True),
+    ("lt true", lt("version", 4, why()), True),
+    ("lt false (equal)", lt("version", 3, why()), False),
+    ("le true (equal)", le("version", 3, why()), True),
+    ("le false", le("version", 2, why()), False),
+    ("gt true", Cond("gt", "version", why(), 2), True),
+    ("gt false", Cond("gt", "version", why(), 3), False),
+    ("ge true", Cond("ge", "version", why(), 3), True),
+    ("ge false", Cond("ge", "version", why(), 4), False),
+    ("lt string", lt("status", "b", why()), True),
+    ("le string false", le("status", "aa", why()), False),
+    ("in true", is_in("status", ["paused", "active"], why()), True),
+    ("in false", is_in("status", ["paused", "invalid"], why()), False),
+    ("in numbers", is_in("version", [1, 2, 3], why()), True),
+    ("exists true", exists("owner", why()), True),
+    ("exists false", exists("missing", why()), False),
+    ("not_exists true", not_exists("missing", why()), True),
+    ("not_exists false", not_exists("owner", why()), False),
+    ("any_of one true", any_of(why(), eq("version", 9, why()), eq("status", "active", why())), True),
+    ("any_of none true", any_of(why(), eq("version", 9, why()), eq("status", "paused", why())), False),
+    ("any_of nested", any_of(why(), any_of(why(), not_exists("owner", why())), exists("name", why())), True),
+    # Missing attributes: every comparison is false except <>, which is true (DynamoDB; moto agrees).
+    ("missing eq", eq("missing", 1, why()), False),
+    ("missing ne", ne("missing", 1, why()), True),
+    ("missing lt", lt("missing", 1, why()), False),
+    ("missing le", le("missing", 1, why()), False),
+    ("missing gt", Cond("gt", "missing", why(), 1), False),
+    ("missing ge", Cond("ge", "missing", why(), 1), False),
+    ("missing in", is_in("missing", [1, 2], why()), False),
+    ("missing or not_exists", any_of(why(), eq("missing", 1, why()), not_exists("missing", why())), True),
+]
+
+
+@pytest.mark.parametrize(("name", "cond", "holds"), CONDITIONS, ids=[c[0] for c in CONDITIONS])
+def test_update_condition(store: Store, name: str, cond: Cond, holds: bool) -> None:
+    seed(store)
+    op = Update(JOBS, {"job_id": "j1"}, (cond,), f"update if {name}", set={"touched": 1})
+    if holds:
+        assert store.update(op) == {**JOB, "touched": 1}
+    else:
+        with pytest.raises(ConditionFailed) as lost:
+            store.update(op)
+        assert (lost.value.op_index, lost.value.label, lost.value.current) == (0, op.label, JOB)
+        assert store.get(JOBS, {"job_id": "j1"}) == JOB
+
+
+@pytest.mark.parametrize(("name", "cond", "holds"), CONDITIONS, ids=[c[0] for c in CONDITIONS])
+def test_write_condition_matches_cond_holds(store: Store, name: str, cond: Cond, holds: bool) -> None:
+    """The store and the pure evaluator (``Cond.holds``) agree, through ``write`` too."""
+    seed(store)
+    assert cond.holds(JOB) is holds
+    op = Update(JOBS, {"job_id": "j1"}, (cond,), "write", set={"touched": 1})
+    if holds:
+        store.write([op])
+    else:
+        with pytest.raises(ConditionFailed):
+            store.write([op])
+
+
+def test_conditions_on_an_absent_item(store: Store) -> None:
+    key = {"job_id": "nobody"}
+    with pytest.raises(ConditionFailed) as lost:
+        store.update(Update(JOBS, key, (eq("version", 1, why()),), "bump"))
+    assert lost.value.current is None
+    assert store.get(JOBS, key) is None
+    # <> on an absent item holds (every attribute is missing), and an update creates the item.
+    assert store.update(
+        Update(JOBS, key, (ne("status", "active", why()),), "create", set={"version": 1})
+    ) == {
+        "job_id": "nobody",
+        "version": 1,
+    }
+
+
+def test_all_condition_parts_must_hold(store: Store) -> None:
+    seed(store)
+    op = Update(
+        JOBS, {"job_id": "j1"}, (eq("version", 3, why()), eq("status", "paused", why())), "both", set={"x": 1}
+    )
+    with pytest.raises(ConditionFailed):
+        store.update(op)
+    both = Update(
+        JOBS, {"job_id": "j1"}, (eq("version", 3, why()), eq("status", "active", why())), "both", set={"x": 1}
+    )
+    assert store.update(both)["x"] == 1
+
+
+# ---------------------------------------------------------------------------- updates
+
+
+def test_update_set_remove_add_set_if_missing(store: Store) -> None:
+    seed(store)
+    new = store.update(
+        Update(
+            JOBS,
+            {"job_id": "j1"},
+            (eq("version", 3, why()),),
+            "all clauses",
+            set={"version": 4, "status": "paused", "payload": {"k": [1, "two", None, True]}},
+            remove=("owner", "never_there"),
+            add={"catchups": 2, "version_counter": 5},
+            set_if_missing={"name": "other", "first_started_at": 1000},
+        )
+    )
+    expected = {
+        **{k: v for k, v in JOB.items() if k != "owner"},
+        "version": 4,
+        "status": "paused",
+        "payload": {"k": [1, "two", None, True]},
+        "catchups": 2,
+        "version_counter": 5,
+        "first_started_at": 1000,
+    }
+    assert new == expected
+    assert store.get(JOBS, {"job_id": "j1"}) == expected
+    again = store.update(Update(JOBS, {"job_id": "j1"}, (), "add again", add={"catchups": 3}))
+    assert again["catchups"] == 5
+    assert type(again["catchups"]) is int
+
+
+def test_update_to_none_removes_the_attribute(store: Store) -> None:
+    seed(store)
+    new = store.update(Update(JOBS, {"job_id": "j1"}, (), "clear owner", set={"owner": None}))
+    assert "owner" not in new
+    with pytest.raises(ConditionFailed):
+        store.update(Update(JOBS, {"job_id": "j1"}, (exists("owner", why()),), "owner?"))
+
+
+def test_put_drops_top_level_none_and_keeps_nested_none(store: Store) -> None:
+    store.write([Put(RUNS, {"run_id": "r1", "owner": None, "m": {"a": None}, "l": [None]}, (), "p")])
+    assert store.get(RUNS, {"run_id": "r1"}) == {"run_id": "r1", "m": {"a": None}, "l": [None]}
+
+
+def test_update_with_no_changes_creates_the_key_only_item(store: Store) -> None:
+    assert store.update(Update(RUNS, {"run_id": "r1"}, (not_exists("run_id", why()),), "touch")) == {
+        "run_id": "r1"
+    }
+
+
+def test_update_cannot_change_the_key(store: Store) -> None:
+    seed(store)
+    with pytest.raises(ValueError):
+        store.update(Update(JOBS, {"job_id": "j1"}, (), "rekey", set={"job_id": "j2"}))
+    with pytest.raises(ValueError):
+        store.update(Update(JOBS, {"job_id": "j1"}, (), "unkey", remove=("job_id",)))
+    # Setting the key to its own value is harmless.
+    assert store.update(Update(JOBS, {"job_id": "j1"}, (), "same", set={"job_id": "j1", "x": 1}))["x"] == 1
+
+
+def test_update_names_each_attribute_once(store: Store) -> None:
+    seed(store)
+    with pytest.raises(ValueError):
+        store.update(Update(JOBS, {"job_id": "j1"}, (), "overlap", set={"owner": "w2"}, remove=("owner",)))
+
+
+def test_floats_are_rejected(store: Store) -> None:
+    with pytest.raises(TypeError):
+        store.write([Put(RUNS, {"run_id": "r1", "ratio": 0.5}, (), "float")])
+
+
+# ------------------------------------------------------------------------ transactions
+
+
+def test_transaction_applies_all(store: Store) -> None:
+    seed(store)
+    store.write(
+        [
+            Update(JOBS, {"job_id": "j1"}, (eq("version", 3, why()),), "advance", set={"version": 4}),
+            Put(
+                RUNS,
+                {"run_id": "j1@1", "job_id": "j1", "scheduled_at": 1},
+                (not_exists("run_id", why()),),
+                "new",
+            ),
+            Check(RUNS, {"run_id": "j1@0"}, (not_exists("run_id", why()),), "no such run"),
+            Put(EFFECTS, {"pk": "e1", "value": 1}, (not_exists("pk", why()),), "effect"),
+        ]
+    )
+    assert store.get(JOBS, {"job_id": "j1"}) == {**JOB, "version": 4}
+    assert store.get(RUNS, {"run_id": "j1@1"}) == {"run_id": "j1@1", "job_id": "j1", "scheduled_at": 1}
+    assert store.get(EFFECTS, {"pk": "e1"}) == {"pk": "e1", "value": 1}
+
+
+@pytest.mark.parametrize("failing", [0, 1, 2, 3])
+def test_transaction_is_all_or_nothing_and_names_the_failing_op(store: Store, failing: int) -> None:
+    seed(store)
+    store.write([Put(RUNS, {"run_id": "old", "status": "running", "version": 7}, (), "seed run")])
+    store.write([Put(RUNS, {"run_id": "other", "status": "succeeded"}, (), "seed other")])
+    ops = [
+        Update(
+            JOBS,
+            {"job_id": "j1"},
+            (eq("version", 99 if failing == 0 else 3, why()),),
+            "advance job",
+            set={"version": 4},
+        ),
+        Put(
+            RUNS,
+            {"run_id": "old" if failing == 1 else "new", "status": "pending"},
+            (not_exists("run_id", why()),),
+            "create run",
+        ),
+        Check(
+            RUNS, {"run_id": "ghost" if failing == 2 else "other"}, (exists("run_id", why()),), "run exists"
+        ),
+        Update(
+            RUNS,
+            {"run_id": "old"},
+            (eq("version", 8 if failing == 3 else 7, why()),),
+            "fence",
+            set={"version": 8},
+        )
+        if failing != 1
+        else Put(EFFECTS, {"pk": "e"}, (), "effect"),
+    ]
+    with pytest.raises(ConditionFailed) as lost:
+        store.write(ops)
+    assert lost.value.op_index == failing
+    assert lost.value.label == ops[failing].label
+    expected_current = {
+        0: JOB,
+        1: {"run_id": "old", "status": "running", "version": 7},
+        2: None,
+        3: {"run_id": "old", "status": "running", "version": 7},
+    }[failing]
+    assert lost.value.current == expected_current
+    # Nothing was applied.
+    assert store.get(JOBS, {"job_id": "j1"}) == JOB
+    assert store.get(RUNS, {"run_id": "new"}) is None
+    assert store.get(RUNS, {"run_id": "old"}) == {"run_id": "old", "status": "running", "version": 7}
+    assert store.get(EFFECTS, {"pk": "e"}) is None
+
+
+def test_lone_check(store: Store) -> None:
+    seed(store)
+    store.write([Check(JOBS, {"job_id": "j1"}, (eq("status", "active", why()),), "active?")])
+    with pytest.raises(ConditionFailed) as lost:
+        store.write([Check(JOBS, {"job_id": "j1"}, (eq("status", "paused", why()),), "paused?")])
+    assert (lost.value.op_index, lost.value.label, lost.value.current) == (0, "paused?", JOB)
+
+
+def test_transaction_limits(store: Store) -> None:
+    store.write([])  # nothing to do
+    with pytest.raises(ValueError):
+        store.write([Put(RUNS, {"run_id": f"r{i}"}, (), "p") for i in range(MAX_TRANSACTION_ITEMS + 1)])
+    with pytest.raises(ValueError):
+        store.write(
+            [Put(RUNS, {"run_id": "r"}, (), "p"), Update(RUNS, {"run_id": "r"}, (), "u", set={"a": 1})]
+        )
+
+
+def test_transaction_of_many_items(store: Store) -> None:
+    store.write(
+        [Put(RUNS, {"run_id": f"r{i:03d}", "n": i}, (not_exists("run_id", why()),), "p") for i in range(100)]
+    )
+    assert store.get(RUNS, {"run_id": "r099"}) == {"run_id": "r099", "n": 99}
+
+
+# ---------------------------------------------------------------------------- reads
+
+
+def test_get_consistent_and_eventually_consistent(store: Store) -> None:
+    seed(store)
+    assert store.get(JOBS, {"job_id": "j1"}, consistent=True) == JOB
+    assert store.get(JOBS, {"job_id": "j1"}, consistent=False) == JOB
+    assert store.get(JOBS, {"job_id": "nope"}) is None
+
+
+def test_delete(store: Store) -> None:
+    seed(store)
+    store.delete(JOBS, {"job_id": "j1"})
+    assert store.get(JOBS, {"job_id": "j1"}) is None
+    store.delete(JOBS, {"job_id": "j1"})  # deleting nothing is not an error
+
+
+def test_ints_stay_ints_and_nested_values_round_trip(store: Store) -> None:
+    item = {
+        "run_id": "r1",
+        "big": 2**53 + 1,
+        "neg": -5,
+        "zero": 0,
+        "flag": False,
+        "nested": {"a": [1, {"b": 2, "c": [True, None, "x"]}], "empty_map": {}, "empty_list": []},
+        "text": "",
+    }
+    store.write([Put(RUNS, item, (), "p")])
+    got = store.get(RUNS, {"run_id": "r1"})
+    assert got == item
+    assert got is not None
+    assert type(got["big"]) is int and type(got["nested"]["a"][0]) is int
+    assert type(got["flag"]) is bool
+
+
+def _query_runs(store: Store) -> None:
+    runs = [
+        {"run_id": f"j1@{i:02d}", "job_id": "j1", "scheduled_at": 1000 + i * 10, "status": "succeeded"}
+        for i in range(25)
+    ]
+    runs.append({"run_id": "j2@00", "job_id": "j2", "scheduled_at": 1050})
+    runs.append({"run_id": "j1@nosort", "job_id": "j1"})  # no sort key: not in the index
+    for start in range(0, len(runs), 25):
+        store.write([Put(RUNS, run, (), f"run {start}") for run in runs[start : start + 25]])
+
+
+@pytest.mark.parametrize(
+    ("bounds", "expected"),
+    [
+        ({}, list(range(25))),
+        ({"sort_from": 1050, "sort_to": 1100}, [5, 6, 7, 8, 9, 10]),
+        ({"sort_from": 1200}, list(range(20, 25))),
+        ({"sort_to": 1015}, [0, 1]),
+        ({"sort_from": 1001, "sort_to": 1009}, []),
+        ({"sort_from": 1100, "sort_to": 1050}, []),
+    ],
+)
+@pytest.mark.parametrize("limit", [1, 4, 5, 100])
+def test_query_job_runs_bounds_and_pagination(
+    store: Store, bounds: dict[str, int], expected: list[int], limit: int
+) -> None:
+    _query_runs(store)
+    pages = drain(store, "job-runs", "j1", limit, **bounds)
+    items = [item for page in pages for item in page]
+    assert [item["run_id"] for item in items] == [f"j1@{i:02d}" for i in expected]
+    # A page may end exactly at the last match and still carry a cursor (DynamoDB does, moto
+    # sometimes): at most one trailing empty page.
+    assert len(pages) <= max(1, math.ceil(len(expected) / limit)) + 1
+    assert all(pages[:-1])
+
+
+def test_next_run_index_is_sparse_and_partitioned(store: Store) -> None:
+    jobs = [
+        {"job_id": f"a{i}", "sched_shard": i % 2, "next_run_at": 5000 - i, "status": "active"}
+        for i in range(6)
+    ]
+    jobs.append({"job_id": "paused", "status": "paused"})
+    jobs.append({"job_id": "half", "sched_shard": 0})  # no sort key: not in the index
+    store.write([Put(JOBS, job, (), "j") for job in jobs])
+    shard0 = [item["job_id"] for page in drain(store, "next-run", 0, 100) for item in page]
+    shard1 = [item["job_id"] for page in drain(store, "next-run", 1, 2, sort_to=4998) for item in page]
+    assert shard0 == ["a4", "a2", "a0"]  # ascending next_run_at
+    assert shard1 == ["a5", "a3"]
+    # Pausing removes a job from the index.
+    store.update(
+        Update(
+            JOBS,
+            {"job_id": "a0"},
+            (),
+            "pause",
+            set={"status": "paused"},
+            remove=("next_run_at", "sched_shard"),
+        )
+    )
+    assert [item["job_id"] for page in drain(store, "next-run", 0, 100) for item in page] == ["a4", "a2"]
+
+
+def test_lease_index_holds_only_leased_runs(store: Store) -> None:
+    for i in range(6):
+        store.write(
+            [
+                Put(
+                    RUNS,
+                    {"run_id": f"r{i}", "status": "running", "lease_shard": 3, "lease_expires_at": 100 + i},
+                    (),
+                    "p",
+                )
+            ]
+        )
+    store.write([Put(RUNS, {"run_id": "done", "status": "succeeded"}, (), "p")])
+    expired = [item["run_id"] for page in drain(store, "lease", 3, 2, sort_to=103) for item in page]
+    assert expired == ["r0", "r1", "r2", "r3"]
+    store.update(
+        Update(
+            RUNS,
+            {"run_id": "r1"},
+            (exists("lease_expires_at", why()),),
+            "finish",
+            set={"status": "succeeded"},
+            remove=("lease_expires_at", "lease_shard"),
+        )
+    )
+    store.update(Update(RUNS, {"run_id": "r2"}, (), "extend", set={"lease_expires_at": 200}))
+    leased = [item["run_id"] for page in drain(store, "lease", 3, 100) for item in page]
+    assert leased == ["r0", "r3", "r4", "r5", "r2"]
+    assert drain(store, "lease", 4, 100) == [[]]
+
+
+def test_scan_pagination(store: Store) -> None:
+    store.write([Put(RUNS, {"run_id": f"r{i:02d}", "n": i}, (), "p") for i in range(23)])
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = store.scan(RUNS, limit=5, cursor=cursor)
+        assert len(page.items) <= 5
+        seen += [item["run_id"] for item in page.items]
+        pages += 1
+        cursor = page.cursor
+        if cursor is None:
+            break
+        assert pages < 100
+    assert sorted(seen) == [f"r{i:02d}" for i in range(23)]
+    assert len(seen) == 23
+    assert pages <= 6
+
+
+# --------------------------------------------------------------------- staged effects
+
+
+def test_extra_table_for_staged_effects(store: Store) -> None:
+    store.write([Put(EFFECTS, {"pk": "order-1", "amount": 5}, (not_exists("pk", why()),), "effect")])
+    with pytest.raises(ConditionFailed) as lost:
+        store.write(
+            [Put(EFFECTS, {"pk": "order-1", "amount": 6}, (not_exists("pk", why()),), "effect again")]
+        )
+    assert lost.value.current == {"pk": "order-1", "amount": 5}
+    assert store.update(
+        Update(EFFECTS, {"pk": "order-1"}, (eq("amount", 5, why()),), "bump", add={"amount": 1})
+    ) == {
+        "pk": "order-1",
+        "amount": 6,
+    }
+    store.delete(EFFECTS, {"pk": "order-1"})
+    assert store.get(EFFECTS, {"pk": "order-1"}) is None
+
+
+# ------------------------------------------------------------------ round-trip property
+
+scalars = st.one_of(
+    st.text(max_size=8),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.booleans(),
+    st.none(),
+)
+values = st.recursive(
+    scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(min_size=1, max_size=6), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+attribute_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8).filter(
+    lambda name: name != "run_id"
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(attributes=st.dictionaries(attribute_names, values, max_size=6), counter=st.integers(0, 10**9))
+def test_item_values_round_trip(store: Store, attributes: dict[str, Any], counter: int) -> None:
+    key = f"rt-{counter}"
+    item = {"run_id": key, **attributes}
+    store.write([Put(RUNS, item, (), "round trip")])
+    expected = {k: v for k, v in item.items() if v is not None}  # a top-level None is an absent attribute
+    assert store.get(RUNS, {"run_id": key}) == expected
+    updated = store.update(Update(RUNS, {"run_id": key}, (), "set", set={"copy": attributes}))
+    assert updated["copy"] == attributes
+    assert store.update(Update(RUNS, {"run_id": key}, (eq("copy", attributes, why()),), "eq")) == updated
+
+
+# ------------------------------------------------------------ DynamoStore adapter specifics
+
+
+def test_every_attribute_name_goes_through_a_placeholder(dynamo: DynamoStore) -> None:
+    captured: list[dict[str, Any]] = []
+
+    def capture(params: dict[str, Any], **kwargs: Any) -> None:
+        captured.append(params)
+
+    dynamo.client.meta.events.register("provide-client-params.dynamodb.*", capture)
+    seed(dynamo)
+    dynamo.write(
+        [
+            Update(
+                JOBS,
+                {"job_id": "j1"},
+                (
+                    eq("status", "active", why()),
+                    any_of(why(), is_in("owner", ["w1"], why()), not_exists("owner", why())),
+                ),
+                "reserved words",
+                set={"status": "paused", "size": 1},
+                remove=("owner",),
+                add={"count": 1},
+                set_if_missing={"name": "x"},
+            ),
+            Check(RUNS, {"run_id": "x"}, (not_exists("run_id", why()),), "no run"),
+        ]
+    )
+    request = captured[-1]["TransactItems"][0]["Update"]
+    for text in (request["UpdateExpression"], request["ConditionExpression"]):
+        for attr in ("status", "owner", "size", "count", "name"):
+            assert attr not in text.replace("if_not_exists", "")
+    assert set(request["ExpressionAttributeNames"].values()) == {"status", "owner", "size", "count", "name"}
+    assert dynamo.get(JOBS, {"job_id": "j1"}) == {
+        **{k: v for k, v in JOB.items() if k != "owner"},
+        "status": "paused",
+        "size": 1,
+        "count": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("ThrottlingException", Throttled),
+        ("ProvisionedThroughputExceededException", Throttled),
+        ("RequestLimitExceeded", Throttled),
+        ("InternalServerError", TransientStoreError),
+        ("ServiceUnavailable", TransientStoreError),
+        ("ValidationException", ValueError),
+    ],
+)
+def test_client_errors_map_to_core_errors(code: str, expected: type[Exception]) -> None:
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    store = DynamoStore(client, "jobs-t", "runs-t")
+    with Stubber(client) as stub:
+        stub.add_client_error("update_item", service_error_code=code, http_status_code=400)
+        with pytest.raises(expected):
+            store.update(Update(JOBS, {"job_id": "j"}, (), "u", set={"a": 1}))
+        stub.add_client_error("get_item", service_error_code=code, http_status_code=400)
+        with pytest.raises(expected):
+            store.get(JOBS, {"job_id": "j"})
+
+
+def _cancelled(codes: list[str]) -> dict[str, Any]:
+    return {"CancellationReasons": [{"Code": code} for code in codes]}
+
+
+@pytest.mark.parametrize(
+    ("codes", "expected"),
+    [
+        (["None", "TransactionConflict"], TransientStoreError),
+        (["ThrottlingError", "None"], Throttled),
+        (["None", "None"], TransientStoreError),
+        (["TransactionConflict", "ConditionalCheckFailed"], ConditionFailed),
+    ],
+)
+def test_transaction_cancellations_map_to_core_errors(codes: list[str], expected: type[Exception]) -> None:
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    store = DynamoStore(client, "jobs-t", "runs-t")
+    with Stubber(client) as stub:
+        stub.add_client_error(
+            "transact_write_items",
+            service_error_code="TransactionCanceledException",
+            http_status_code=400,
+            response_meta=None,
+            modeled_fields=_cancelled(codes),
+        )
+        with pytest.raises(expected) as raised:
+            store.write([Put(RUNS, {"run_id": "a"}, (), "first"), Put(RUNS, {"run_id": "b"}, (), "second")])
+    if expected is ConditionFailed:
+        assert isinstance(raised.value, ConditionFailed)
+        assert (raised.value.op_index, raised.value.label, raised.value.current) == (1, "second", None)
+
+
+def test_connection_failures_are_transient() -> None:
+    client = make_client(
+        "dynamodb", endpoint_url="http://127.0.0.1:9", region="us-east-1", max_attempts=1, connect_timeout=0.5
+    )
+    store = DynamoStore(client, "jobs-t", "runs-t")
+    with pytest.raises(TransientStoreError):
+        store.get(JOBS, {"job_id": "j"})
+    with pytest.raises(TransientStoreError):
+        store.write([Put(RUNS, {"run_id": "a"}, (), "a"), Put(RUNS, {"run_id": "b"}, (), "b")])
+
+
+def test_request_counter_counts_calls_and_attempts(dynamo: DynamoStore) -> None:
+    counter = RequestCounter().attach(dynamo.client)
+    counter.attach(dynamo.client)  # attaching twice does not double count
+    seed(dynamo)
+    dynamo.get(JOBS, {"job_id": "j1"})
+    dynamo.write([Put(RUNS, {"run_id": "a"}, (), "a"), Put(RUNS, {"run_id": "b"}, (), "b")])
+    dynamo.query("job-runs", "j1")
+    assert counter.snapshot()["calls"] == {
+        "dynamodb:GetItem": 1,
+        "dynamodb:PutItem": 1,
+        "dynamodb:Query": 1,
+        "dynamodb:TransactWriteItems": 1,
+    }
+    assert counter.total("dynamodb") == 4
+    assert counter.total("sqs") == 0
+
+    # A retried call: one call, two attempts. The first attempt gets a 500 before moto sees it.
+    from botocore.awsrequest import AWSResponse
+
+    class Raw:
+        def stream(self, **kwargs: Any) -> Iterator[bytes]:
+            yield b'{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"boom"}'
+
+    failures = [1]
+
+    def fail_once(request: Any, **kwargs: Any) -> AWSResponse | None:
+        if failures:
+            failures.pop()
+            return AWSResponse(request.url, 500, {}, Raw())
+        return None
+
+    dynamo.client.meta.events.register_first("before-send.dynamodb.GetItem", fail_once)
+    counter.reset()
+    assert dynamo.get(JOBS, {"job_id": "j1"}) == JOB
+    assert counter.calls["dynamodb:GetItem"] == 1
+    assert counter.attempts["dynamodb:GetItem"] == 2
+    counter.detach(dynamo.client)
+    dynamo.get(JOBS, {"job_id": "j1"})
+    assert counter.calls["dynamodb:GetItem"] == 1
