@@ -1,0 +1,286 @@
+"""One process of the local stack: drives a real Lambda handler with the events AWS would send.
+
+    python -m jobsched.local.proc trigger  --every 5     # EventBridge scheduled events
+    python -m jobsched.local.proc detector --every 5
+    python -m jobsched.local.proc worker                  # SQS event source mapping
+    python -m jobsched.local.proc registrar               # DynamoDB stream event source mapping
+
+The environment (tables, queue, endpoint, settings) comes from the parent (``LocalStack``).
+The handler is ``functions/<name>/app.py``'s ``lambda_handler``, loaded by file path, so what runs
+here is exactly the code that is deployed. Every line a handler logs goes to stdout as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import itertools
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from jobsched.adapters.aws import make_client
+from jobsched.adapters.provision import find_template
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+FUNCTION_DIRS = {
+    "trigger": "trigger",
+    "detector": "miss_detector",
+    "worker": "worker",
+    "registrar": "registrar",
+}
+
+
+def functions_dir() -> Path:
+    return find_template().parent / "functions"
+
+
+def load_handler(function: str) -> Handler:
+    """``functions/<function>/app.py``'s ``lambda_handler``; the function's folder goes on
+    sys.path first, as in the Lambda package (the worker's ``import jobs``)."""
+    folder = functions_dir() / function
+    sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location(f"jobsched_local_{function}_app", folder / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    handler: Handler = module.lambda_handler
+    return handler
+
+
+class FakeLambdaContext:
+    """The attributes Powertools reads from a LambdaContext, with a real deadline."""
+
+    def __init__(self, function_name: str, request_id: str, timeout_s: float) -> None:
+        region = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{region}:123456789012:function:{function_name}"
+        self.memory_limit_in_mb = 512
+        self.aws_request_id = request_id
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = f"local/{os.getpid()}"
+        self._deadline = time.monotonic() + timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+class Invoker:
+    """Makes a fresh context per invocation; request ids name the process (``<name>-<pid>-<n>``),
+    so a run's ``owner`` tells which process holds it."""
+
+    def __init__(self, name: str, function: str, timeout_s: float) -> None:
+        self.name = name
+        self.function = function
+        self.timeout_s = timeout_s
+        self.handler = load_handler(function)
+        self._counter = itertools.count(1)
+
+    def __call__(self, event: dict[str, Any]) -> Any:
+        request_id = f"{self.name}-{os.getpid()}-{next(self._counter)}"
+        context = FakeLambdaContext(f"jobsched-local-{self.function}", request_id, self.timeout_s)
+        return self.handler(event, context)
+
+
+def scheduled_event(rule: str) -> dict[str, Any]:
+    """An EventBridge ``Scheduled Event``, as the trigger and the miss detector receive it."""
+    region = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": region,
+        "resources": [f"arn:aws:events:{region}:123456789012:rule/{rule}"],
+        "detail": {},
+    }
+
+
+def run_ticks(invoke: Invoker, every_s: float, stop: Callable[[], bool]) -> None:
+    next_at = time.monotonic()
+    while not stop():
+        try:
+            invoke(scheduled_event(invoke.function))
+        except Exception as exc:  # a failed invocation is retried by the next tick, as in AWS
+            _report_error(invoke.name, exc)
+        next_at += every_s
+        delay = next_at - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        else:
+            next_at = time.monotonic()
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    region = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+    records = []
+    for message in messages:
+        attributes = {
+            name: {
+                "stringValue": value.get("StringValue"),
+                "binaryValue": value.get("BinaryValue"),
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": value.get("DataType", "String"),
+            }
+            for name, value in message.get("MessageAttributes", {}).items()
+        }
+        records.append(
+            {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": message.get("Attributes", {}),
+                "messageAttributes": attributes,
+                "md5OfBody": message.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": region,
+            }
+        )
+    return {"Records": records}
+
+
+def run_worker(invoke: Invoker, stop: Callable[[], bool], wait_s: int = 5) -> None:
+    """The SQS event source mapping: long-poll up to 10 messages, invoke, delete the records that
+    are not reported in ``batchItemFailures`` (those become visible again after the timeout)."""
+    sqs = make_client("sqs")
+    queue_url = os.environ["WORK_QUEUE_URL"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    while not stop():
+        try:
+            response = sqs.receive_message(
+                QueueUrl=queue_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=wait_s,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+        except Exception as exc:
+            _report_error(invoke.name, exc)
+            time.sleep(1)
+            continue
+        messages: list[dict[str, Any]] = [dict(m) for m in response.get("Messages", [])]
+        if not messages:
+            continue
+        try:
+            result = invoke(sqs_event(messages, queue_arn)) or {}
+        except Exception as exc:  # the whole batch failed: every message comes back
+            _report_error(invoke.name, exc)
+            continue
+        failed = {item["itemIdentifier"] for item in result.get("batchItemFailures", [])}
+        done = [
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+            for i, m in enumerate(messages)
+            if m["MessageId"] not in failed
+        ]
+        if done:
+            try:
+                sqs.delete_message_batch(QueueUrl=queue_url, Entries=done)  # type: ignore[arg-type]
+            except Exception as exc:
+                _report_error(invoke.name, exc)
+
+
+def _plain_stream_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
+    change = dict(record["dynamodb"])
+    created = change.get("ApproximateCreationDateTime")
+    if isinstance(created, datetime):
+        change["ApproximateCreationDateTime"] = int(created.timestamp())
+    return {
+        "eventID": record.get("eventID", str(uuid.uuid4())),
+        "eventName": record["eventName"],
+        "eventVersion": record.get("eventVersion", "1.1"),
+        "eventSource": "aws:dynamodb",
+        "awsRegion": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        "dynamodb": change,
+        "eventSourceARN": stream_arn,
+    }
+
+
+def run_registrar(invoke: Invoker, stop: Callable[[], bool], poll_s: float = 1.0) -> None:
+    """The DynamoDB stream event source mapping: read every shard from its start, hand batches of
+    up to 100 records to the registrar (a failed batch is retried, as Lambda does)."""
+    streams = make_client("dynamodbstreams")
+    stream_arn = os.environ["JOBS_STREAM_ARN"]
+    iterators: dict[str, str] = {}
+    while not stop():
+        try:
+            shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"].get("Shards", [])
+            for shard in shards:
+                shard_id = shard["ShardId"]
+                if shard_id not in iterators:
+                    iterators[shard_id] = streams.get_shard_iterator(
+                        StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+                    )["ShardIterator"]
+            busy = False
+            for shard_id, iterator in list(iterators.items()):
+                response = streams.get_records(ShardIterator=iterator, Limit=100)
+                records = response.get("Records", [])
+                if records:
+                    busy = True
+                    event = {"Records": [_plain_stream_record(dict(r), stream_arn) for r in records]}
+                    invoke(event)
+                next_iterator = response.get("NextShardIterator")
+                if next_iterator:
+                    iterators[shard_id] = next_iterator
+        except Exception as exc:
+            _report_error(invoke.name, exc)
+            busy = False
+        if not busy:
+            time.sleep(poll_s)
+
+
+def _report_error(name: str, exc: BaseException) -> None:
+    import json
+
+    line = {"level": "ERROR", "message": "local.invocation_failed", "event": "local.invocation_failed"}
+    line.update(proc=name, error=f"{type(exc).__name__}: {exc}")
+    print(json.dumps(line), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m jobsched.local.proc")
+    parser.add_argument("role", choices=sorted(FUNCTION_DIRS))
+    parser.add_argument("--name", default=None, help="process name (request ids start with it)")
+    parser.add_argument("--every", type=float, default=5.0, help="seconds between scheduled events")
+    parser.add_argument("--timeout", type=float, default=60.0, help="invocation deadline, seconds")
+    args = parser.parse_args(argv)
+
+    stopping = False
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    invoke = Invoker(args.name or args.role, FUNCTION_DIRS[args.role], args.timeout)
+
+    def stop() -> bool:
+        return stopping
+
+    print(f'{{"event": "local.ready", "message": "local.ready", "role": "{args.role}"}}', flush=True)
+
+    if args.role in ("trigger", "detector"):
+        run_ticks(invoke, args.every, stop)
+    elif args.role == "worker":
+        run_worker(invoke, stop)
+    else:
+        run_registrar(invoke, stop)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""Measuring a local-stack session from what it left behind: the run records (``job-runs``
+index), the ledger table and the processes' structured events. Nothing here is computed from
+the plan except the set of due occurrences, which comes from the schedule engine."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jobsched.adapters.dynamodb_store import DynamoStore
+from jobsched.core.clock import dt_to_ms
+from jobsched.core.job import JobDefinition
+
+COMMITTED = ("succeeded", "failed")
+ACCOUNTED = ("succeeded", "failed", "skipped", "missed")
+
+
+@dataclass
+class Crash:
+    proc: str
+    pid: int | None
+    run_id: str | None
+    at_ms: int
+
+
+@dataclass
+class Report:
+    occurrences_due: int = 0
+    runs_total: int = 0
+    runs_succeeded: int = 0
+    runs_failed: int = 0
+    runs_skipped: int = 0
+    runs_missed: int = 0
+    runs_unfinished: int = 0
+    runs_leased: int = 0
+    duplicate_runs: int = 0
+    lost_occurrences: int = 0
+    ledger_rows: int = 0
+    ledger_runs_succeeded: int = 0
+    ledger_mismatches: int = 0
+    crashes_injected: int = 0
+    leases_recovered: int = 0
+    retries: int = 0
+    lag_ms_p50: float | None = None
+    lag_ms_p99: float | None = None
+    recovery_s_max: float | None = None
+    per_job: dict[str, dict[str, int]] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {key: value for key, value in self.__dict__.items()}
+
+
+def percentile(values: list[int], q: float) -> float | None:
+    """Nearest-rank percentile."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return float(ordered[rank - 1])
+
+
+def due_occurrences(definition: JobDefinition, window_from_ms: int, window_to_ms: int) -> list[int]:
+    """Occurrences in [from, to], by the schedule engine."""
+    schedule = definition.compiled_schedule()
+    after = datetime.fromtimestamp((window_from_ms - 1000) / 1000, UTC)
+    until = datetime.fromtimestamp(window_to_ms / 1000, UTC)
+    return [dt_to_ms(t) for t in schedule.occurrences(after, until) if dt_to_ms(t) >= window_from_ms]
+
+
+def job_runs(store: DynamoStore, job_id: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = store.query("job-runs", job_id, None, None, 100, cursor)
+        items += page.items
+        if page.cursor is None or not page.items:
+            break
+        cursor = page.cursor
+    unique = {item["run_id"]: item for item in items}  # moto may repeat a page end
+    return list(unique.values())
+
+
+def ledger_rows(store: DynamoStore, table: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    client = store.client
+    kwargs: dict[str, Any] = {"TableName": table}
+    while True:
+        page = client.scan(**kwargs)
+        from jobsched.adapters.dynamodb_store import deserialize_item
+
+        rows += [deserialize_item(item) for item in page.get("Items", [])]
+        if "LastEvaluatedKey" not in page:
+            return rows
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def measure(
+    store: DynamoStore,
+    definitions: list[JobDefinition],
+    window_from_ms: int,
+    window_to_ms: int,
+    events: list[dict[str, Any]],
+    crashes: list[Crash],
+    ledger_table: str | None,
+) -> Report:
+    report = Report(crashes_injected=len(crashes))
+    lags: list[int] = []
+    runs_by_id: dict[str, dict[str, Any]] = {}
+    ledger_jobs = {d.job_id for d in definitions if d.target == "example.ledger"}
+    for definition in definitions:
+        due = due_occurrences(definition, window_from_ms, window_to_ms)
+        runs = job_runs(store, definition.job_id)
+        report.occurrences_due += len(due)
+        by_occurrence: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for run in runs:
+            runs_by_id[run["run_id"]] = run
+            by_occurrence[int(run["scheduled_at"])].append(run)
+        statuses = Counter(str(run["status"]) for run in runs)
+        lost = 0
+        for occurrence in due:
+            if not any(run["status"] in ACCOUNTED for run in by_occurrence.get(occurrence, [])):
+                lost += 1
+                report.violations.append(f"lost: {definition.job_id} occurrence {occurrence}")
+        for occurrence, group in by_occurrence.items():
+            committed = [run for run in group if run["status"] in COMMITTED]
+            if len(committed) > 1:
+                report.duplicate_runs += len(committed) - 1
+                report.violations.append(
+                    f"duplicate: {definition.job_id} occurrence {occurrence} committed {len(committed)}x"
+                )
+        report.lost_occurrences += lost
+        report.runs_total += len(runs)
+        report.runs_succeeded += statuses["succeeded"]
+        report.runs_failed += statuses["failed"]
+        report.runs_skipped += statuses["skipped"]
+        report.runs_missed += statuses["missed"]
+        report.per_job[definition.job_id] = {"due": len(due), "lost": lost, **dict(statuses)}
+        if definition.job_id in ledger_jobs:
+            report.ledger_runs_succeeded += statuses["succeeded"]
+        for run in runs:
+            if run["status"] in ("pending", "running", "buffered"):
+                report.runs_unfinished += 1
+                report.violations.append(f"unfinished: {run['run_id']} {run['status']}")
+            if "lease_expires_at" in run:
+                report.runs_leased += 1
+                report.violations.append(f"leased: {run['run_id']}")
+            report.leases_recovered += int(run.get("recoveries", 0))
+            report.retries += max(0, int(run.get("attempt", 1)) - 1)
+            first = run.get("first_started_at") or (
+                run.get("started_at") if int(run.get("attempt", 1)) == 1 else None
+            )
+            if first is not None and run.get("kind", "scheduled") == "scheduled":
+                lags.append(int(first) - int(run["scheduled_at"]))
+
+    # More than one committed execution of a run (two workers both believing they finished it).
+    commits = Counter(
+        str(e.get("correlation_id"))
+        for e in events
+        if e.get("event") in ("run.succeeded", "run.failed") and e.get("by") != "miss_detector"
+    )
+    for run_id, count in commits.items():
+        if count > 1:
+            report.duplicate_runs += count - 1
+            report.violations.append(f"duplicate: {run_id} committed by {count} executions")
+
+    if ledger_table is not None:
+        rows = ledger_rows(store, ledger_table)
+        report.ledger_rows = len(rows)
+        per_key = Counter(str(row["pk"]) for row in rows)
+        for key, count in per_key.items():
+            row_run = runs_by_id.get(key)
+            if count > 1:
+                report.duplicate_runs += count - 1
+                report.violations.append(f"duplicate: {count} ledger rows for {key}")
+            if row_run is None or row_run["status"] != "succeeded":
+                report.ledger_mismatches += 1
+                report.violations.append(f"ledger row without a succeeded run: {key}")
+        for run_id, run in runs_by_id.items():
+            if run["job_id"] in ledger_jobs and run["status"] == "succeeded" and run_id not in per_key:
+                report.ledger_mismatches += 1
+                report.violations.append(f"succeeded ledger run without its row: {run_id}")
+
+    report.lag_ms_p50 = percentile(lags, 50)
+    report.lag_ms_p99 = percentile(lags, 99)
+    recoveries: list[float] = []
+    for crash in crashes:
+        crashed = runs_by_id.get(crash.run_id or "")
+        if crashed is not None and crashed.get("started_at") and int(crashed["started_at"]) > crash.at_ms:
+            recoveries.append((int(crashed["started_at"]) - crash.at_ms) / 1000)
+    report.recovery_s_max = round(max(recoveries), 3) if recoveries else None
+    return report
+
+
+def unfinished_runs(store: DynamoStore, job_ids: list[str]) -> int:
+    return sum(
+        1
+        for job_id in job_ids
+        for run in job_runs(store, job_id)
+        if run["status"] in ("pending", "running", "buffered") or "lease_expires_at" in run
+    )

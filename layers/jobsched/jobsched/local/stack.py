@@ -1,0 +1,344 @@
+"""The local stack: a moto server with atomic DynamoDB, the template's tables and queues, and the
+real Lambda handlers running in separate OS processes (``jobsched.local.proc``).
+
+    stack = LocalStack(StackOptions(workers=3), sink=print_event)
+    stack.start()          # moto, provisioning, processes
+    stack.kill("worker-1") # SIGKILL, as a crashed Lambda
+    stack.restart("worker-1")
+    stack.stop()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobsched.adapters.aws import make_client
+from jobsched.adapters.dynamodb_store import DynamoStore
+from jobsched.adapters.local_moto import LocalMoto, start_moto_server
+from jobsched.adapters.memory_telemetry import MemoryTelemetry
+from jobsched.adapters.provision import Resources, provision
+from jobsched.adapters.sqs_queue import SqsWorkQueue
+from jobsched.core.config import SchedulerConfig
+from jobsched.runtime.clock import SystemClock
+from jobsched.runtime.settings import Settings
+from jobsched.services.operations import Operations
+
+STATE_FILE = ".jobsched-local.json"
+REGION = "us-east-1"
+
+# Settings that make a local stack recover in seconds rather than minutes.
+LOCAL_SETTINGS = {
+    "SHARD_COUNT": "4",
+    "LOOKAHEAD_SECONDS": "10",
+    "LEASE_SECONDS": "6",
+    "HEARTBEAT_SECONDS": "2",
+    "DISPATCH_LEASE_SECONDS": "10",
+    "CLOCK_SKEW_ALLOWANCE_MS": "500",
+    "DEADLINE_MARGIN_MS": "3000",
+    "TRIGGER_LOOKBACK_SECONDS": "120",
+}
+# The template's visibility timeout is six Lambda timeouts (minutes); locally a message held by a
+# killed worker should come back sooner.
+LOCAL_VISIBILITY_TIMEOUT = "30"
+
+Event = dict[str, Any]
+Sink = Callable[[str, Event], None]
+
+
+@dataclass
+class StackOptions:
+    workers: int = 3
+    triggers: int = 1
+    tick_seconds: float = 5.0
+    detector_seconds: float = 5.0
+    registrar: bool = True
+    port: int = 0
+    prefix: str = "jobsched-local"
+    settings: dict[str, str] = field(default_factory=dict)
+    state_file: Path | None = None
+
+
+@dataclass
+class Proc:
+    name: str
+    role: str
+    args: list[str]
+    popen: subprocess.Popen[bytes] | None = None
+    kills: int = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+
+class LocalStack:
+    def __init__(self, options: StackOptions | None = None, sink: Sink | None = None) -> None:
+        self.options = options or StackOptions()
+        self.sink = sink
+        self.events: queue.Queue[tuple[str, Event]] = queue.Queue()
+        self.moto: LocalMoto | None = None
+        self.resources: Resources | None = None
+        self.ledger_table = f"{self.options.prefix}-ledger"
+        self.procs: dict[str, Proc] = {}
+        self.env: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per moto request otherwise
+        self.moto = start_moto_server(self.options.port)
+        base = {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "AWS_ENDPOINT_URL": self.moto.endpoint_url,
+        }
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+            os.environ.setdefault(key, base[key])  # this process's own clients talk to moto too
+        dynamodb = make_client("dynamodb", self.moto.endpoint_url, REGION)
+        sqs = make_client("sqs", self.moto.endpoint_url, REGION)
+        with _env(base):
+            self.resources = provision(dynamodb, sqs, self.options.prefix)
+        sqs.set_queue_attributes(
+            QueueUrl=self.resources.work_queue_url, Attributes={"VisibilityTimeout": LOCAL_VISIBILITY_TIMEOUT}
+        )
+        _ensure_ledger(dynamodb, self.ledger_table)
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+            **base,
+            "JOBS_TABLE": self.resources.jobs_table,
+            "RUNS_TABLE": self.resources.runs_table,
+            "WORK_QUEUE_URL": self.resources.work_queue_url,
+            "JOBS_STREAM_ARN": self.resources.jobs_stream_arn or "",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_SERVICE_NAME": "jobsched",
+            "POWERTOOLS_METRICS_NAMESPACE": "JobschedLocal",
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONWARNINGS": "ignore",
+            **LOCAL_SETTINGS,
+            **self.options.settings,
+        }
+        self.settings()  # a bad setting fails here, naming the variable, not in every child
+        if self.options.state_file is not None:
+            self.write_state(self.options.state_file)
+        o = self.options
+        for i in range(1, o.triggers + 1):
+            self.add("trigger", f"trigger-{i}", ["--every", str(o.tick_seconds)])
+        self.add("detector", "detector-1", ["--every", str(o.detector_seconds)])
+        if o.registrar and self.resources.jobs_stream_arn:
+            self.add("registrar", "registrar-1", [])
+        for i in range(1, o.workers + 1):
+            self.add("worker", f"worker-{i}", [])
+
+    def add(self, role: str, name: str, args: list[str]) -> Proc:
+        proc = Proc(name, role, args)
+        self.procs[name] = proc
+        self._spawn(proc)
+        return proc
+
+    def _spawn(self, proc: Proc) -> None:
+        command = [
+            sys.executable,
+            "-u",
+            "-m",
+            "jobsched.local.proc",
+            proc.role,
+            "--name",
+            proc.name,
+            *proc.args,
+        ]
+        proc.popen = subprocess.Popen(
+            command, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        threading.Thread(target=self._read, args=(proc.name, proc.popen), daemon=True).start()
+
+    def _read(self, name: str, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stdout is not None
+        for raw in popen.stdout:
+            text = raw.decode("utf-8", "replace").rstrip()
+            if not text:
+                continue
+            try:
+                event = json.loads(text)
+                if not isinstance(event, dict):
+                    event = {"message": text}
+            except ValueError:
+                event = {"message": text, "event": "local.output"}
+            if "_aws" in event:  # an EMF metrics blob
+                continue
+            event["proc"] = name
+            self.events.put((name, event))
+            if self.sink is not None:
+                self.sink(name, event)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> int | None:
+        proc = self.procs[name]
+        if not proc.alive():
+            return None
+        assert proc.popen is not None
+        proc.popen.send_signal(sig)
+        try:
+            proc.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.popen.kill()
+            proc.popen.wait()
+        proc.kills += 1
+        return proc.pid
+
+    def restart(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.alive():
+            return
+        self._spawn(proc)
+
+    def stop_role(self, role: str) -> None:
+        for proc in self.procs.values():
+            if proc.role == role and proc.alive():
+                self.kill(proc.name, signal.SIGTERM)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.alive() and proc.popen is not None:
+                proc.popen.terminate()
+        deadline = time.monotonic() + 3
+        for proc in self.procs.values():
+            if proc.popen is not None:
+                try:
+                    proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.popen.kill()
+                    proc.popen.wait()
+        if self.moto is not None:
+            self.moto.stop()
+        if self.options.state_file is not None:
+            self.options.state_file.unlink(missing_ok=True)
+
+    def __enter__(self) -> LocalStack:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ access
+
+    def owner_proc(self, owner: str) -> str | None:
+        """The process name a run's ``owner`` (``<name>-<pid>-<n>/<k>``) belongs to."""
+        for name, proc in self.procs.items():
+            if proc.pid is not None and owner.startswith(f"{name}-{proc.pid}-"):
+                return name
+        return None
+
+    def settings(self) -> Settings:
+        values: dict[str, Any] = {
+            k.lower(): v for k, v in self.env.items() if k.lower() in Settings.model_fields
+        }
+        return Settings.model_validate(values)
+
+    def config(self) -> SchedulerConfig:
+        return self.settings().scheduler_config()
+
+    def store(self) -> DynamoStore:
+        assert self.moto is not None and self.resources is not None
+        client = make_client("dynamodb", self.moto.endpoint_url, REGION)
+        return DynamoStore(
+            client, self.resources.jobs_table, self.resources.runs_table, {self.ledger_table: ("pk",)}
+        )
+
+    def operations(self) -> Operations:
+        assert self.moto is not None and self.resources is not None
+        queue_client = SqsWorkQueue(
+            make_client("sqs", self.moto.endpoint_url, REGION), self.resources.work_queue_url
+        )
+        return Operations(self.store(), queue_client, MemoryTelemetry(), SystemClock(), self.config())
+
+    def state(self) -> dict[str, Any]:
+        assert self.moto is not None and self.resources is not None
+        return {
+            "endpoint_url": self.moto.endpoint_url,
+            "region": REGION,
+            "jobs_table": self.resources.jobs_table,
+            "runs_table": self.resources.runs_table,
+            "work_queue_url": self.resources.work_queue_url,
+            "dead_letter_queue_url": self.resources.dead_letter_queue_url,
+            "jobs_stream_arn": self.resources.jobs_stream_arn,
+            "ledger_table": self.ledger_table,
+            "settings": {
+                k: v for k, v in self.env.items() if k in LOCAL_SETTINGS or k in self.options.settings
+            },
+            "pid": os.getpid(),
+        }
+
+    def write_state(self, path: Path) -> None:
+        path.write_text(json.dumps(self.state(), indent=2) + "\n", encoding="utf-8")
+
+
+def read_state(path: Path | str = STATE_FILE) -> dict[str, Any]:
+    """The state file a running ``jobsched local`` wrote (endpoint, table and queue names)."""
+    data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return data
+
+
+def state_env(state: dict[str, Any]) -> dict[str, str]:
+    """Environment variables that point jobsched (Settings, boto3) at a running local stack."""
+    return {
+        "AWS_ENDPOINT_URL": state["endpoint_url"],
+        "AWS_DEFAULT_REGION": state["region"],
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "JOBS_TABLE": state["jobs_table"],
+        "RUNS_TABLE": state["runs_table"],
+        "WORK_QUEUE_URL": state["work_queue_url"],
+        **state.get("settings", {}),
+    }
+
+
+class _env:
+    """Temporarily set environment variables (provisioning reads the region from them)."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+        self.saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> None:
+        for key, value in self.values.items():
+            self.saved[key] = os.environ.get(key)
+            os.environ[key] = value
+
+    def __exit__(self, *exc: object) -> None:
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _ensure_ledger(client: Any, name: str) -> None:
+    """The example ledger handler's table: one row per occurrence, key ``pk``."""
+    with contextlib.suppress(client.exceptions.ResourceInUseException):
+        client.create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )

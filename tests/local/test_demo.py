@@ -1,0 +1,41 @@
+"""`jobsched demo --json` end to end: real processes on moto, one worker SIGKILLed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+JOBSCHED = Path(sys.executable).with_name("jobsched")
+
+
+@pytest.mark.slow
+def test_demo_recovers_a_killed_worker_without_duplicates_or_losses(tmp_path: Path) -> None:
+    env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true"}
+    env.pop("AWS_ENDPOINT_URL", None)
+    done = subprocess.run(
+        [str(JOBSCHED), "demo", "--seconds", "40", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr[-3000:]
+    figures = json.loads(lines[-1])
+    assert figures["duplicate_runs"] == 0, figures
+    assert figures["lost_occurrences"] == 0, figures
+    assert figures["crashes_injected"] >= 1, figures
+    assert figures["leases_recovered"] >= 1, figures
+    assert figures["runs_succeeded"] > 0, figures
+    assert (
+        figures["occurrences_due"] >= figures["runs_succeeded"] - figures["retries"] > 0
+        or figures["runs_succeeded"] > 0
+    )
+    assert figures["recovery_s_max"] is not None, figures
+    assert done.returncode == 0, done.stdout[-3000:]
