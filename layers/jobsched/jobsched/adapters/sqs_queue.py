@@ -1,0 +1,77 @@
+"""The WorkQueue on SQS: one SendMessageBatch per call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from jobsched.core.errors import QueueError
+from jobsched.ports import OutgoingMessage, SendResult
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+MAX_BATCH = 10
+MAX_DELAY_SECONDS = 900  # SQS's per-message delay stops at 15 minutes
+
+
+def clamp_delay(seconds: int) -> int:
+    return max(0, min(MAX_DELAY_SECONDS, int(seconds)))
+
+
+def encode_body(body: dict[str, Any]) -> str:
+    """Compact, deterministic JSON (sorted keys, no spaces)."""
+    return json.dumps(body, separators=(",", ":"), sort_keys=True)
+
+
+def check_batch(messages: Sequence[OutgoingMessage]) -> None:
+    if len(messages) > MAX_BATCH:
+        raise ValueError(f"a batch holds at most {MAX_BATCH} messages, got {len(messages)}")
+    ids = [m.id for m in messages]
+    if len(set(ids)) != len(ids):
+        raise ValueError("message ids must be unique within a batch")
+
+
+class SqsWorkQueue:
+    """``WorkQueue`` on one SQS queue.
+
+    Entries are sent under positional batch ids (``m0`` .. ``m9``) because SQS accepts only
+    ``[A-Za-z0-9_-]{1,80}`` as an entry id and callers' ids (run ids) contain ``@`` and ``:``;
+    ``SendResult.failed`` hands back the caller's own messages. An entry SQS rejects is returned
+    in ``failed`` (the caller retries it); a failure of the whole request raises ``QueueError``.
+    """
+
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
+        self.client = client
+        self.queue_url = queue_url
+
+    def send(self, messages: Sequence[OutgoingMessage]) -> SendResult:
+        check_batch(messages)
+        if not messages:
+            return SendResult()
+        entries = [
+            {
+                "Id": f"m{index}",
+                "MessageBody": encode_body(message.body),
+                "DelaySeconds": clamp_delay(message.delay_seconds),
+            }
+            for index, message in enumerate(messages)
+        ]
+        try:
+            response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=cast(Any, entries))
+        except (ClientError, BotoCoreError) as error:
+            raise QueueError(f"SendMessageBatch failed: {error}") from error
+        failed_ids = {entry["Id"] for entry in response.get("Failed", [])}
+        # An entry in neither list is treated as failed too: a duplicate send is harmless (the
+        # worker's fencing makes delivery idempotent), a lost one is not.
+        succeeded_ids = {entry["Id"] for entry in response.get("Successful", [])}
+        return SendResult(
+            failed=[
+                message
+                for index, message in enumerate(messages)
+                if f"m{index}" in failed_ids or f"m{index}" not in succeeded_ids
+            ]
+        )
