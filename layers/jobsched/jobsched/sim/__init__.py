@@ -1,0 +1,11 @@
+"""The chaos simulation: the real services and store under injected faults, in simulated time.
+
+``run_chaos(ChaosConfig(seed=...))`` returns a ``ChaosReport``; ``jobsched chaos`` is its CLI.
+Everything is reproducible from the seed. See docs/chaos.md.
+"""
+
+from jobsched.sim.report import ChaosReport
+from jobsched.sim.scenario import ChaosConfig, FaultRates
+from jobsched.sim.world import run_chaos
+
+__all__ = ["ChaosConfig", "ChaosReport", "FaultRates", "run_chaos"]

@@ -1,0 +1,296 @@
+"""Fault injectors: a Store wrapper (throttling, transient errors, lost responses, crashes during a
+heartbeat, an interleaved second trigger) and a work queue with send faults and crash points.
+
+The wrappers also keep the simulation's own ledger of what reached the store: every applied
+commit with the token it was made with, checked against the run as it was just before the write.
+That ledger is what the invariants read, independently of the services' own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobsched.adapters.memory_queue import MemoryWorkQueue
+from jobsched.adapters.memory_store import MemoryStore
+from jobsched.core.clock import Clock
+from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
+from jobsched.core.writes import RUNS, Check, Item, Put, Update, WriteOp
+from jobsched.ports import INDEX_KEYS, IndexName, OutgoingMessage, Page, SendResult, Store
+from jobsched.sim.scenario import FaultRates
+
+EFFECTS = "effects"
+
+
+class SimCrash(BaseException):
+    """The simulated process dies here. A BaseException, so no service's ``except`` swallows it."""
+
+
+@dataclass
+class Ledger:
+    """What the store saw, kept by the simulation (not by the services)."""
+
+    commits: dict[str, list[tuple[int, str, int, str]]] = field(default_factory=dict)
+    fenced_commits: list[tuple[str, str]] = field(default_factory=list)  # (run_id, detail)
+    effect_conflicts: list[tuple[str, str]] = field(default_factory=list)  # (run_id, actor)
+
+
+class FaultyStore:
+    """Wraps a Store. With ``enabled``, each call may be throttled or fail transiently before it
+    happens, and each write may be applied and then lose its response (TransientStoreError)."""
+
+    def __init__(
+        self,
+        inner: Store,
+        rng: random.Random,
+        rates: FaultRates,
+        counts: Counter[str],
+        clock: Clock,
+        log: Callable[[str, str, str], None],
+    ) -> None:
+        self.inner = inner
+        self.rng = rng
+        self.rates = rates
+        self.counts = counts
+        self.clock = clock
+        self.log = log
+        self.enabled = False
+        self.actor = "setup"
+        self.ledger = Ledger()
+        # Set by the world: called once, inside a trigger's claim, to run another tick interleaved.
+        self.interleave: Callable[[], None] | None = None
+        # Set by the world: the next heartbeat write crashes its worker ("before" or "after" it lands).
+        self.heartbeat_crash: str | None = None
+
+    # --- faults --------------------------------------------------------------------------------
+
+    def _before_call(self, what: str) -> None:
+        if not self.enabled:
+            return
+        if self.rng.random() < self.rates.store_throttle:
+            self.counts["store_throttle"] += 1
+            self.log(self.actor, "fault.store_throttle", what)
+            raise Throttled(f"injected throttling on {what}")
+        if self.rng.random() < self.rates.store_transient:
+            self.counts["store_transient"] += 1
+            self.log(self.actor, "fault.store_transient", what)
+            raise TransientStoreError(f"injected transient error on {what}")
+
+    def _after_write(self, what: str) -> None:
+        if self.enabled and self.rng.random() < self.rates.store_lost_response:
+            self.counts["store_lost_response"] += 1
+            self.log(self.actor, "fault.store_lost_response", what)
+            raise TransientStoreError(f"injected lost response: {what} was applied")
+
+    # --- Store ---------------------------------------------------------------------------------
+
+    def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:
+        self._before_call(f"get {_key_text(key)}")
+        return self.inner.get(table, key, consistent)
+
+    def query(
+        self,
+        index: IndexName,
+        partition: Any,
+        sort_from: int | None = None,
+        sort_to: int | None = None,
+        limit: int = 100,
+        cursor: dict[str, Any] | None = None,
+    ) -> Page:
+        self._before_call(f"query {index}/{partition}")
+        return self.inner.query(index, partition, sort_from, sort_to, limit, cursor)
+
+    def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:
+        return self.inner.scan(table, limit, cursor)
+
+    def delete(self, table: str, key: Item) -> None:
+        self._before_call(f"delete {_key_text(key)}")
+        self.inner.delete(table, key)
+
+    def write(self, ops: Sequence[WriteOp]) -> None:
+        what = ", ".join(f"{op.label} {_op_key(op)}" for op in ops[:3]) + (" ..." if len(ops) > 3 else "")
+        self._before_call(what)
+        if self.interleave is not None and any(op.label == "advance job" for op in ops):
+            interleave, self.interleave = self.interleave, None
+            interleave()
+        pre = self._commit_preimages(ops)
+        try:
+            self.inner.write(ops)
+        except ConditionFailed as lost:
+            self._note_effect_conflict(ops, lost)
+            raise
+        self._record_commits(ops, pre)
+        self._after_write(what)
+
+    def update(self, op: Update) -> Item:
+        what = f"{op.label} {_op_key(op)}"
+        crash = self.heartbeat_crash if op.label == "heartbeat" else None
+        if crash is not None:
+            self.heartbeat_crash = None
+            if crash == "before":
+                raise SimCrash("worker crashed sending its heartbeat")
+        self._before_call(what)
+        pre = self._commit_preimages([op])
+        result = self.inner.update(op)
+        self._record_commits([op], pre)
+        if crash == "after":
+            raise SimCrash("worker crashed right after its heartbeat landed")
+        self._after_write(what)
+        return result
+
+    # --- the ledger ----------------------------------------------------------------------------
+
+    def _commit_preimages(self, ops: Sequence[WriteOp]) -> dict[int, Item | None]:
+        return {
+            index: self.inner.get(RUNS, dict(op.key))
+            for index, op in enumerate(ops)
+            if isinstance(op, Update) and op.table == RUNS and op.label.startswith("commit ")
+        }
+
+    def _record_commits(self, ops: Sequence[WriteOp], pre: dict[int, Item | None]) -> None:
+        now = self.clock.now_ms()
+        for index, before in pre.items():
+            op = ops[index]
+            assert isinstance(op, Update)
+            run_id = str(op.key["run_id"])
+            held = int(op.set["version"]) - 1
+            self.ledger.commits.setdefault(run_id, []).append((now, self.actor, held, op.label))
+            self.log(self.actor, "ledger.commit", f"{run_id} {op.label} token={held}")
+            current = None if before is None else before.get("version")
+            status = None if before is None else before.get("status")
+            if before is None or current != held or status not in ("running", "pending"):
+                detail = (
+                    f"{self.actor} committed with token {held}; the run was {status} at version {current}"
+                )
+                self.ledger.fenced_commits.append((run_id, detail))
+
+    def _note_effect_conflict(self, ops: Sequence[WriteOp], lost: ConditionFailed) -> None:
+        if 0 < lost.op_index < len(ops) and ops[lost.op_index].table == EFFECTS:
+            # The fenced commit (operation 0) held, yet the effect was applied already: a second
+            # commit of the same run got through the fence.
+            first = ops[0]
+            run_id = str(first.key["run_id"]) if isinstance(first, Update) else "?"
+            self.ledger.effect_conflicts.append((run_id, self.actor))
+            self.log(self.actor, "ledger.effect_conflict", run_id)
+
+
+class LeaseIndexedMemoryStore(MemoryStore):
+    """MemoryStore whose ``lease`` index query looks only at leased runs: the simulation's runs
+    table grows to tens of thousands of items and the detector queries it every minute. Same
+    answers as MemoryStore (the items are filtered and ordered by the same rules)."""
+
+    def __init__(self, extra_keys: dict[str, tuple[str, ...]] | None = None) -> None:
+        super().__init__(extra_keys)
+        self._leased: dict[str, None] = {}
+
+    def _apply(self, op: WriteOp) -> Item:
+        item = super()._apply(op)
+        if op.table == RUNS and not isinstance(op, Check):
+            run_id = item.get("run_id") if isinstance(op, Put) else op.key.get("run_id")
+            if run_id is not None:
+                if "lease_expires_at" in item and "lease_shard" in item:
+                    self._leased[str(run_id)] = None
+                else:
+                    self._leased.pop(str(run_id), None)
+        return item
+
+    def query(
+        self,
+        index: IndexName,
+        partition: Any,
+        sort_from: int | None = None,
+        sort_to: int | None = None,
+        limit: int = 100,
+        cursor: dict[str, Any] | None = None,
+    ) -> Page:
+        if index != "lease":
+            return super().query(index, partition, sort_from, sort_to, limit, cursor)
+        pk, sk = INDEX_KEYS[index]
+        import copy
+
+        with self._lock:
+            self._count("Query")
+            runs = self.tables[RUNS]
+            matches = []
+            for run_id in self._leased:
+                item = runs.get(run_id)
+                if (
+                    item is not None
+                    and pk in item
+                    and item[pk] == partition
+                    and type(item[pk]) is type(partition)
+                    and sk in item
+                    and (sort_from is None or item[sk] >= sort_from)
+                    and (sort_to is None or item[sk] <= sort_to)
+                ):
+                    matches.append(item)
+            matches.sort(key=lambda item: (item[sk], item["run_id"]))
+            if cursor is not None:
+                after = (cursor[sk], cursor["run_id"])
+                matches = [m for m in matches if (m[sk], m["run_id"]) > after]
+            page = matches[:limit]
+            more = len(matches) > limit
+            next_cursor = {sk: page[-1][sk], "run_id": page[-1]["run_id"]} if more and page else None
+            return Page([copy.deepcopy(item) for item in page], next_cursor)
+
+
+class SimQueue(MemoryWorkQueue):
+    """MemoryWorkQueue with send faults and a crash point: ``crash_next_send`` makes the next send
+    raise SimCrash (the sender dies after its writes, before the messages leave)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        visibility_timeout_seconds: int,
+        rng: random.Random,
+        rates: FaultRates,
+        counts: Counter[str],
+    ) -> None:
+        super().__init__(clock, visibility_timeout_seconds)
+        self.rng = rng
+        self.rates = rates
+        self.counts = counts
+        self.enabled = False
+        self.crash_next_send = False
+        self.fail_message = self._fail_message
+        self.fail_request = self._fail_request
+
+    def _fail_message(self, message: OutgoingMessage) -> bool:
+        if self.enabled and self.rng.random() < self.rates.sqs_send_failure:
+            self.counts["sqs_send_failure"] += 1
+            return True
+        return False
+
+    def _fail_request(self, messages: Sequence[OutgoingMessage]) -> bool:
+        if self.enabled and self.rng.random() < self.rates.sqs_request_failure:
+            self.counts["sqs_request_failure"] += 1
+            return True
+        return False
+
+    def send(self, messages: Sequence[OutgoingMessage]) -> SendResult:
+        if self.crash_next_send:
+            self.crash_next_send = False
+            self.counts["trigger_crash_before_send"] += 1
+            raise SimCrash("crashed after claiming, before sending")
+        return super().send(messages)
+
+    def inject(self, body: dict[str, Any], delay_seconds: int) -> None:
+        """Queue a copy of a message (a duplicate delivery), bypassing the send faults."""
+        enabled, self.enabled = self.enabled, False
+        try:
+            super().send([OutgoingMessage("dup", body, delay_seconds)])
+        finally:
+            self.enabled = enabled
+
+
+def _key_text(key: Item) -> str:
+    return ",".join(str(v) for v in key.values())
+
+
+def _op_key(op: WriteOp) -> str:
+    if isinstance(op, Put):
+        return str(op.item.get("run_id") or op.item.get("job_id") or op.item.get("pk"))
+    return _key_text(op.key)

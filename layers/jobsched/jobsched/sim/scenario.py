@@ -1,0 +1,190 @@
+"""The simulated workload: a seeded mix of jobs, handler behaviours and the chaos settings."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jobsched.core.clock import dt_to_ms, ms_to_dt
+from jobsched.core.job import JobDefinition, Misfire, MisfirePolicy, OverlapPolicy, RetryPolicy
+
+# Start instants the seed chooses from: ordinary days and days with a DST change in the zones
+# the cron jobs use, so that calendar edge cases are exercised under faults too.
+START_INSTANTS = (
+    datetime(2026, 6, 10, 8, 0, tzinfo=UTC),
+    datetime(2026, 3, 8, 3, 0, tzinfo=UTC),  # America/* spring forward at 07:00Z
+    datetime(2026, 3, 28, 22, 0, tzinfo=UTC),  # Europe/* spring forward at 01:00Z
+    datetime(2026, 10, 25, 0, 0, tzinfo=UTC),  # Europe/* fall back at 01:00Z
+    datetime(2026, 11, 1, 2, 0, tzinfo=UTC),  # America/* fall back at 06:00Z
+    datetime(2026, 12, 31, 18, 0, tzinfo=UTC),  # new year in many zones
+)
+
+ZONES = ("UTC", "America/New_York", "Europe/Berlin", "Asia/Kolkata", "Australia/Sydney", "America/Denver")
+
+
+@dataclass(frozen=True)
+class FaultRates:
+    """Probabilities per opportunity (per invocation, message, write or heartbeat)."""
+
+    trigger_duplicate: float = 0.1  # EventBridge invokes the tick twice
+    trigger_concurrent: float = 0.08  # a second tick runs interleaved inside the first's claim
+    trigger_crash_before_send: float = 0.08  # the tick dies after claiming, before sending
+    sqs_duplicate: float = 0.04  # a message is delivered twice
+    sqs_reorder: float = 0.3  # a received batch is shuffled
+    sqs_delay: float = 0.03  # a message is delivered late
+    sqs_send_failure: float = 0.01  # SendMessageBatch rejects an entry
+    sqs_request_failure: float = 0.005  # the whole SendMessageBatch fails
+    worker_crash_before_start: float = 0.02
+    worker_crash_after_start: float = 0.02
+    worker_crash_mid_handler: float = 0.02
+    worker_crash_after_effect: float = 0.02  # handler done, effect staged, commit never sent
+    worker_crash_in_heartbeat: float = 0.01  # per heartbeat
+    zombie_worker: float = 0.02  # pauses past its lease, then resumes and tries to commit
+    store_throttle: float = 0.005  # per store call
+    store_transient: float = 0.005  # per store call, before the write happens
+    store_lost_response: float = 0.005  # per write: applied, then the response is lost
+    clock_skew_max_ms: int = 5_000  # each actor's clock is off by up to this
+    detector_overloads: int = 2  # stretches with a tiny detector_max_items
+    trigger_outages: int = 2  # stretches of 20-90 minutes with no ticks
+
+    @classmethod
+    def none(cls) -> FaultRates:
+        return cls(**{name: 0 for name in cls.__dataclass_fields__})
+
+    def scaled(self, factor: float) -> FaultRates:
+        values: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            values[name] = min(1.0, value * factor) if isinstance(value, float) else value
+        return FaultRates(**values)
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    seed: int = 1
+    jobs: int = 150
+    hours: float = 12.0
+    store: str = "memory"  # memory | moto
+    faults: FaultRates = field(default_factory=FaultRates)
+    drain_minutes: int = 30  # faults off, trigger and detector on: in-flight work settles
+    lambda_timeout_seconds: int = 300
+    visibility_timeout_seconds: int = 330
+    workers: int = 8  # worker "hosts", each with its own skewed clock
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """How a job's simulated handler behaves."""
+
+    duration_ms: int  # typical handler duration
+    jitter_ms: int  # uniform extra duration
+    fail_probability: float  # per attempt
+    effect: str  # "counter" (Update ADD count) or "put" (Put with not_exists)
+
+
+@dataclass(frozen=True)
+class SimJob:
+    definition: JobDefinition
+    behaviour: Behaviour
+
+
+def start_instant(rng: random.Random) -> int:
+    return dt_to_ms(rng.choice(START_INSTANTS))
+
+
+def build_jobs(rng: random.Random, count: int, start_ms: int, hours: float) -> list[SimJob]:
+    jobs = []
+    for index in range(count):
+        jobs.append(_job(rng, index, start_ms, hours))
+    return jobs
+
+
+def _job(rng: random.Random, index: int, start_ms: int, hours: float) -> SimJob:
+    kind = rng.choices(["rate1", "rate5", "cron", "hourly", "at"], weights=[20, 30, 30, 12, 8], k=1)[0]
+    zone = "UTC"
+    if kind == "rate1":
+        schedule, period_s = "rate(1 minute)", 60
+    elif kind == "rate5":
+        schedule, period_s = "rate(5 minutes)", 300
+    elif kind == "cron":
+        step = rng.choice([2, 3, 5, 10, 15])
+        zone = rng.choice(ZONES)
+        schedule, period_s = f"cron(0/{step} * * * ? *)", step * 60
+        if rng.random() < 0.3:
+            schedule = f"cron({rng.randrange(step)}/{step} 0-23 ? * * *)"
+    elif kind == "hourly":
+        zone = rng.choice(ZONES)
+        schedule, period_s = f"cron({rng.randrange(60)} * * * ? *)", 3600
+    else:
+        offset_ms = rng.randrange(60_000, max(120_000, int(hours * 3_600_000) - 60_000))
+        when = ms_to_dt(start_ms + offset_ms).replace(microsecond=0)
+        schedule, period_s = f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})", 3600
+    misfire = Misfire(
+        policy=rng.choice(list(MisfirePolicy)),
+        grace_seconds=rng.choice([30, 60, 120, 300]),
+        max_catchup=rng.choice([3, 10, 200]),
+    )
+    overlap = rng.choice(list(OverlapPolicy))
+    retry = RetryPolicy(
+        max_attempts=rng.choice([1, 2, 3, 4]),
+        backoff_seconds=rng.choice([1, 5, 20]),
+        max_backoff_seconds=rng.choice([60, 120]),
+    )
+    timeout = rng.choice([60, 120, 240])
+    roll = rng.random()
+    if roll < 0.15:
+        duration = int(period_s * 1000 * rng.uniform(1.2, 2.5))  # longer than the period: overlap
+    elif roll < 0.2:
+        duration = (timeout + 30) * 1000  # runs past its timeout
+    else:
+        duration = rng.randrange(200, 25_000)
+    duration = min(duration, 280_000)
+    fail = rng.choices([0.0, 0.1, 0.3, 1.0], weights=[60, 20, 15, 5], k=1)[0]
+    definition = JobDefinition(
+        job_id=f"job-{index:04d}-{kind}",
+        schedule=schedule,
+        timezone=zone,
+        target="sim.effect",
+        payload={"i": index},
+        retry=retry,
+        timeout_seconds=timeout,
+        misfire=misfire,
+        overlap=overlap,
+    )
+    effect = "put" if rng.random() < 0.3 else "counter"
+    return SimJob(definition, Behaviour(duration, duration // 5 + 1, fail, effect))
+
+
+def windows(
+    rng: random.Random,
+    count: int,
+    start_ms: int,
+    end_ms: int,
+    min_len_ms: int,
+    max_len_ms: int,
+    avoid: list[tuple[int, int]] | None = None,
+) -> list[tuple[int, int]]:
+    """Up to ``count`` non-overlapping [from, to) stretches inside the window, apart (10 minutes,
+    less in short simulations) from each other and from ``avoid``."""
+    gap = min(10 * 60_000, (end_ms - start_ms) // 20)
+    # Short simulations get shorter stretches, so that every kind still fits.
+    max_len_ms = max(min_len_ms, min(max_len_ms, (end_ms - start_ms) // 5))
+    taken = list(avoid or [])
+    found: list[tuple[int, int]] = []
+    for _ in range(count * 20):
+        if len(found) >= count:
+            break
+        length = rng.randrange(min_len_ms, max_len_ms + 1)
+        if end_ms - start_ms - length - 2 * gap <= 0:
+            break
+        begin = rng.randrange(start_ms + gap, end_ms - length - gap)
+        candidate = (begin, begin + length)
+        if all(candidate[1] + gap <= a or b + gap <= candidate[0] for a, b in taken):
+            taken.append(candidate)
+            found.append(candidate)
+    return sorted(found)
+
+
+__all__ = ["Behaviour", "ChaosConfig", "FaultRates", "SimJob", "build_jobs", "start_instant", "windows"]

@@ -1,0 +1,437 @@
+"""The simulated world: the real services as actors on a simulated clock, driven by one seeded RNG.
+
+An event heap holds the next instant each actor acts (trigger ticks and detector runs every
+minute, each running worker's next heartbeat or end); in between, the loop jumps the clock to the
+next event or the next message becoming visible, so hours of simulated time take seconds.
+Workers are driven step by step (begin, heartbeats, simulated handler, finish), never through
+``Worker.execute``, which would use real threads and waits.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from jobsched.core.clock import ManualClock, SkewedClock
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.errors import QueueError, StoreError
+from jobsched.core.run import RunMessage
+from jobsched.core.writes import not_exists
+from jobsched.handlers.registry import HandlerRegistry
+from jobsched.ports import Store
+from jobsched.services.detector import MissDetector
+from jobsched.services.messages import parse_run_message
+from jobsched.services.operations import Operations
+from jobsched.services.trigger import Trigger
+from jobsched.services.worker import HandlerResult, Started, Worker
+from jobsched.sim.faults import EFFECTS, FaultyStore, LeaseIndexedMemoryStore, SimCrash, SimQueue
+from jobsched.sim.invariants import check
+from jobsched.sim.report import ChaosReport, LogEntry
+from jobsched.sim.scenario import ChaosConfig, SimJob, build_jobs, start_instant, windows
+
+T = TypeVar("T")
+MINUTE = 60_000
+
+
+class _NullLogger:
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        pass
+
+    warning = error = info
+
+
+class SimTelemetry:
+    """The services' telemetry, kept in the simulation's event log with the acting actor."""
+
+    def __init__(self, world: World) -> None:
+        self._world = world
+        self.counts: Counter[str] = Counter()
+
+    def event(self, name: str, correlation_id: str, **fields: Any) -> None:
+        self.counts[name] += 1
+        if name in ("tick.started", "tick.finished", "detector.started", "detector.finished"):
+            if name.endswith("finished") and any(fields.get(k) for k in ("claimed", "leases_recovered")):
+                self._world.log(self._world.store.actor, name, correlation_id, _short(fields))
+            return
+        self._world.log(self._world.store.actor, name, correlation_id, _short(fields))
+
+    def metric(self, name: str, value: float, unit: str = "Count") -> None:
+        pass
+
+
+@dataclass
+class Invocation:
+    """One worker Lambda invocation for one message."""
+
+    worker: Worker
+    name: str
+    message: RunMessage
+    receipt: str
+    job: SimJob
+    started: Started | None = None
+    began_at: int = 0  # base clock
+    run_for: int = 0
+    timed_out: bool = False
+    crash_at: int | None = None
+    pause_at: int | None = None
+    pause_for: int = 0
+    crash_after_effect: bool = False
+
+
+@dataclass(order=True)
+class _Event:
+    at: int
+    seq: int
+    action: Callable[[], None] = field(compare=False)
+
+
+class World:
+    def __init__(self, cfg: ChaosConfig, store: Store | None = None) -> None:
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        rates = cfg.faults
+        self.rates = rates
+        self.start_ms = start_instant(self.rng)
+        self.clock = ManualClock(self.start_ms)
+        self.window_end = self.start_ms + int(cfg.hours * 3_600_000)
+        self.end = self.window_end + cfg.drain_minutes * MINUTE
+        self.counts: Counter[str] = Counter()
+        self.entries: list[LogEntry] = []
+        self.sched_cfg = SchedulerConfig()
+        inner = store if store is not None else LeaseIndexedMemoryStore(extra_keys={EFFECTS: ("pk",)})
+        self.store = FaultyStore(inner, self.rng, rates, self.counts, self.clock, self.log)
+        self.queue = SimQueue(self.clock, cfg.visibility_timeout_seconds, self.rng, rates, self.counts)
+        self.telemetry = SimTelemetry(self)
+        self.jobs = build_jobs(self.rng, cfg.jobs, self.start_ms, cfg.hours)
+        self.by_id = {job.definition.job_id: job for job in self.jobs}
+        outage_len = (20 * MINUTE, 90 * MINUTE)
+        self.outages = windows(self.rng, rates.trigger_outages, self.start_ms, self.window_end, *outage_len)
+        self.overloads = windows(
+            self.rng,
+            rates.detector_overloads,
+            self.start_ms,
+            self.window_end,
+            10 * MINUTE,
+            30 * MINUTE,
+            avoid=self.outages,
+        )
+        self.counts["trigger_outage"] += len(self.outages)
+        self.counts["detector_overload"] += len(self.overloads)
+
+        def skewed(name: str) -> SkewedClock:
+            skew = self.rng.randint(-rates.clock_skew_max_ms, rates.clock_skew_max_ms)
+            if skew:
+                self.counts["clock_skew"] += 1
+                self.log("setup", "fault.clock_skew", name, f"{skew} ms")
+            return SkewedClock(self.clock, skew)
+
+        self.triggers = [
+            Trigger(self.store, self.queue, self.telemetry, skewed(f"trigger-{n}"), self.sched_cfg, False)
+            for n in "AB"
+        ]
+        detector_clock = skewed("detector")
+        self.detector = MissDetector(self.store, self.queue, self.telemetry, detector_clock, self.sched_cfg)
+        tiny = self.sched_cfg.model_copy(update={"detector_max_items": 2})
+        self.overloaded_detector = MissDetector(self.store, self.queue, self.telemetry, detector_clock, tiny)
+        registry = HandlerRegistry()
+        registry.add("sim.effect", lambda ctx: None)  # never called: handlers are simulated
+        self.workers = [
+            Worker(
+                self.store,
+                self.queue,
+                self.telemetry,
+                skewed(f"worker-{n}"),
+                self.sched_cfg,
+                registry,
+                f"worker-{n}",
+                logger_for=lambda run_id: _NullLogger(),
+                rng=random.Random(self.rng.random()),
+            )
+            for n in range(cfg.workers)
+        ]
+        self.ops = Operations(self.store, self.queue, self.telemetry, self.clock, self.sched_cfg)
+        self.registered_at: dict[str, int] = {}
+        self._heap: list[_Event] = []
+        self._seq = 0
+        self._invocations = 0
+        self.leases_recovered = 0
+        self.outcomes: Counter[str] = Counter()
+        self.unexpected: list[str] = []
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    def log(self, actor: str, what: str, key: str, detail: str = "") -> None:
+        self.entries.append(LogEntry(self.clock.now_ms(), actor, what, key, detail))
+
+    def at(self, when: int, action: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, _Event(max(when, self.clock.now_ms()), self._seq, action))
+
+    @property
+    def faults_on(self) -> bool:
+        return self.clock.now_ms() < self.window_end
+
+    def roll(self, kind: str, rate: float, key: str = "") -> bool:
+        if self.faults_on and rate > 0 and self.rng.random() < rate:
+            self.counts[kind] += 1
+            self.log(self.store.actor, f"fault.{kind}", key)
+            return True
+        return False
+
+    @contextmanager
+    def acting(self, actor: str) -> Iterator[None]:
+        previous, self.store.actor = self.store.actor, actor
+        try:
+            yield
+        finally:
+            self.store.actor = previous
+
+    def call(self, actor: str, fn: Callable[[], T], key: str = "") -> tuple[bool, T | None]:
+        """Run one actor step. A crash or a store/queue error ends the invocation (as it would
+        fail the Lambda); any other exception is a bug the simulation reports."""
+        with self.acting(actor):
+            try:
+                return True, fn()
+            except SimCrash as crash:
+                self.log(actor, "crashed", key, str(crash))
+            except (StoreError, QueueError) as error:
+                self.log(actor, "invocation.failed", key, f"{type(error).__name__}: {error}")
+            except Exception as error:  # reported as a violation, with the trace
+                self.log(actor, "invocation.exception", key, f"{type(error).__name__}: {error}")
+                self.unexpected.append(
+                    f"unexpected_exception {key}: {actor}: {type(error).__name__}: {error}"
+                )
+        return False, None
+
+    # --- run -----------------------------------------------------------------------------------
+
+    def run(self) -> ChaosReport:
+        wall = time.perf_counter()
+        for job in self.jobs:
+            self.registered_at[job.definition.job_id] = self.clock.now_ms()
+            self.ops.register(job.definition)
+        self.store.enabled = self.queue.enabled = True
+        first_minute = (self.start_ms // MINUTE + 1) * MINUTE
+        self.at(first_minute + self.rng.randrange(2000), self._tick)
+        self.at(first_minute + 30_000 + self.rng.randrange(2000), self._detect)
+        self.at(self.window_end, self._faults_off)
+        while True:
+            self._poll()
+            next_event = self._heap[0].at if self._heap else None
+            visible = self.queue.next_visible_at_ms()
+            candidates = [t for t in (next_event, visible) if t is not None]
+            if not candidates:
+                break
+            when = min(candidates)
+            if when > self.end:
+                break
+            if when > self.clock.now_ms():
+                self.clock.set(when)
+            while self._heap and self._heap[0].at <= self.clock.now_ms():
+                heapq.heappop(self._heap).action()
+        self.clock.set(self.end)
+        report = check(self)
+        report.wall_seconds = round(time.perf_counter() - wall, 2)
+        return report
+
+    def _faults_off(self) -> None:
+        self.store.enabled = self.queue.enabled = False
+        self.log("world", "faults.off", "", "drain: faults off, trigger and detector on")
+
+    def _in(self, stretches: list[tuple[int, int]]) -> bool:
+        now = self.clock.now_ms()
+        return any(a <= now < b for a, b in stretches)
+
+    # --- trigger and detector ------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        minute = self.clock.now_ms() // MINUTE
+        self.at((minute + 1) * MINUTE + self.rng.randrange(2000), self._tick)
+        if self._in(self.outages):
+            return
+        invocations = 2 if self.roll("trigger_duplicate", self.rates.trigger_duplicate) else 1
+        for n in range(invocations):
+            trigger = self.triggers[n]
+            name = f"trigger-{'AB'[n]}"
+            if self.roll("trigger_concurrent", self.rates.trigger_concurrent):
+                self.store.interleave = lambda: self._interleaved_tick(minute)
+            crash = self.faults_on and self.rng.random() < self.rates.trigger_crash_before_send
+            self.queue.crash_next_send = crash
+            self.call(name, functools.partial(trigger.tick, f"tick-{minute}-{n}"), f"tick-{minute}")
+            self.queue.crash_next_send = False
+            self.store.interleave = None
+
+    def _interleaved_tick(self, minute: int) -> None:
+        crash, self.queue.crash_next_send = self.queue.crash_next_send, False
+        trigger = self.triggers[1]
+        self.call("trigger-C", lambda: trigger.tick(f"tick-{minute}-concurrent"), f"tick-{minute}")
+        self.queue.crash_next_send = crash
+
+    def _detect(self) -> None:
+        minute = self.clock.now_ms() // MINUTE
+        self.at((minute + 1) * MINUTE + 30_000 + self.rng.randrange(2000), self._detect)
+        detector = self.overloaded_detector if self._in(self.overloads) else self.detector
+        ok, result = self.call("detector", lambda: detector.run(f"detect-{minute}"), f"detect-{minute}")
+        if ok and result is not None:
+            self.leases_recovered += result.leases_recovered
+
+    # --- workers -------------------------------------------------------------------------------
+
+    def _poll(self) -> None:
+        while True:
+            batch = self.queue.receive(10)
+            if not batch:
+                return
+            if len(batch) > 1 and self.roll("sqs_reorder", self.rates.sqs_reorder):
+                self.rng.shuffle(batch)
+            for receipt, body in batch:
+                self._deliver(receipt, body)
+
+    def _deliver(self, receipt: str, body: dict[str, Any]) -> None:
+        message = parse_run_message(body)
+        key = message.run_id
+        if self.roll("sqs_delay", self.rates.sqs_delay, key):
+            self.queue.change_visibility(receipt, self.rng.randrange(5, 120))
+            return
+        if self.roll("sqs_duplicate", self.rates.sqs_duplicate, key):
+            self.queue.inject(body, self.rng.randrange(0, 60))
+        if self.roll("worker_crash_before_start", self.rates.worker_crash_before_start, key):
+            return  # never deleted: SQS delivers it again after the visibility timeout
+        index = self.rng.randrange(len(self.workers))
+        worker, name = self.workers[index], f"worker-{index}"
+        job = self.by_id[message.job_id]
+        inv = Invocation(worker, name, message, receipt, job)
+        deadline = worker._clock.now_ms() + self.cfg.lambda_timeout_seconds * 1000
+        self._invocations += 1
+        ok, begun = self.call(name, lambda: worker.begin(message, deadline), key)
+        if not ok:
+            return
+        if not isinstance(begun, Started):
+            self.outcomes[str(begun)] += 1
+            self.queue.delete(receipt)
+            return
+        inv.started = begun
+        inv.began_at = self.clock.now_ms()
+        if self.roll("worker_crash_after_start", self.rates.worker_crash_after_start, key):
+            return
+        behaviour = job.behaviour
+        duration = behaviour.duration_ms + self.rng.randrange(behaviour.jitter_ms)
+        limit = min(
+            job.definition.timeout_seconds * 1000,
+            begun.deadline_ms - self.sched_cfg.deadline_margin_ms - begun.started_at,
+        )
+        inv.run_for = min(duration, limit)
+        inv.timed_out = duration > limit
+        if self.roll("worker_crash_mid_handler", self.rates.worker_crash_mid_handler, key):
+            inv.crash_at = self.rng.randrange(inv.run_for + 1)
+        elif self.roll("zombie_worker", self.rates.zombie_worker, key):
+            inv.pause_at = self.rng.randrange(inv.run_for + 1)
+            lease = self.sched_cfg.lease_seconds * 1000 + self.sched_cfg.clock_skew_allowance_ms
+            inv.pause_for = self.rng.randrange(lease + 70_000, lease + 200_000)
+        elif self.rng.random() < self.rates.worker_crash_after_effect and self.faults_on:
+            inv.crash_after_effect = True
+        self._next_step(inv)
+
+    def _next_step(self, inv: Invocation) -> None:
+        hb = self.sched_cfg.heartbeat_seconds * 1000
+        now = self.clock.now_ms()
+        elapsed = now - inv.began_at
+        targets = [elapsed + hb, inv.run_for]
+        if inv.crash_at is not None:
+            targets.append(inv.crash_at)
+        if inv.pause_at is not None:
+            targets.append(inv.pause_at)
+        self.at(inv.began_at + max(elapsed, min(targets)), lambda: self._step(inv))
+
+    def _step(self, inv: Invocation) -> None:
+        assert inv.started is not None
+        started = inv.started
+        key = inv.message.run_id
+        elapsed = self.clock.now_ms() - inv.began_at
+        if inv.crash_at is not None and elapsed >= inv.crash_at:
+            self.log(inv.name, "crashed", key, "mid-handler")
+            return
+        if inv.pause_at is not None and elapsed >= inv.pause_at:
+            self.log(inv.name, "zombie.paused", key, f"for {inv.pause_for} ms, token {started.token}")
+            inv.pause_at = None
+            self.at(self.clock.now_ms() + inv.pause_for, lambda: self._zombie_resume(inv))
+            return
+        if elapsed >= inv.run_for:
+            self._complete(inv)
+            return
+        if self.roll("worker_crash_in_heartbeat", self.rates.worker_crash_in_heartbeat, key):
+            self.store.heartbeat_crash = self.rng.choice(["before", "after"])
+        ok, alive = self.call(inv.name, lambda: inv.worker.heartbeat(started), key)
+        self.store.heartbeat_crash = None
+        if not ok:
+            return
+        if not alive:
+            self._finish(inv, HandlerResult(False, "fenced out: lease lost"))
+            return
+        self._next_step(inv)
+
+    def _zombie_resume(self, inv: Invocation) -> None:
+        """The paused worker wakes up and, believing its handler done, commits straight away."""
+        self.log(inv.name, "zombie.resumed", inv.message.run_id, "commits without a heartbeat")
+        self._finish(inv, self._result(inv, force_ok=True), zombie=True)
+
+    def _result(self, inv: Invocation, force_ok: bool = False) -> HandlerResult:
+        assert inv.started is not None
+        if inv.timed_out and not force_ok:
+            return HandlerResult(False, f"timed out after {inv.job.definition.timeout_seconds} s")
+        if not force_ok and self.rng.random() < inv.job.behaviour.fail_probability:
+            return HandlerResult(False, "simulated handler failure")
+        context = inv.started.context
+        context.staged.clear()
+        if inv.job.behaviour.effect == "counter":
+            context.stage_update(EFFECTS, {"pk": inv.message.run_id}, add={"count": 1})
+        else:
+            context.stage_put(
+                EFFECTS,
+                {
+                    "pk": f"{inv.message.run_id}#once",
+                    "run_id": inv.message.run_id,
+                    "token": context.fencing_token,
+                },
+                condition=(not_exists("pk", "the effect is applied once per occurrence"),),
+            )
+        return HandlerResult(True, staged=list(context.staged))
+
+    def _complete(self, inv: Invocation) -> None:
+        result = self._result(inv)
+        if inv.crash_after_effect and result.ok:
+            self.counts["worker_crash_after_effect"] += 1
+            self.log(inv.name, "fault.worker_crash_after_effect", inv.message.run_id)
+            return
+        self._finish(inv, result)
+
+    def _finish(self, inv: Invocation, result: HandlerResult, zombie: bool = False) -> None:
+        assert inv.started is not None
+        started = inv.started
+        ok, outcome = self.call(inv.name, lambda: inv.worker.finish(started, result), inv.message.run_id)
+        if not ok:
+            return
+        self.outcomes[("zombie_" if zombie else "") + str(outcome)] += 1
+        if zombie:
+            self.log(inv.name, "zombie.outcome", inv.message.run_id, str(outcome))
+        self.queue.delete(inv.receipt)  # the invocation returned: Lambda deletes the message
+
+
+def run_chaos(cfg: ChaosConfig) -> ChaosReport:
+    if cfg.store == "moto":
+        from jobsched.sim.moto_store import moto_store
+
+        with moto_store() as store:
+            return World(cfg, store).run()
+    return World(cfg).run()
+
+
+def _short(fields: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in fields.items() if v not in (None, "", 0, False))[:300]
