@@ -1,0 +1,592 @@
+"""``jobsched bench``: throughput, exact request counts, cost, start lag and crash recovery on the
+local stack (a moto server with serialised DynamoDB), in one run.
+
+Phases, each on its own freshly provisioned tables and queue so that none slows another (moto's
+GSI queries scan the whole table and its SQS slows with depth):
+
+1. raw: bare conditional ``UpdateItem``s on one item, one client, sequential;
+2. dispatch: N jobs due in the window, one timed ``Trigger.tick`` (a purger keeps the queue shallow);
+3. counts: full runs (claim, dispatch, start, complete) with a ``RequestCounter`` on every client,
+   the worker fed the way the Lambda event source mapping does it (receive 10, process, delete batch);
+4. live (real time): a trigger thread ticking with lookahead, a detector thread, worker pollers;
+   start lag of occurrences spread over ``lag_seconds``, then injected crashes (a worker starts a
+   run and vanishes holding its lease) and the time until each occurrence runs again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from jobsched.adapters.aws import RequestCounter, make_client
+from jobsched.adapters.dynamodb_store import DynamoStore, serialize_item
+from jobsched.adapters.local_moto import LocalMoto, start_moto_server
+from jobsched.adapters.memory_telemetry import MemoryTelemetry
+from jobsched.adapters.provision import Resources, provision
+from jobsched.adapters.sqs_queue import SqsWorkQueue
+from jobsched.bench import moto_fast, units
+from jobsched.core.clock import iso_z
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.job import JobDefinition, OverlapPolicy
+from jobsched.core.run import shard_of
+from jobsched.core.writes import JOBS, RUNS
+from jobsched.handlers.registry import HandlerRegistry, RunContext, RunLogger
+from jobsched.runtime.clock import SystemClock
+from jobsched.services.detector import MissDetector
+from jobsched.services.messages import parse_run_message
+from jobsched.services.trigger import Trigger
+from jobsched.services.worker import Started, Worker
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+NOOP = "bench.noop"
+CRASH = "bench.crash"
+ESM_BATCH = 10
+DDB_WRITES = frozenset(
+    f"dynamodb:{op}" for op in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
+)
+DDB_READS = frozenset(
+    f"dynamodb:{op}" for op in ("GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems")
+)
+
+TARGETS = {
+    "dispatch_efficiency": ">= 0.8",
+    "ddb_write_requests_per_run": "<= 3 (jobs finishing within one lease)",
+    "usd_per_million_runs": "< 2.45 (EventBridge Scheduler + Lambda + idempotency table)",
+    "lag_ms_p99": "<= 1000",
+    "recovery_s_max": "<= lease + detector period",
+    "recovery_s_p50": "<= 1.5 x lease",
+}
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    raw_writes: int = 1500
+    dispatch_runs: int = 800
+    count_runs: int = 100
+    lag_seconds: float = 90.0
+    lag_occurrences_per_s: float = 3.0
+    crashes: int = 12
+    shard_count: int = 8
+    lease_seconds: int = 5
+    heartbeat_seconds: int = 2
+    detector_period_s: float = 1.0
+    tick_period_s: float = 2.0
+    lookahead_seconds: int = 10
+    clock_skew_allowance_ms: int = 500
+    pollers: int = 4
+    claim_threads: int = 1
+    fast_transactions: bool = True  # see bench/moto_fast.py
+
+    @classmethod
+    def quick(cls) -> BenchSettings:
+        return cls(
+            raw_writes=200,
+            dispatch_runs=150,
+            count_runs=20,
+            lag_seconds=12.0,
+            lag_occurrences_per_s=3.0,
+            crashes=3,
+        )
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+class _Stack:
+    """One phase's tables and queue on the shared server, with counted clients."""
+
+    def __init__(self, moto: LocalMoto, name: str, counter: RequestCounter | None = None) -> None:
+        self.ddb: DynamoDBClient = make_client("dynamodb", moto.endpoint_url, "us-east-1")
+        self.sqs: SQSClient = make_client("sqs", moto.endpoint_url, "us-east-1")
+        # Setup and inspection go through separate, uncounted clients.
+        self.admin_ddb: DynamoDBClient = make_client("dynamodb", moto.endpoint_url, "us-east-1")
+        self.admin_sqs: SQSClient = make_client("sqs", moto.endpoint_url, "us-east-1")
+        self.res: Resources = provision(
+            self.admin_ddb,
+            self.admin_sqs,
+            prefix=f"bench-{name}-{uuid.uuid4().hex[:6]}",
+            parameters={"WorkerTimeoutSeconds": "60"},
+        )
+        if counter is not None:
+            counter.attach(self.ddb)
+            counter.attach(self.sqs)
+        self.store = DynamoStore(self.ddb, self.res.jobs_table, self.res.runs_table)
+        self.admin_store = DynamoStore(self.admin_ddb, self.res.jobs_table, self.res.runs_table)
+        self.queue = SqsWorkQueue(self.sqs, self.res.work_queue_url)
+
+    def put_jobs(self, items: list[dict[str, Any]]) -> None:
+        for start in range(0, len(items), 25):
+            requests: list[Any] = [
+                {"PutRequest": {"Item": serialize_item({k: v for k, v in item.items() if v is not None})}}
+                for item in items[start : start + 25]
+            ]
+            pending: dict[str, Any] = {self.res.jobs_table: requests}
+            while pending:
+                pending = dict(
+                    self.admin_ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
+                )
+
+    def visible(self) -> int:
+        attrs = self.admin_sqs.get_queue_attributes(
+            QueueUrl=self.res.work_queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        return int(attrs.get("ApproximateNumberOfMessages", "0"))
+
+    def runs(self, prefix: str = "") -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = self.admin_store.scan(RUNS, 500, cursor)
+            out += [item for item in page.items if str(item["run_id"]).startswith(prefix)]
+            if page.cursor is None:
+                return out
+            cursor = page.cursor
+
+
+def scheduled_job(
+    job_id: str,
+    due_ms: int,
+    cfg: SchedulerConfig,
+    target: str = NOOP,
+    overlap: str = "allow",
+    at: bool = True,
+) -> dict[str, Any]:
+    """A job item as the registrar leaves it: active, in the next-run index, due at ``due_ms``."""
+    schedule = f"at({iso_z(due_ms)[:-1]})" if at else "rate(1 hour)"
+    definition = JobDefinition(
+        job_id=job_id, schedule=schedule, target=target, overlap=OverlapPolicy(overlap)
+    )
+    return {
+        **definition.to_item(),
+        "version": 1,
+        "status": "active",
+        "def_hash": definition.definition_hash(),
+        "next_run_at": due_ms,
+        "sched_shard": shard_of(job_id, cfg.shard_count),
+        "updated_at": due_ms,
+    }
+
+
+def _registry() -> HandlerRegistry:
+    registry = HandlerRegistry()
+
+    def noop(context: RunContext) -> None:
+        return None
+
+    registry.add(NOOP, noop)
+    registry.add(CRASH, noop)
+    return registry
+
+
+def _run_logger(run_id: str) -> RunLogger:
+    return cast(RunLogger, logging.getLogger(f"jobsched.bench.{run_id}"))
+
+
+def _worker(stack: _Stack, cfg: SchedulerConfig, name: str) -> Worker:
+    def sleep(ms: int) -> None:
+        time.sleep(ms / 1000)
+
+    return Worker(
+        stack.store,
+        stack.queue,
+        MemoryTelemetry(),
+        SystemClock(),
+        cfg,
+        _registry(),
+        name,
+        logger_for=_run_logger,
+        sleep_ms=sleep,
+    )
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# --- phase 1 ------------------------------------------------------------------------------------
+
+
+def measure_raw(moto: LocalMoto, n: int) -> float:
+    stack = _Stack(moto, "raw")
+    table = stack.res.jobs_table
+    stack.ddb.put_item(TableName=table, Item={"job_id": {"S": "raw"}, "version": {"N": "0"}})
+    started = time.perf_counter()
+    for version in range(n):
+        stack.ddb.update_item(
+            TableName=table,
+            Key={"job_id": {"S": "raw"}},
+            UpdateExpression="SET #v = :n",
+            ConditionExpression="#v = :v",
+            ExpressionAttributeNames={"#v": "version"},
+            ExpressionAttributeValues={":v": {"N": str(version)}, ":n": {"N": str(version + 1)}},
+        )
+    return n / (time.perf_counter() - started)
+
+
+# --- phase 2 ------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _draining(stack: _Stack) -> Iterator[None]:
+    """Keep the queue shallow while the trigger sends (moto's SQS slows with depth; PurgeQueue
+    is allowed once a minute): receive and delete, as a worker fleet would."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            messages = stack.admin_sqs.receive_message(
+                QueueUrl=stack.res.work_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+            ).get("Messages", [])
+            if messages:
+                stack.admin_sqs.delete_message_batch(
+                    QueueUrl=stack.res.work_queue_url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+                    ],
+                )
+
+    thread = threading.Thread(target=loop, name="bench-drainer", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def measure_dispatch(moto: LocalMoto, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+    stack = _Stack(moto, "dispatch")
+    # Due within the second: sent without delay, so the drainer keeps the queue shallow.
+    due = _now_ms() + 500
+    stack.put_jobs(
+        [scheduled_job(f"d{i:06d}", due + i % 100, cfg, at=False) for i in range(settings.dispatch_runs)]
+    )
+    trigger = Trigger(stack.store, stack.queue, MemoryTelemetry(), SystemClock(), cfg)
+    with _draining(stack):
+        started = time.perf_counter()
+        result = trigger.tick("bench-dispatch")
+        elapsed = time.perf_counter() - started
+    return {
+        "claimed": result.claimed,
+        "dispatched": result.dispatched,
+        "seconds": round(elapsed, 3),
+        "runs_per_s": result.dispatched / elapsed if elapsed else 0.0,
+    }
+
+
+# --- phase 3 ------------------------------------------------------------------------------------
+
+
+def _esm_drain(stack: _Stack, worker: Worker, expected: int, timeout_s: float = 60.0) -> int:
+    """Feed the worker as the event source mapping does: receive 10, process, delete the batch."""
+    deadline = time.monotonic() + timeout_s
+    while stack.visible() < expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    processed = 0
+    while processed < expected and time.monotonic() < deadline:
+        response = stack.sqs.receive_message(
+            QueueUrl=stack.res.work_queue_url, MaxNumberOfMessages=ESM_BATCH, WaitTimeSeconds=1
+        )
+        messages = response.get("Messages", [])
+        for message in messages:
+            worker.process(parse_run_message(message["Body"]), _now_ms() + 60_000)
+        if messages:
+            stack.sqs.delete_message_batch(
+                QueueUrl=stack.res.work_queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": message["ReceiptHandle"]}
+                    for i, message in enumerate(messages)
+                ],
+            )
+        processed += len(messages)
+    return processed
+
+
+def measure_counts(moto: LocalMoto, n: int, overlap: str, cfg: SchedulerConfig) -> dict[str, Any]:
+    counter = RequestCounter()
+    stack = _Stack(moto, f"counts-{overlap}", counter)
+    due = _now_ms() + 300
+    stack.put_jobs([scheduled_job(f"c{i:05d}", due, cfg, overlap=overlap, at=False) for i in range(n)])
+    trigger = Trigger(stack.store, stack.queue, MemoryTelemetry(), SystemClock(), cfg)
+    counter.reset()
+    tick = trigger.tick("bench-counts")
+    query_calls = counter.calls.get("dynamodb:Query", 0)
+    processed = _esm_drain(stack, _worker(stack, cfg, "counter"), tick.dispatched)
+    snapshot = counter.snapshot()
+    runs = stack.runs()
+    succeeded = sum(1 for run in runs if run["status"] == "succeeded")
+    calls = snapshot["calls"]
+    writes = sum(v for k, v in calls.items() if k in DDB_WRITES)
+    reads = sum(v for k, v in calls.items() if k in DDB_READS)
+    sqs = sum(v for k, v in calls.items() if k.startswith("sqs:"))
+    job = stack.admin_store.get(JOBS, {"job_id": "c00000"}) or {}
+    run = next((r for r in runs if r["job_id"] == "c00000"), {})
+    job_size, run_size = units.item_size(job), units.item_size(run)
+    run_units = units.run_write_units(job_size, run_size, uses_slot=overlap != "allow")
+    # The trigger's queries: each page returns the due job items of one shard.
+    query_bytes = n * job_size
+    read_units = (query_calls * units.query_read_units(query_bytes // max(1, query_calls))) / max(1, n)
+    per_run = max(1, succeeded)
+    return {
+        "overlap": overlap,
+        "runs": n,
+        "succeeded": succeeded,
+        "processed_messages": processed,
+        "requests": calls,
+        "ddb_write_requests_per_run": writes / per_run,
+        "ddb_read_requests_per_run": reads / per_run,
+        "sqs_requests_per_run": sqs / per_run,
+        "trigger_queries_per_tick": query_calls,
+        "job_item_bytes": job_size,
+        "run_item_bytes": run_size,
+        "est_write_units_per_run": run_units.total,
+        "est_write_units_by_step": asdict(run_units),
+        "est_read_units_per_run": round(read_units, 4),
+        # One trigger invocation for the batch, one worker invocation per ESM batch of 10.
+        "lambda_requests_per_run": 1 / per_run + 1 / ESM_BATCH,
+    }
+
+
+# --- phase 4 ------------------------------------------------------------------------------------
+
+
+class _Live:
+    """Trigger, detector and worker pollers running in threads against one stack, in real time."""
+
+    def __init__(self, stack: _Stack, cfg: SchedulerConfig, settings: BenchSettings) -> None:
+        self.stack = stack
+        self.cfg = cfg
+        self.settings = settings
+        self.stop = threading.Event()
+        self.crashed: dict[str, int] = {}  # run id -> crash time (epoch ms)
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def _every(self, period_s: float, fn: Callable[[], Any], name: str) -> None:
+        def loop() -> None:
+            while not self.stop.is_set():
+                began = time.monotonic()
+                try:
+                    fn()
+                except Exception as exc:  # a benchmark reports, it does not stop
+                    self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                self.stop.wait(max(0.0, period_s - (time.monotonic() - began)))
+
+        self._threads.append(threading.Thread(target=loop, name=name, daemon=True))
+
+    def _poller(self, index: int) -> Callable[[], None]:
+        worker = _worker(self.stack, self.cfg, f"poller{index}")
+
+        def poll() -> None:
+            response = self.stack.sqs.receive_message(
+                QueueUrl=self.stack.res.work_queue_url, MaxNumberOfMessages=ESM_BATCH, WaitTimeSeconds=1
+            )
+            messages = response.get("Messages", [])
+            for message in messages:
+                run_message = parse_run_message(message["Body"])
+                crash = run_message.definition.get("target") == CRASH and run_message.attempt == 1
+                if crash:
+                    begun = worker.begin(run_message, _now_ms() + 60_000)
+                    if isinstance(begun, Started):
+                        with self._lock:
+                            self.crashed[run_message.run_id] = _now_ms()
+                    continue  # the worker is gone: no heartbeat, no commit
+                worker.process(run_message, _now_ms() + 60_000)
+            if messages:
+                self.stack.sqs.delete_message_batch(
+                    QueueUrl=self.stack.res.work_queue_url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+                    ],
+                )
+
+        return poll
+
+    def start(self) -> None:
+        clock = SystemClock()
+        trigger = Trigger(self.stack.store, self.stack.queue, MemoryTelemetry(), clock, self.cfg)
+        detector = MissDetector(self.stack.store, self.stack.queue, MemoryTelemetry(), clock, self.cfg)
+        self._every(self.settings.tick_period_s, lambda: trigger.tick("live"), "bench-trigger")
+        self._every(self.settings.detector_period_s, lambda: detector.run("live"), "bench-detector")
+        for index in range(self.settings.pollers):
+            self._every(0.0, self._poller(index), f"bench-poller{index}")
+        for thread in self._threads:
+            thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+
+def _wait_until(done: Callable[[], bool], timeout_s: float, period_s: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if done():
+            return True
+        time.sleep(period_s)
+    return done()
+
+
+def measure_live(moto: LocalMoto, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+    stack = _Stack(moto, "live")
+    live = _Live(stack, cfg, settings)
+    # Occurrences on whole seconds (at() has second precision), spread over the lag window.
+    first = (_now_ms() // 1000 + 3) * 1000
+    count = max(1, int(settings.lag_seconds * settings.lag_occurrences_per_s))
+    span_s = max(1, int(settings.lag_seconds))
+    stack.put_jobs(
+        [scheduled_job(f"lag{i:05d}", first + (i * span_s // count) * 1000, cfg) for i in range(count)]
+    )
+    live.start()
+    try:
+
+        def lag_done() -> bool:
+            runs = stack.runs("lag")
+            return len(runs) >= count and all("first_started_at" in r for r in runs)
+
+        _wait_until(lag_done, settings.lag_seconds + 30)
+        lag_runs = [r for r in stack.runs("lag") if "first_started_at" in r]
+        lags = [int(r["first_started_at"]) - int(r["scheduled_at"]) for r in lag_runs]
+
+        crash_first = (_now_ms() // 1000 + 2) * 1000
+        stack.put_jobs(
+            [
+                scheduled_job(f"crash{i:03d}", crash_first + (i % 4) * 1000, cfg, target=CRASH)
+                for i in range(settings.crashes)
+            ]
+        )
+
+        def recovered() -> list[dict[str, Any]]:
+            return [
+                r for r in stack.runs("crash") if int(r.get("attempt", 1)) >= 2 and r["status"] == "succeeded"
+            ]
+
+        _wait_until(
+            lambda: len(recovered()) >= settings.crashes,
+            timeout_s=10 + 4 * (settings.lease_seconds + settings.detector_period_s),
+        )
+        recoveries = []
+        for run in recovered():
+            crash_ms = live.crashed.get(run["run_id"])
+            if crash_ms is not None:
+                recoveries.append((int(run["started_at"]) - crash_ms) / 1000)
+    finally:
+        live.close()
+    return {
+        "lag_occurrences": count,
+        "lag_started": len(lags),
+        "lag_ms": lags,
+        "crashes": len(live.crashed),
+        "recovered": len(recoveries),
+        "recovery_s": recoveries,
+        "errors": live.errors[:10],
+    }
+
+
+# --- the whole bench ----------------------------------------------------------------------------
+
+
+def bench_config(settings: BenchSettings) -> SchedulerConfig:
+    return SchedulerConfig(
+        shard_count=settings.shard_count,
+        lease_seconds=settings.lease_seconds,
+        heartbeat_seconds=settings.heartbeat_seconds,
+        lookahead_seconds=settings.lookahead_seconds,
+        clock_skew_allowance_ms=settings.clock_skew_allowance_ms,
+        max_claims_per_tick=100_000,
+    )
+
+
+def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    cfg = bench_config(settings)
+    prices, price_source = units.load_prices()
+    if settings.fast_transactions:
+        moto_fast.apply()
+    moto = start_moto_server()
+    try:
+        # Raw writes are timed just before and just after the dispatch tick and averaged, so that
+        # the efficiency ratio compares like with like on a machine whose load varies.
+        progress("raw conditional writes")
+        raw_before = measure_raw(moto, settings.raw_writes // 2)
+        progress("trigger dispatch")
+        dispatch = measure_dispatch(moto, settings, cfg)
+        raw_after = measure_raw(moto, settings.raw_writes - settings.raw_writes // 2)
+        raw = (raw_before + raw_after) / 2
+        progress("request counts per run")
+        counts = {
+            overlap: measure_counts(moto, settings.count_runs, overlap, cfg) for overlap in ("allow", "skip")
+        }
+        progress(f"live stack: start lag over {settings.lag_seconds:.0f} s, then crash recovery")
+        live = measure_live(moto, settings, cfg)
+    finally:
+        moto.stop()
+
+    main = counts["allow"]
+    cost = units.usd_per_million_runs(
+        units.CostInputs(
+            write_units=main["est_write_units_per_run"],
+            read_units=main["est_read_units_per_run"],
+            sqs_requests=main["sqs_requests_per_run"],
+            lambda_requests=main["lambda_requests_per_run"],
+        ),
+        prices,
+    )
+    writes_per_dispatch = 1  # the claim: one TransactWriteItems
+    lags = [float(v) for v in live["lag_ms"]]
+    recoveries = [float(v) for v in live["recovery_s"]]
+    return {
+        "raw_conditional_writes_per_s": round(raw, 1),
+        "dispatch_runs_per_s": round(dispatch["runs_per_s"], 1),
+        "dispatch_efficiency": round(dispatch["runs_per_s"] * writes_per_dispatch / raw, 3),
+        "ddb_write_requests_per_run": round(main["ddb_write_requests_per_run"], 4),
+        "ddb_read_requests_per_run": round(main["ddb_read_requests_per_run"], 4),
+        "sqs_requests_per_run": round(main["sqs_requests_per_run"], 4),
+        "est_write_units_per_run": main["est_write_units_per_run"],
+        "est_read_units_per_run": main["est_read_units_per_run"],
+        "lambda_requests_per_run": round(main["lambda_requests_per_run"], 4),
+        "usd_per_million_runs": cost["total"],
+        "usd_per_million_runs_by_service": cost,
+        "baseline_usd_per_million_runs": float(prices["baseline"]["usd_per_million_runs"]),
+        "lag_ms_p50": percentile(lags, 50),
+        "lag_ms_p99": percentile(lags, 99),
+        "lag_ms_max": max(lags) if lags else float("nan"),
+        "recovery_s_p50": round(percentile(recoveries, 50), 3),
+        "recovery_s_max": round(max(recoveries), 3) if recoveries else float("nan"),
+        "by_overlap": {
+            name: {k: v for k, v in figures.items() if k != "requests"} | {"requests": figures["requests"]}
+            for name, figures in counts.items()
+        },
+        "counts": {
+            "raw_writes": settings.raw_writes,
+            "raw_writes_per_s_before_after": [round(raw_before, 1), round(raw_after, 1)],
+            "dispatch": dispatch,
+            "lag_occurrences": live["lag_occurrences"],
+            "lag_started": live["lag_started"],
+            "crashes": live["crashes"],
+            "recovered": live["recovered"],
+            "live_errors": live["errors"],
+        },
+        "settings": asdict(settings) | {"price_source": price_source},
+        "targets": TARGETS,
+        "writes_per_dispatch": writes_per_dispatch,
+        "statistics": {"lag_ms_mean": round(statistics.fmean(lags), 1) if lags else None},
+    }
