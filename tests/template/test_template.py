@@ -197,6 +197,11 @@ def test_every_function_gets_every_setting(template: dict[str, Any], function: s
     assert env["WORK_QUEUE_URL"] == {"Ref": "WorkQueue"}
     assert env["POWERTOOLS_SERVICE_NAME"] == "jobsched"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Jobsched"
+    # Only sam local / tests may redirect AWS calls: absent unless LocalEndpointUrl is set.
+    assert env["AWS_ENDPOINT_URL"] == {
+        "Fn::If": ["HasLocalEndpoint", {"Ref": "LocalEndpointUrl"}, {"Ref": "AWS::NoValue"}]
+    }
+    assert template["Parameters"]["LocalEndpointUrl"]["Default"] == ""
 
 
 def test_parameter_defaults_match_the_settings_defaults(template: dict[str, Any]) -> None:
