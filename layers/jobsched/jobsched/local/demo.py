@@ -177,8 +177,8 @@ class CrashPlan:
                 continue
             session.say(
                 f"T{(crash.at_ms - session.window_from_ms) / 1000:+6.1f}s *** SIGKILL {proc} "
-                f"(pid {crash.pid}) while it runs {run_id} (owner {run.get('owner')}, token {run.get('version')}); "
-                f"its lease stays held "
+                f"(pid {crash.pid}) while it runs {run_id} "
+                f"(owner {run.get('owner')}, token {run.get('version')}); its lease stays held "
                 f"until T{(lease - session.window_from_ms) / 1000:+.1f}s"
             )
             session.stack.restart(proc)

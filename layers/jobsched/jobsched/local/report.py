@@ -195,6 +195,14 @@ def measure(
     return report
 
 
+def unsettled_jobs(store: DynamoStore, job_ids: list[str]) -> int:
+    """Jobs that still have an occurrence to claim (their schedules end with the window, so a
+    settled job has no ``next_run_at``)."""
+    from jobsched.core.writes import JOBS
+
+    return sum(1 for job_id in job_ids if "next_run_at" in (store.get(JOBS, {"job_id": job_id}) or {}))
+
+
 def unfinished_runs(store: DynamoStore, job_ids: list[str]) -> int:
     return sum(
         1

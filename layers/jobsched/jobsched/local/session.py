@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.job import JobDefinition
-from jobsched.local.report import Crash, Report, measure, unfinished_runs
+from jobsched.local.report import Crash, Report, measure, unfinished_runs, unsettled_jobs
 from jobsched.local.stack import Event, LocalStack, StackOptions
 
 
@@ -106,7 +106,11 @@ class Session:
             while time.monotonic() < drain_until:
                 if self.on_step is not None:
                     self.on_step(self)
-                if time.monotonic() > settle_until and unfinished_runs(store, job_ids) == 0:
+                if (
+                    time.monotonic() > settle_until
+                    and unsettled_jobs(store, job_ids) == 0
+                    and unfinished_runs(store, job_ids) == 0
+                ):
                     break
                 time.sleep(1)
             self.phase = "measure"
