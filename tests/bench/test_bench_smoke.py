@@ -1,0 +1,82 @@
+"""Smoke test of ``jobsched bench --quick`` at tiny sizes: every key is there with a sane type, and
+the exact request counts per run match the design. No wall-clock assertions."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from jobsched.bench import units
+from jobsched.cli.main import main
+
+KEYS = {
+    "raw_conditional_writes_per_s": float,
+    "dispatch_runs_per_s": float,
+    "dispatch_efficiency": float,
+    "ddb_write_requests_per_run": float,
+    "ddb_read_requests_per_run": float,
+    "sqs_requests_per_run": float,
+    "est_write_units_per_run": int,
+    "usd_per_million_runs": float,
+    "lag_ms_p50": float,
+    "lag_ms_p99": float,
+    "recovery_s_p50": float,
+    "recovery_s_max": float,
+}
+
+
+def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    argv = [
+        "bench",
+        "--quick",
+        "--json",
+        "--raw-writes=20",
+        "--dispatch-runs=20",
+        "--count-runs=10",
+        "--lag-seconds=2",
+        "--crashes=1",
+        "--lease-seconds=2",
+    ]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    for key, kind in KEYS.items():
+        assert key in result, key
+        assert isinstance(result[key], int | float), (key, result[key])
+        if kind is int:
+            assert float(result[key]).is_integer(), (key, result[key])
+        assert math.isfinite(result[key]) and result[key] >= 0, (key, result[key])
+
+    # The design: claim = 1 TransactWriteItems, start = 1 UpdateItem, commit = 1 UpdateItem.
+    allow = result["by_overlap"]["allow"]
+    assert allow["succeeded"] == 10
+    assert result["ddb_write_requests_per_run"] == 3
+    assert allow["requests"]["dynamodb:TransactWriteItems"] == 10
+    assert allow["requests"]["dynamodb:UpdateItem"] == 20
+    # With the overlap slot the start and the commit are transactions: still 3 requests.
+    skip = result["by_overlap"]["skip"]
+    assert skip["ddb_write_requests_per_run"] == 3
+    assert skip["requests"]["dynamodb:TransactWriteItems"] == 30
+    # The event source mapping: one receive and one batch delete per 10 messages, one send per 10.
+    assert allow["requests"]["sqs:SendMessageBatch"] == 1
+    assert allow["requests"]["sqs:ReceiveMessage"] == 1
+    assert allow["requests"]["sqs:DeleteMessageBatch"] == 1
+    assert result["sqs_requests_per_run"] == pytest.approx(0.3)
+    # Reads: only the trigger's index queries, one per shard.
+    assert allow["requests"]["dynamodb:Query"] == result["settings"]["shard_count"]
+    assert result["counts"]["dispatch"]["dispatched"] == 20
+    assert result["counts"]["crashes"] == result["counts"]["recovered"] == 1
+    assert result["counts"]["lag_started"] == result["counts"]["lag_occurrences"]
+
+
+def test_unit_formula() -> None:
+    # A 355-byte job and a 516-byte run, no overlap slot: claim 2+2 (transaction) + 2 (next-run
+    # rekey) + 1 + 1 (run enters lease and job-runs); start 1 + 2 + 1; commit 1 + 1 + 1.
+    assert units.run_write_units(355, 516, uses_slot=False) == units.RunUnits(claim=8, start=4, commit=3)
+    assert units.item_size({"ab": "xyz", "n": 12345}) == 2 + 3 + 1 + 4
+    cost = units.usd_per_million_runs(units.CostInputs(2, 0, 0, 0), units.DEFAULT_PRICES)
+    assert cost["total"] == pytest.approx(1.25)
