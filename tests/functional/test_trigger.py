@@ -1,0 +1,334 @@
+"""The trigger tick on both stores: claims each due occurrence once, under repetition, races,
+crashes between claim and send, partial send failures, invalid items and its own limits."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from harness import (
+    KINDS,
+    MINUTE,
+    T0,
+    Counter,
+    Env,
+    build,
+    default_cfg,
+    job,
+    seed_active,
+    tick_in_process,
+)
+from jobsched.adapters.local_moto import LocalMoto, start_moto_server
+from jobsched.adapters.memory_telemetry import MemoryTelemetry
+from jobsched.core.errors import QueueError
+from jobsched.core.run import run_id_for
+from jobsched.core.writes import JOBS, RUNS, Put
+from jobsched.ports import OutgoingMessage, SendResult, WorkQueue
+from jobsched.services.trigger import Trigger
+
+
+@pytest.fixture(params=KINDS)
+def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+    with build(request.param) as built:
+        yield built
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[LocalMoto]:
+    with start_moto_server() as server:
+        yield server
+
+
+def all_runs(env: Env) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = env.store.scan(RUNS, 100, cursor)
+        items += page.items
+        if page.cursor is None:
+            return items
+        cursor = page.cursor
+
+
+def test_claims_a_due_occurrence_once(env: Env) -> None:
+    env.ops().register(job("j1"))
+    first = env.trigger().tick("t1")
+    again = env.trigger().tick("t2")
+    assert (first.claimed, first.dispatched, again.claimed) == (1, 1, 0)
+    run = env.run(run_id_for("j1", T0 + MINUTE))
+    assert run["status"] == "pending" and run["kind"] == "scheduled" and run["version"] == 1
+    assert env.job("j1")["next_run_at"] == T0 + 2 * MINUTE
+    # The occurrence is a minute ahead: SQS holds the message until it is due.
+    assert [m.delay_seconds for m in env.queue.sent] == [60]
+    env.clock.advance(MINUTE)
+    assert [body["run_id"] for body in env.receive_all()] == [run["run_id"]]
+
+
+def test_rate_job_claims_every_occurrence_in_the_lookahead(env: Env) -> None:
+    env.ops().register(job("fast", "rate(10 seconds)"))
+    result = env.trigger().tick("t")
+    assert result.claimed == 9  # T0+10 s .. T0+90 s
+    assert sorted(m.delay_seconds for m in env.queue.sent) == list(range(10, 100, 10))
+    assert env.job("fast")["next_run_at"] == T0 + 100_000
+    assert env.trigger().tick("again").claimed == 0
+
+
+def test_sqs_holds_delayed_messages() -> None:
+    """The one check that SQS itself (moto) honours the delay the trigger asks for."""
+    with build("dynamodb") as env:
+        env.queue.inner.send([OutgoingMessage("a", {"x": 1}, 30), OutgoingMessage("b", {"x": 2}, 0)])
+        bodies = [body for _, body in env.receive(10)]
+        assert bodies == [{"x": 2}]
+
+
+def test_invalid_item_is_marked_and_others_still_claimed(env: Env) -> None:
+    seed_active(env, job("good"), T0)
+    bad = {**job("bad").to_item(), "schedule": "cron(61 * * * ? *)"}
+    env.store.write(
+        [
+            Put(
+                JOBS,
+                {
+                    **bad,
+                    "version": 1,
+                    "status": "active",
+                    "def_hash": "x",
+                    "next_run_at": T0,
+                    "sched_shard": 0,
+                },
+                condition=(),
+                label="seed bad",
+            )
+        ]
+    )
+    result = env.trigger().tick("t")
+    assert result.invalid == 1 and result.claimed >= 1
+    marked = env.job("bad")
+    assert marked["status"] == "invalid" and "next_run_at" not in marked
+    assert any("schedule" in reason and "61" in reason for reason in marked["invalid_reasons"])
+    assert env.run(run_id_for("good", T0))["status"] == "pending"
+    assert env.trigger().tick("t2").invalid == 0  # out of the index now
+
+
+def test_max_claims_per_tick_stops_early_and_reports_backlog() -> None:
+    with build("memory", default_cfg(max_claims_per_tick=3)) as env:
+        for index in range(5):
+            seed_active(env, job(f"j{index}"), T0 + MINUTE)
+        first = env.trigger().tick("t1")
+        assert (first.claimed, first.stopped_early) == (3, True)
+        assert first.backlog >= 2
+        second = env.trigger().tick("t2")
+        assert second.claimed == 2 and not second.stopped_early
+        assert len({r["run_id"] for r in all_runs(env)}) == 5
+
+
+class TickingStore:
+    """Each write takes a second of (manual) time: lets a deadline fall mid-tick."""
+
+    def __init__(self, env: Env) -> None:
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env.store, name)
+
+    def write(self, ops: Sequence[Any]) -> None:
+        self._env.store.write(ops)
+        self._env.clock.advance(1000)
+
+
+def test_deadline_stops_early_and_leaves_the_rest_due(env: Env) -> None:
+    for index in range(6):
+        seed_active(env, job(f"j{index}"), T0 + MINUTE)
+    trigger = Trigger(TickingStore(env), env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False)  # type: ignore[arg-type]
+    deadline = env.clock.now_ms() + env.cfg.deadline_margin_ms + 2500
+    result = trigger.tick("t", deadline_ms=deadline)
+    assert result.stopped_early and result.claimed == 3 and result.backlog == 3
+    assert result.dispatched == 3  # what it claimed is still sent
+    assert env.trigger().tick("t2").claimed == 3
+    assert len(all_runs(env)) == 6
+
+
+class BrokenQueue:
+    def send(self, messages: Sequence[OutgoingMessage]) -> SendResult:
+        raise QueueError("the trigger died before sending")
+
+
+def test_trigger_killed_between_claim_and_send_loses_nothing(env: Env) -> None:
+    counter = Counter()
+    env.registry.add("t", counter)
+    env.ops().register(job("j1", overlap="allow"))
+    inner, env.queue.inner = env.queue.inner, BrokenQueue()
+    result = env.trigger().tick("dies")
+    env.queue.inner = inner
+    assert result.claimed == 1 and result.dispatch_failed == 1
+    run_id = run_id_for("j1", T0 + MINUTE)
+    pending = env.run(run_id)
+    assert pending["status"] == "pending" and env.receive_all() == []
+    # Nothing happens before the dispatch lease (plus the skew allowance) lapses ...
+    env.clock.set(pending["lease_expires_at"] + env.cfg.clock_skew_allowance_ms - 1)
+    assert env.detector().run("d0").leases_recovered == 0
+    env.clock.advance(2)
+    recovered = env.detector().run("d1")
+    assert recovered.leases_recovered == 1
+    again = env.run(run_id)
+    assert (again["status"], again["attempt"], again["version"]) == ("pending", 1, 2)
+    outcomes = env.drain(env.worker())
+    assert [o.value for o in outcomes] == ["succeeded"]
+    assert counter.count(run_id) == 1 and env.run(run_id)["status"] == "succeeded"
+    assert env.detector().run("d2").leases_recovered == 0
+    assert env.trigger().tick("later").duplicates == 0
+
+
+class CrashAfterClaim(Exception):
+    pass
+
+
+class CrashingStore(TickingStore):
+    """The process dies right after its first claim transaction lands."""
+
+    def write(self, ops: Sequence[Any]) -> None:
+        self._env.store.write(ops)
+        raise CrashAfterClaim
+
+
+def test_trigger_crashing_after_the_write_leaves_a_pending_run_that_is_redispatched() -> None:
+    with build("memory") as env:
+        counter = Counter()
+        env.registry.add("t", counter)
+        env.ops().register(job("j1"))
+        crashing = Trigger(CrashingStore(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        with pytest.raises(CrashAfterClaim):
+            crashing.tick("dies")
+        run_id = run_id_for("j1", T0 + MINUTE)
+        assert env.run(run_id)["status"] == "pending" and env.receive_all() == []
+        assert env.trigger().tick("next").claimed == 0  # the next tick does not claim it again
+        env.clock.set(env.run(run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1)
+        assert env.detector().run("d").leases_recovered == 1
+        assert [o.value for o in env.drain(env.worker())] == ["succeeded"]
+        assert counter.calls == [run_id]
+
+
+class FlakyBatchQueue:
+    """The first SendMessageBatch rejects entries 1 and 3; later ones accept everything."""
+
+    def __init__(self, inner: WorkQueue) -> None:
+        self.inner = inner
+        self.calls: list[list[str]] = []
+
+    def send(self, messages: Sequence[OutgoingMessage]) -> SendResult:
+        self.calls.append([m.id for m in messages])
+        if len(self.calls) == 1:
+            rejected = [messages[1], messages[3]]
+            self.inner.send([m for m in messages if m not in rejected])
+            return SendResult(failed=rejected)
+        return self.inner.send(messages)
+
+
+def test_partial_batch_failure_retries_only_the_failed_entries(env: Env) -> None:
+    for index in range(5):
+        seed_active(env, job(f"j{index}"), T0 + MINUTE)
+    flaky = FlakyBatchQueue(env.queue.inner)
+    env.queue.inner = flaky
+    result = env.trigger().tick("t")
+    assert (result.claimed, result.dispatched, result.dispatch_failed) == (5, 5, 0)
+    assert flaky.calls[1] == ["m1", "m3"]
+    env.clock.advance(MINUTE)
+    run_ids = sorted(body["run_id"] for body in env.receive_all())
+    assert run_ids == sorted(run_id_for(f"j{i}", T0 + MINUTE) for i in range(5))  # each once
+
+
+def test_late_occurrence_within_grace_is_claimed_older_is_left_to_the_detector(env: Env) -> None:
+    seed_active(env, job("late"), T0 - 30_000)
+    seed_active(env, job("overdue"), T0 - 5 * MINUTE)
+    result = env.trigger().tick("t")
+    assert result.claimed >= 1
+    assert env.store.get(RUNS, {"run_id": run_id_for("late", T0 - 30_000)}) is not None
+    assert env.store.get(RUNS, {"run_id": run_id_for("overdue", T0 - 5 * MINUTE)}) is None
+    assert env.job("overdue")["next_run_at"] == T0 - 5 * MINUTE
+
+
+def test_definition_changed_but_not_registered_is_deferred(env: Env) -> None:
+    seed_active(env, job("j1"), T0, def_hash="stale")
+    result = env.trigger().tick("t")
+    assert (result.claimed, result.deferred) == (0, 1)
+
+
+# --- races -------------------------------------------------------------------------------------
+
+RACE_JOBS = 13  # x 16 occurrences each (T0-60 s .. T0+90 s every 10 s) = 208 due occurrences
+RACE_OCCURRENCES = RACE_JOBS * 16
+
+
+def seed_race(env: Env) -> None:
+    for index in range(RACE_JOBS):
+        seed_active(env, job(f"r{index:02d}", "rate(10 seconds)"), T0 - MINUTE)
+
+
+def racing_ticks(env: Env, racers: int) -> list[list[str]]:
+    telemetries = [MemoryTelemetry() for _ in range(racers)]
+    barrier = threading.Barrier(racers)
+    errors: list[BaseException] = []
+
+    def race(telemetry: MemoryTelemetry) -> None:
+        trigger = Trigger(env.store, env.queue, telemetry, env.clock, env.cfg, parallel_queries=False)
+        barrier.wait()
+        try:
+            trigger.tick("race")
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=race, args=(t,)) for t in telemetries]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    return [[e.correlation_id for e in t.named("run.claimed")] for t in telemetries]
+
+
+def assert_each_claimed_once(env: Env, claims: list[str]) -> None:
+    assert len(claims) == len(set(claims)), "an occurrence was claimed twice"
+    runs = all_runs(env)
+    assert len(runs) == RACE_OCCURRENCES
+    assert {r["run_id"] for r in runs} == set(claims)
+    assert all(r["version"] == 1 for r in runs)
+
+
+@pytest.mark.parametrize("kind", ["memory", "server"])
+def test_racing_triggers_claim_each_occurrence_exactly_once(kind: str, moto_server: LocalMoto) -> None:
+    with build(kind, moto=moto_server) as env:
+        seed_race(env)
+        per_racer = racing_ticks(env, racers=3)
+        # A racer gives up a job it keeps losing; a later tick finishes what both left.
+        leftover = env.trigger()
+        leftover_claims: list[str] = []
+        for _ in range(3):
+            telemetry = MemoryTelemetry()
+            Trigger(env.store, env.queue, telemetry, env.clock, env.cfg, False).tick("sweep")
+            leftover_claims += [e.correlation_id for e in telemetry.named("run.claimed")]
+        assert leftover is not None
+        assert_each_claimed_once(env, [c for racer in per_racer for c in racer] + leftover_claims)
+        assert all(racer for racer in per_racer) or kind == "memory"
+
+
+@pytest.mark.slow
+def test_racing_trigger_processes_claim_each_occurrence_exactly_once(moto_server: LocalMoto) -> None:
+    with build("server", moto=moto_server) as env:
+        seed_race(env)
+        jobs_table = env.store.table_name(JOBS)  # type: ignore[attr-defined]
+        runs_table = env.store.table_name(RUNS)  # type: ignore[attr-defined]
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(3) as pool:
+            results = pool.starmap(
+                tick_in_process,
+                [(moto_server.endpoint_url, jobs_table, runs_table, T0, f"p{i}") for i in range(3)],
+            )
+        telemetry = MemoryTelemetry()
+        for _ in range(3):
+            Trigger(env.store, env.queue, telemetry, env.clock, env.cfg, False).tick("sweep")
+        sweep = [e.correlation_id for e in telemetry.named("run.claimed")]
+        assert sum(len(r) for r in results) > 0
+        assert_each_claimed_once(env, [c for r in results for c in r] + sweep)
