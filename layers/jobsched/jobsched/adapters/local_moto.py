@@ -1,0 +1,169 @@
+"""A local AWS (moto) server whose DynamoDB is atomic, for the local stack and concurrency tests.
+
+moto evaluates a conditional write by reading, checking and writing in plain Python with no lock,
+and its HTTP server handles each request on its own thread: two racing conditional writes can
+both succeed, which real DynamoDB never allows. This server wraps moto's WSGI application so that
+DynamoDB requests (header ``X-Amz-Target: DynamoDB_20120810.*``) run one at a time, which gives
+every DynamoDB operation the atomicity DynamoDB guarantees per item and per transaction. Other
+services (SQS, ...) stay concurrent.
+
+    with start_moto_server() as moto:
+        client = boto3.client("dynamodb", endpoint_url=moto.endpoint_url)
+
+Or from a shell: ``python -m jobsched.adapters.local_moto --port 5000`` (serves until killed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import urllib.request
+from collections.abc import Callable, Iterable
+from types import FrameType, TracebackType
+from typing import Any
+
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import make_server
+
+WsgiApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
+
+
+class SerializedDynamoApp:
+    """WSGI middleware: DynamoDB requests (and moto's own reset) run one at a time, under one lock
+    held until the response body has been produced."""
+
+    def __init__(self, app: WsgiApp) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+        self.serialized_requests = 0
+
+    @staticmethod
+    def is_serialized(environ: dict[str, Any]) -> bool:
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        return target.startswith("DynamoDB_") or str(environ.get("PATH_INFO", "")).startswith("/moto-api/")
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if not self.is_serialized(environ):
+            return self.app(environ, start_response)
+        with self.lock:
+            self.serialized_requests += 1
+            result = self.app(environ, start_response)
+            try:
+                # Drain the body inside the lock: a lazily generated response must not run
+                # outside it.
+                return [bytes(chunk) for chunk in result]
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+
+
+class _QuietRequestHandler(MotoRequestHandler):
+    """moto's request handler without the access log line per request (thousands per test run
+    on stderr, and measurable time); errors are still logged."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass
+
+
+class _SerializedThreadedMotoServer(ThreadedMotoServer):
+    """moto's ThreadedMotoServer with the app wrapped. It overrides ``_server_entry``, where
+    moto 5 builds ``DomainDispatcherApplication(create_backend_app)`` and serves it; the body
+    mirrors moto's with the one change."""
+
+    def __init__(self, ip_address: str, port: int, access_log: bool) -> None:
+        super().__init__(ip_address=ip_address, port=port, verbose=False)
+        self.app = SerializedDynamoApp(DomainDispatcherApplication(create_backend_app))
+        self.handler = MotoRequestHandler if access_log else _QuietRequestHandler
+
+    def _server_entry(self) -> None:
+        self._server = make_server(
+            self._ip_address,
+            self._port,
+            self.app,
+            True,  # threaded: SQS long polls and other services stay concurrent
+            request_handler=self.handler,
+        )
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+
+class LocalMoto:
+    """A running local moto server. ``endpoint_url`` is what boto3 clients take."""
+
+    def __init__(self, server: _SerializedThreadedMotoServer) -> None:
+        self._server = server
+        host, port = server.get_host_and_port()
+        self.host = host
+        self.port = port
+        self.endpoint_url = f"http://{host}:{port}"
+        self._stopped = False
+
+    @property
+    def serialized_requests(self) -> int:
+        """DynamoDB requests served so far (each under the lock)."""
+        return self._server.app.serialized_requests
+
+    def reset(self) -> None:
+        """Forget every resource (POST /moto-api/reset)."""
+        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self._server.stop()
+
+    def __enter__(self) -> LocalMoto:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def start_moto_server(port: int = 0, host: str = "127.0.0.1", access_log: bool = False) -> LocalMoto:
+    """Start a moto server on ``host:port`` (0: any free port) in a daemon thread.
+    ``access_log`` prints werkzeug's line per request on stderr."""
+    server = _SerializedThreadedMotoServer(ip_address=host, port=port, access_log=access_log)
+    server.start()
+    return LocalMoto(server)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobsched.adapters.local_moto",
+        description="Serve moto locally with atomic (serialised) DynamoDB requests.",
+    )
+    parser.add_argument("--port", type=int, default=5000, help="port (0: any free port)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--access-log", action="store_true", help="log every request on stderr")
+    args = parser.parse_args(argv)
+    moto = start_moto_server(args.port, args.host, access_log=args.access_log)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    print(moto.endpoint_url, flush=True)
+    try:
+        stop.wait()
+    finally:
+        moto.stop()
+
+
+if __name__ == "__main__":
+    main()
