@@ -26,8 +26,8 @@ from jobsched.core.schedule import Schedule, ScheduleError, load_zone, parse_sch
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 TARGET_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
 # The payload travels in the run record (a DynamoDB item, 400 KB maximum) and to the handler;
-# SQS messages carry only the run id and fencing token, so 64 KiB keeps every item and every
-# message far below both services' limits with room for the run's own attributes.
+# and, in the run message's definition snapshot, through SQS (256 KiB). 64 KiB keeps every item
+# and every message far below both services' limits with room for the other attributes.
 MAX_PAYLOAD_BYTES = 64 * 1024
 # Retries are delivered as delayed SQS messages, and SQS delays stop at 15 minutes.
 MAX_BACKOFF_SECONDS = 900
