@@ -21,7 +21,7 @@ from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.job import InvalidJob, JobDefinition, MisfirePolicy, OverlapPolicy
-from jobsched.core.policies import plan_misfire
+from jobsched.core.policies import MisfireFate, plan_misfire
 from jobsched.core.run import RunKind, RunStatus, run_id_for
 from jobsched.core.timing import effective_grace_ms, is_overdue
 from jobsched.core.transitions import misfire_ops, new_run_item, recover_op, slot_release_ops
@@ -199,6 +199,21 @@ class MissDetector:
             degraded,
             more_follow,
         )
+        # Occurrences after the missed ones that are due, or due within the trigger's lookahead,
+        # are claimed here as ordinary (late) runs. Left to the trigger, which ticks once a minute,
+        # they would be overdue by its next tick whenever the grace is shorter than the tick
+        # period, and the job would never get back to the trigger after an outage: every later
+        # occurrence would go through the misfire policy (skip: never run again).
+        late: set[int] = set()
+        if not more_follow and fates:
+            cursor = fates[-1].scheduled_at
+            while len(late) < MAX_MISSED_PER_JOB:
+                upcoming = job.schedule.next_after(ms_to_dt(cursor))
+                if upcoming is None or dt_to_ms(upcoming) > now + self._cfg.lookahead_seconds * 1000:
+                    break
+                cursor = dt_to_ms(upcoming)
+                late.add(cursor)
+                fates.append(MisfireFate(cursor, RunStatus.PENDING, "late within grace"))
         snapshot = definition.to_item()
         dispatch: list[dict[str, Any]] = []
         catchups = int(item.get("catchups", 0))
@@ -214,7 +229,7 @@ class MissDetector:
             resume_at = dt_to_ms(following) if following is not None else None
             runs: list[tuple[dict[str, Any], RunStatus]] = []
             for fate in chunk:
-                kind = RunKind.CATCHUP
+                kind = RunKind.SCHEDULED if fate.scheduled_at in late else RunKind.CATCHUP
                 run = new_run_item(
                     definition.job_id,
                     run_id_for(definition.job_id, fate.scheduled_at),
@@ -229,7 +244,9 @@ class MissDetector:
                 if fate.status is RunStatus.PENDING:
                     run["reason"] = fate.reason
                 runs.append((run, fate.status))
-            new_catchups = catchups + sum(1 for _, status in runs if status is RunStatus.PENDING)
+            new_catchups = catchups + sum(
+                1 for run, status in runs if status is RunStatus.PENDING and run["scheduled_at"] not in late
+            )
             written = self._write_chunk(item, runs, resume_at, new_catchups, now)
             if written is None:
                 return dispatch  # lost a race: the next invocation starts from the job as it is
