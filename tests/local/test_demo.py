@@ -18,7 +18,7 @@ def test_demo_recovers_a_killed_worker_without_duplicates_or_losses(tmp_path: Pa
     env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true"}
     env.pop("AWS_ENDPOINT_URL", None)
     done = subprocess.run(
-        [str(JOBSCHED), "demo", "--seconds", "40", "--json"],
+        [str(JOBSCHED), "demo", "--seconds", "30", "--json"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -9,11 +9,12 @@ from jobsched.local.faults import invariant_report, run_faults
 
 @pytest.mark.slow
 def test_random_sigkills_of_triggers_and_workers_keep_exactly_once() -> None:
-    report, plan = run_faults(40, seed=7, workers=3, triggers=2, every_s=(2.5, 5.0))
+    report, plan = run_faults(35, seed=7, workers=3, triggers=2, every_s=(2.5, 5.0))
     lines = invariant_report(report)
     assert len(plan.log) >= 4, plan.log  # the faults really happened
-    assert report.occurrences_due > 20
-    assert all(line.startswith("ok") for line in lines), (lines, report.violations, plan.log)
+    assert report.occurrences_due > 15
+    detail = "\n".join([*lines, *report.violations, *plan.log, str(report.per_job)])
+    assert all(line.startswith("ok") for line in lines), detail
     assert report.duplicate_runs == 0
     assert report.lost_occurrences == 0
     assert report.ledger_rows == report.ledger_runs_succeeded > 0

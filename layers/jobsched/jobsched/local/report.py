@@ -106,13 +106,18 @@ def measure(
     events: list[dict[str, Any]],
     crashes: list[Crash],
     ledger_table: str | None,
+    registered_at: dict[str, int] | None = None,
 ) -> Report:
+    """``registered_at``: when each job's registration returned. An occurrence before that (a
+    registration slower than the lead time) was never due: the registrar schedules a new job
+    from its next occurrence after now."""
     report = Report(crashes_injected=len(crashes))
     lags: list[int] = []
     runs_by_id: dict[str, dict[str, Any]] = {}
     ledger_jobs = {d.job_id for d in definitions if d.target == "example.ledger"}
     for definition in definitions:
-        due = due_occurrences(definition, window_from_ms, window_to_ms)
+        since = max(window_from_ms, (registered_at or {}).get(definition.job_id, 0) + 1)
+        due = due_occurrences(definition, since, window_to_ms)
         runs = job_runs(store, definition.job_id)
         report.occurrences_due += len(due)
         by_occurrence: dict[int, list[dict[str, Any]]] = defaultdict(list)

@@ -21,7 +21,7 @@ def now_ms() -> int:
 @dataclass
 class SessionOptions:
     seconds: float = 60.0
-    lead_seconds: float = 4.0
+    lead_seconds: float = 6.0
     drain_seconds: float = 60.0
     stack: StackOptions = field(default_factory=StackOptions)
 
@@ -47,6 +47,7 @@ class Session:
         self.events: list[Event] = []
         self.crashes: list[Crash] = []
         self.definitions: list[JobDefinition] = []
+        self.registered_at: dict[str, int] = {}
         self.window_from_ms = 0
         self.window_to_ms = 0
         self.phase = "starting"
@@ -90,8 +91,11 @@ class Session:
             self.definitions = self.jobs(stack.ledger_table, self.window_from_ms, self.window_to_ms)
             for definition in self.definitions:
                 outcome = ops.register(definition)
+                self.registered_at[definition.job_id] = now_ms()
                 d = definition
                 self.say(f"registered {d.job_id:<16} {d.schedule:<28} {d.timezone:<18} -> {outcome.value}")
+                if self.registered_at[d.job_id] > self.window_from_ms:
+                    self.say("  (registered after the window opened: due from then on, not before)")
             self.phase = "window"
             while now_ms() < self.window_to_ms:
                 if self.on_step is not None:
@@ -124,6 +128,7 @@ class Session:
                 events,
                 self.crashes,
                 stack.ledger_table,
+                self.registered_at,
             )
         finally:
             stack.stop()
