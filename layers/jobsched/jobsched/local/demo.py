@@ -123,6 +123,8 @@ def describe(event: Event, t0_ms: int) -> str | None:
     for key in ("attempt", "lag_ms", "owner", "duration_ms", "error", "was", "lease_expired_at"):
         if key in event and event[key] not in (None, ""):
             value = event[key]
+            if key == "error":
+                value = str(value).splitlines()[0]  # the traceback stays in the JSON logs
             if key == "lease_expired_at":
                 value = f"T{(int(value) - t0_ms) / 1000:+.1f}s"
             details.append(f"{key}={value}")
