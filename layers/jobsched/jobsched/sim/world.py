@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import inspect
 import random
 import time
 from collections import Counter
@@ -132,8 +133,20 @@ class World:
                 self.log("setup", "fault.clock_skew", name, f"{skew} ms")
             return SkewedClock(self.clock, skew)
 
+        # One claimer thread where the trigger offers parallel claims: no thread nondeterminism.
+        serial: dict[str, Any] = (
+            {"claim_concurrency": 1} if "claim_concurrency" in inspect.signature(Trigger).parameters else {}
+        )
         self.triggers = [
-            Trigger(self.store, self.queue, self.telemetry, skewed(f"trigger-{n}"), self.sched_cfg, False)
+            Trigger(
+                self.store,
+                self.queue,
+                self.telemetry,
+                skewed(f"trigger-{n}"),
+                self.sched_cfg,
+                False,
+                **serial,
+            )
             for n in "AB"
         ]
         detector_clock = skewed("detector")
@@ -218,14 +231,17 @@ class World:
             self.registered_at[job.definition.job_id] = self.clock.now_ms()
             self.ops.register(job.definition)
         self.store.enabled = self.queue.enabled = True
+        self.store.actor = "world"
         first_minute = (self.start_ms // MINUTE + 1) * MINUTE
         self.at(first_minute + self.rng.randrange(2000), self._tick)
         self.at(first_minute + 30_000 + self.rng.randrange(2000), self._detect)
         self.at(self.window_end, self._faults_off)
         while True:
-            self._poll()
-            next_event = self._heap[0].at if self._heap else None
             visible = self.queue.next_visible_at_ms()
+            if visible is not None and visible <= self.clock.now_ms():
+                self._poll()
+                visible = self.queue.next_visible_at_ms()
+            next_event = self._heap[0].at if self._heap else None
             candidates = [t for t in (next_event, visible) if t is not None]
             if not candidates:
                 break
