@@ -155,7 +155,7 @@ def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
 def run_worker(invoke: Invoker, stop: Callable[[], bool], wait_s: int = 5) -> None:
     """The SQS event source mapping: long-poll up to 10 messages, invoke, delete the records that
     are not reported in ``batchItemFailures`` (those become visible again after the timeout)."""
-    sqs = make_client("sqs")
+    sqs = make_client("sqs", read_timeout=wait_s + 10)  # a long poll outlasts the default read timeout
     queue_url = os.environ["WORK_QUEUE_URL"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
