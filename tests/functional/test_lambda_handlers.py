@@ -1,0 +1,165 @@
+"""The Lambda entry points (functions/*/app.py) on moto, with the events AWS delivers: a person's
+job item goes through registrar -> trigger -> SQS -> worker to a succeeded run; the sample worker
+batch reports only its malformed record as a batch item failure."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from jobsched.adapters.provision import Resources, provision
+from jobsched.core.clock import ManualClock
+from jobsched.core.run import run_id_for
+from moto import mock_aws
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+NOW = 1_796_209_900_000  # 2026-12-02T11:11:40Z: after the sample events' occurrences
+
+
+class FakeContext:
+    function_name = "jobsched-test"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-test"
+    log_group_name = "/aws/lambda/jobsched-test"
+    log_stream_name = "2026/12/02/[$LATEST]0123456789abcdef"
+
+    def __init__(self, request_id: str) -> None:
+        self.aws_request_id = request_id
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Resources, Any, Any, ManualClock]]:
+    from jobsched.runtime import lambda_context, wiring
+
+    clock = ManualClock(NOW)
+    monkeypatch.setattr(wiring, "SystemClock", lambda: clock)
+    monkeypatch.setattr(lambda_context, "SystemClock", lambda: clock)
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Jobsched")
+    monkeypatch.syspath_prepend(str(ROOT / "functions" / "worker"))
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        resources = provision(dynamodb, sqs, prefix="lam")
+        monkeypatch.setenv("JOBS_TABLE", resources.jobs_table)
+        monkeypatch.setenv("RUNS_TABLE", resources.runs_table)
+        monkeypatch.setenv("WORK_QUEUE_URL", resources.work_queue_url)
+        wiring.reset_app()
+        yield resources, dynamodb, sqs, clock
+        wiring.reset_app()
+
+
+def load_app(name: str) -> ModuleType:
+    path = ROOT / "functions" / name / "app.py"
+    spec = importlib.util.spec_from_file_location(f"jobsched_test_app_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def event(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((EVENTS / name).read_text())
+    return loaded
+
+
+def test_full_cycle_from_a_raw_job_item_to_a_succeeded_run(
+    aws: tuple[Resources, Any, Any, ManualClock],
+) -> None:
+    resources, dynamodb, sqs, clock = aws
+    # A person puts a job item (README / docs/data-model.md item format).
+    item = {
+        "job_id": {"S": "hello"},
+        "schedule": {"S": "rate(1 minute)"},
+        "target": {"S": "log"},
+        "payload": {"S": '{"greeting": "hi"}'},
+        "retry": {"M": {"max_attempts": {"N": "2"}}},
+    }
+    dynamodb.put_item(TableName=resources.jobs_table, Item=item)
+
+    # The stream delivers the INSERT to the registrar.
+    stream = event("registrar_stream.json")
+    record = copy.deepcopy(stream["Records"][0])
+    record["eventName"] = "INSERT"
+    record["dynamodb"]["Keys"] = {"job_id": {"S": "hello"}}
+    record["dynamodb"]["NewImage"] = item
+    record["dynamodb"].pop("OldImage", None)
+    registered = load_app("registrar").lambda_handler({"Records": [record]}, FakeContext("reg-1"))
+    assert registered == {"batchItemFailures": []}
+    job = dynamodb.get_item(TableName=resources.jobs_table, Key={"job_id": {"S": "hello"}})["Item"]
+    assert job["status"]["S"] == "active"
+    due = int(job["next_run_at"]["N"])
+    assert 0 < due - NOW <= 60_000
+
+    # The trigger's tick at the due time claims and sends the occurrence.
+    clock.set(due)
+    summary = load_app("trigger").lambda_handler(event("trigger_scheduled.json"), FakeContext("tick-1"))
+    assert summary["claimed"] >= 1 and summary["dispatch_failed"] == 0
+
+    received = sqs.receive_message(QueueUrl=resources.work_queue_url, MaxNumberOfMessages=10)["Messages"]
+    bodies = [json.loads(m["Body"]) for m in received]
+    run_id = run_id_for("hello", due)
+    assert [b["run_id"] for b in bodies] == [run_id]  # the next minute's is still delayed
+
+    # SQS hands the message to the worker.
+    sqs_record = copy.deepcopy(event("worker_sqs_batch.json")["Records"][0])
+    sqs_record.update(
+        messageId=received[0]["MessageId"],
+        receiptHandle=received[0]["ReceiptHandle"],
+        body=received[0]["Body"],
+    )
+    worked = load_app("worker").lambda_handler({"Records": [sqs_record]}, FakeContext("work-1"))
+    assert worked == {"batchItemFailures": []}
+    run = dynamodb.get_item(TableName=resources.runs_table, Key={"run_id": {"S": run_id}})["Item"]
+    assert run["status"]["S"] == "succeeded" and run["attempt"]["N"] == "1"
+
+    # The same message delivered again is acknowledged and changes nothing.
+    again = load_app("worker").lambda_handler({"Records": [sqs_record]}, FakeContext("work-2"))
+    assert again == {"batchItemFailures": []}
+    after = dynamodb.get_item(TableName=resources.runs_table, Key={"run_id": {"S": run_id}})["Item"]
+    assert after == run
+
+    # The miss detector finds nothing to do.
+    detected = load_app("miss_detector").lambda_handler(
+        event("miss_detector_scheduled.json"), FakeContext("d-1")
+    )
+    assert detected["leases_recovered"] == 0 and detected["missed_recorded"] == 0
+
+
+def test_sample_worker_batch_fails_only_the_malformed_record(
+    aws: tuple[Resources, Any, Any, ManualClock],
+) -> None:
+    batch = event("worker_sqs_batch.json")
+    result = load_app("worker").lambda_handler(batch, FakeContext("work-sample"))
+    malformed = [r["messageId"] for r in batch["Records"] if r["body"] == "not json"]
+    assert result == {"batchItemFailures": [{"itemIdentifier": malformed[0]}]}
+
+
+def test_sample_registrar_stream_registers_the_job(aws: tuple[Resources, Any, Any, ManualClock]) -> None:
+    resources, dynamodb, _, _ = aws
+    stream = event("registrar_stream.json")
+    for record in stream["Records"]:
+        image = record["dynamodb"].get("NewImage")
+        if image:
+            dynamodb.put_item(TableName=resources.jobs_table, Item=image)
+    result = load_app("registrar").lambda_handler(stream, FakeContext("reg-sample"))
+    assert result == {"batchItemFailures": []}
+    for record in stream["Records"]:
+        job_id = record["dynamodb"]["Keys"]["job_id"]["S"]
+        item = dynamodb.get_item(TableName=resources.jobs_table, Key={"job_id": {"S": job_id}}).get("Item")
+        if record["dynamodb"].get("NewImage"):
+            assert item is not None and item["status"]["S"] in {"active", "paused", "invalid", "finished"}
