@@ -140,9 +140,13 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         }
 
 
-def test_sam_adds_only_the_expected_managed_policies(template: dict[str, Any]) -> None:
-    """What SAM attaches on top of the inline statements. The two event-source policies are AWS
-    managed and use Resource "*" (SAM offers no scoped variant): see docs/deploy.md."""
+# AWS managed policies that grant data actions on Resource "*": SAM attaches the first for an
+# `SQS` event and the second for a `DynamoDB` event, so the template uses neither kind of event.
+STAR_DATA_MANAGED_POLICIES = {"AWSLambdaSQSQueueExecutionRole", "AWSLambdaDynamoDBExecutionRole"}
+
+
+def _transformed(template: dict[str, Any]) -> dict[str, Any]:
+    """The template after the SAM transform (offline: managed policy names resolve from a table)."""
     translator = pytest.importorskip("samtranslator.translator.transform")
     document = json.loads(json.dumps(template))
     for resource in document["Resources"].values():
@@ -161,19 +165,111 @@ def test_sam_adds_only_the_expected_managed_policies(template: dict[str, Any]) -
         def load(self) -> dict[str, str]:
             return known
 
-    output = translator.transform(document, {}, Loader())
+    output: dict[str, Any] = translator.transform(document, {}, Loader())
+    return output
+
+
+def test_sam_adds_no_managed_policy_with_wildcard_data_actions(template: dict[str, Any]) -> None:
+    """What SAM attaches on top of the inline statements: only the logs and X-Ray policies (no
+    data actions). The event-source policies (Resource "*") must never come back: the event
+    sources are explicit AWS::Lambda::EventSourceMapping resources (docs/deploy.md)."""
+    output = _transformed(template)
     roles = {k: v["Properties"] for k, v in output["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
-    base = {known["AWSLambdaBasicExecutionRole"], known["AWSXrayWriteOnlyAccess"]}
-    assert {name: set(props["ManagedPolicyArns"]) for name, props in roles.items()} == {
-        "TriggerFunctionRole": base,
-        "WorkerFunctionRole": base | {known["AWSLambdaSQSQueueExecutionRole"]},
-        "MissDetectorFunctionRole": base,
-        "RegistrarFunctionRole": base | {known["AWSLambdaDynamoDBExecutionRole"]},
+    assert set(roles) == {f"{function}Role" for function in FUNCTIONS}
+    base = {
+        "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+        "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess",
     }
     for name, props in roles.items():
+        attached = set(props.get("ManagedPolicyArns", []))
+        wildcard_data = {arn for arn in attached if arn.rsplit("/", 1)[-1] in STAR_DATA_MANAGED_POLICIES}
+        assert wildcard_data == set(), f"{name}: {wildcard_data}"
+        assert attached == base, name
         for policy in props.get("Policies", []):
             for statement in _statements(policy["PolicyDocument"]):
                 _assert_no_wildcard_data_action(name, statement)
+    for logical_id, resource in output["Resources"].items():
+        assert resource["Type"] != "AWS::IAM::ManagedPolicy", logical_id
+
+
+def test_no_function_uses_a_polling_sam_event(template: dict[str, Any]) -> None:
+    for function in FUNCTIONS:
+        events = template["Resources"][function]["Properties"].get("Events", {})
+        kinds = {event["Type"] for event in events.values()}
+        assert not kinds & {"SQS", "DynamoDB", "Kinesis", "MQ", "MSK", "SelfManagedKafka", "DocumentDB"}, (
+            f"{function}: {kinds}"
+        )
+
+
+def _mappings(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        logical_id: resource
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Lambda::EventSourceMapping"
+    }
+
+
+def _grants(template: dict[str, Any], function: str) -> dict[str, list[Any]]:
+    """Action -> the resources the function's inline statements allow it on."""
+    grants: dict[str, list[Any]] = {}
+    for policy in template["Resources"][function]["Properties"]["Policies"]:
+        for statement in _statements(policy):
+            if statement["Effect"] == "Allow":
+                for action in _as_list(statement["Action"]):
+                    grants.setdefault(action, []).extend(_as_list(statement["Resource"]))
+    return grants
+
+
+def test_event_source_mappings_keep_the_former_sam_event_settings(template: dict[str, Any]) -> None:
+    mappings = _mappings(template)
+    assert set(mappings) == {"WorkerFunctionWork", "RegistrarFunctionJobChanges"}
+
+    worker = mappings["WorkerFunctionWork"]
+    # The role (with its inline grants) must exist before Lambda validates the mapping.
+    assert worker["DependsOn"] in ("WorkerFunctionRole", ["WorkerFunctionRole"])
+    assert worker["Properties"] == {
+        "FunctionName": {"Ref": "WorkerFunction"},
+        "EventSourceArn": {"Fn::GetAtt": ["WorkQueue", "Arn"]},
+        "BatchSize": {"Ref": "WorkerBatchSize"},
+        "MaximumBatchingWindowInSeconds": 0,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        "ScalingConfig": {"MaximumConcurrency": {"Ref": "WorkerMaxConcurrency"}},
+    }
+
+    registrar = mappings["RegistrarFunctionJobChanges"]
+    assert registrar["DependsOn"] in ("RegistrarFunctionRole", ["RegistrarFunctionRole"])
+    assert registrar["Properties"] == {
+        "FunctionName": {"Ref": "RegistrarFunction"},
+        "EventSourceArn": {"Fn::GetAtt": ["JobsTable", "StreamArn"]},
+        "StartingPosition": "TRIM_HORIZON",
+        "BatchSize": 100,
+        "BisectBatchOnFunctionError": True,
+        "MaximumRetryAttempts": 10,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": ["RegistrarFailureQueue", "Arn"]}}},
+    }
+
+
+def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, Any]) -> None:
+    worker = _grants(template, "WorkerFunction")
+    queue = {"Fn::GetAtt": ["WorkQueue", "Arn"]}
+    for action in (
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueAttributes",
+    ):
+        assert worker[action] == [queue], action
+
+    registrar = _grants(template, "RegistrarFunction")
+    stream = {"Fn::GetAtt": ["JobsTable", "StreamArn"]}
+    for action in ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"):
+        assert registrar[action] == [stream], action
+    # ListStreams has no resource-level permissions; it stays scoped to the table's streams.
+    assert registrar["dynamodb:ListStreams"] == [{"Fn::Sub": "${JobsTable.Arn}/stream/*"}]
+    failures = {"Fn::GetAtt": ["RegistrarFailureQueue", "Arn"]}
+    for action in ("sqs:SendMessage", "sqs:GetQueueAttributes"):
+        assert registrar[action] == [failures], action
 
 
 def _environment(template: dict[str, Any], function: str) -> dict[str, Any]:
