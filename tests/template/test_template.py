@@ -265,8 +265,8 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
     stream = {"Fn::GetAtt": ["JobsTable", "StreamArn"]}
     for action in ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"):
         assert registrar[action] == [stream], action
-    # ListStreams has no resource-level permissions; it stays scoped to the table's streams.
-    assert registrar["dynamodb:ListStreams"] == [{"Fn::Sub": "${JobsTable.Arn}/stream/*"}]
+    # ListStreams has no resource-level permissions, so it is not granted at all (never on "*").
+    assert "dynamodb:ListStreams" not in registrar
     failures = {"Fn::GetAtt": ["RegistrarFailureQueue", "Arn"]}
     for action in ("sqs:SendMessage", "sqs:GetQueueAttributes"):
         assert registrar[action] == [failures], action
