@@ -89,7 +89,7 @@ def test_cli_json_contract_and_determinism(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_moto_store_holds_the_invariants() -> None:
-    report = run_chaos(ChaosConfig(seed=4, jobs=6, hours=1, store="moto", drain_minutes=15))
+    report = run_chaos(ChaosConfig(seed=4, jobs=6, hours=1, store="moto"))
     assert report.invariant_violations == []
     assert report.occurrences_due > 50
     assert report.committed_runs > 0

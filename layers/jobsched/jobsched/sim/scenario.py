@@ -68,7 +68,9 @@ class ChaosConfig:
     hours: float = 12.0
     store: str = "memory"  # memory | moto
     faults: FaultRates = field(default_factory=FaultRates)
-    drain_minutes: int = 30  # faults off, trigger and detector on: in-flight work settles
+    # Faults off, trigger and detector on, until every occurrence of the window has settled
+    # (checked every 5 simulated minutes from 10 minutes on), at most this long.
+    drain_minutes: int = 120
     lambda_timeout_seconds: int = 300
     visibility_timeout_seconds: int = 330
     workers: int = 8  # worker "hosts", each with its own skewed clock

@@ -24,7 +24,7 @@ from jobsched.core.clock import ManualClock, SkewedClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.run import RunMessage
-from jobsched.core.writes import not_exists
+from jobsched.core.writes import JOBS, RUNS, not_exists
 from jobsched.handlers.registry import HandlerRegistry
 from jobsched.ports import Store
 from jobsched.services.detector import MissDetector
@@ -38,6 +38,7 @@ from jobsched.sim.report import ChaosReport, LogEntry
 from jobsched.sim.scenario import ChaosConfig, SimJob, build_jobs, start_instant, windows
 
 T = TypeVar("T")
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "skipped", "missed"})
 MINUTE = 60_000
 
 
@@ -236,6 +237,7 @@ class World:
         self.at(first_minute + self.rng.randrange(2000), self._tick)
         self.at(first_minute + 30_000 + self.rng.randrange(2000), self._detect)
         self.at(self.window_end, self._faults_off)
+        self.at(self.window_end + 10 * MINUTE, self._drain_check)
         while True:
             visible = self.queue.next_visible_at_ms()
             if visible is not None and visible <= self.clock.now_ms():
@@ -260,6 +262,22 @@ class World:
     def _faults_off(self) -> None:
         self.store.enabled = self.queue.enabled = False
         self.log("world", "faults.off", "", "drain: faults off, trigger and detector on")
+
+    def _drain_check(self) -> None:
+        """End the drain once every occurrence of the window has settled (or at its cap)."""
+        from jobsched.sim.invariants import all_items
+
+        runs = all_items(self.store.inner, RUNS)
+        jobs = all_items(self.store.inner, JOBS)
+        open_runs = any(
+            r["scheduled_at"] <= self.window_end and r.get("status") not in TERMINAL_STATUSES for r in runs
+        )
+        behind = any(j.get("status") == "active" and j.get("next_run_at", 0) <= self.window_end for j in jobs)
+        if open_runs or behind:
+            self.at(self.clock.now_ms() + 5 * MINUTE, self._drain_check)
+            return
+        self.end = self.clock.now_ms()
+        self.log("world", "drain.settled", "", "every occurrence of the window has settled")
 
     def _in(self, stretches: list[tuple[int, int]]) -> bool:
         now = self.clock.now_ms()
