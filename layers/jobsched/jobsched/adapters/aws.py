@@ -40,6 +40,9 @@ def client_config(
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
         tcp_keepalive=True,
+        # The trigger claims with up to 64 threads sharing one client (boto3 clients are
+        # thread-safe); botocore's default pool of 10 would make them queue for connections.
+        max_pool_connections=64,
     )
 
 

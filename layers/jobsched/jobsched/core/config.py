@@ -34,6 +34,9 @@ class SchedulerConfig(BaseModel):
         description="The trigger claims late occurrences up to this old (capped by each job's grace); "
         "older ones are the miss detector's, under the job's misfire policy.",
     )
+    claim_concurrency: int = Field(
+        16, ge=1, le=64, description="Jobs the trigger claims in parallel (each job's claims stay in order)."
+    )
     max_claims_per_tick: int = Field(2000, ge=1, le=100_000)
     deadline_margin_ms: int = Field(
         3000, ge=0, le=60_000, description="Stop new work this long before timeout."

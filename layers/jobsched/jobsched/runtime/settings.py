@@ -31,6 +31,7 @@ class Settings(BaseSettings):
     heartbeat_seconds: int = 10
     dispatch_lease_seconds: int = 60
     max_claims_per_tick: int = 2000
+    claim_concurrency: int = 16
     deadline_margin_ms: int = 3000
     detector_max_items: int = 1000
     detector_degrade_backlog: int = 5000
@@ -55,6 +56,7 @@ class Settings(BaseSettings):
             heartbeat_seconds=self.heartbeat_seconds,
             dispatch_lease_seconds=self.dispatch_lease_seconds,
             max_claims_per_tick=self.max_claims_per_tick,
+            claim_concurrency=self.claim_concurrency,
             deadline_margin_ms=self.deadline_margin_ms,
             detector_max_items=self.detector_max_items,
             detector_degrade_backlog=self.detector_degrade_backlog,

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +30,7 @@ from jobsched.services.dispatch import Dispatcher
 from jobsched.services.jobs import load_job, mark_invalid
 
 PAGE_SIZE = 100
+SEND_BATCH = 10
 BACKLOG_COUNT_LIMIT = 10_000
 
 
@@ -48,6 +51,34 @@ class TickResult:
     def summary(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "lag_ms"}
 
+    def merge(self, other: TickResult) -> None:
+        for name, value in other.__dict__.items():
+            if name == "lag_ms":
+                self.lag_ms.extend(value)
+            elif isinstance(value, bool):
+                setattr(self, name, getattr(self, name) or value)
+            else:
+                setattr(self, name, getattr(self, name) + value)
+
+
+class _ClaimBudget:
+    """The per-tick claim cap, shared by the parallel claimers."""
+
+    def __init__(self, limit: int) -> None:
+        self._left = limit
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if self._left <= 0:
+                return False
+            self._left -= 1
+            return True
+
+    def exhausted(self) -> bool:
+        with self._lock:
+            return self._left <= 0
+
 
 class Trigger:
     def __init__(
@@ -58,6 +89,7 @@ class Trigger:
         clock: Clock,
         cfg: SchedulerConfig,
         parallel_queries: bool = True,
+        claim_concurrency: int | None = None,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
@@ -65,6 +97,11 @@ class Trigger:
         self._cfg = cfg
         self._dispatcher = Dispatcher(queue, telemetry, clock)
         self._parallel = parallel_queries
+        # Sequential queries and claims make a tick fully deterministic (the chaos simulation and
+        # tests ask for parallel_queries=False); Lambda uses the configured concurrency.
+        if claim_concurrency is None:
+            claim_concurrency = cfg.claim_concurrency if parallel_queries else 1
+        self._claim_concurrency = claim_concurrency
 
     def tick(self, invocation_id: str, deadline_ms: int | None = None) -> TickResult:
         now = self._clock.now_ms()
@@ -79,22 +116,51 @@ class Trigger:
                 return False
             return self._clock.now_ms() >= deadline_ms - self._cfg.deadline_margin_ms
 
-        due = self._due_jobs(window_from, window_to, result)
-        for item in due:
-            if result.claimed >= self._cfg.max_claims_per_tick or out_of_time():
-                result.stopped_early = True
-                # Counting what is left reads more pages; stop counting at a bound (a lower bound
-                # is what the Backlog alarm needs).
-                result.backlog = 1 + sum(1 for _ in itertools.islice(due, BACKLOG_COUNT_LIMIT))
-                break
+        budget = _ClaimBudget(self._cfg.max_claims_per_tick)
+
+        def claim(item: dict[str, Any]) -> tuple[TickResult, list[dict[str, Any]]]:
+            # Each job's claims are sequential (its next occurrence depends on the last one);
+            # different jobs are independent, so they may be claimed in parallel.
+            local = TickResult()
             try:
-                to_dispatch += self._claim_job(item, window_to, invocation_id, result, out_of_time)
+                return local, self._claim_job(item, window_to, invocation_id, local, out_of_time, budget)
             except Throttled:
-                result.throttled += 1  # the job stays due; the next tick picks it up
+                local.throttled += 1  # the job stays due; the next tick picks it up
+                return local, []
+
+        def collect(done: tuple[TickResult, list[dict[str, Any]]]) -> None:
+            local, runs = done
+            result.merge(local)
+            to_dispatch.extend(runs)
+            # Send as claims complete, a full batch at a time, so that the first runs of a big
+            # tick are on their way while the rest are still being claimed.
+            while len(to_dispatch) >= SEND_BATCH:
+                self._send(to_dispatch[:SEND_BATCH], result)
+                del to_dispatch[:SEND_BATCH]
+
+        due = self._due_jobs(window_from, window_to, result)
+        concurrency = self._claim_concurrency
+        with ThreadPoolExecutor(max_workers=concurrency) if concurrency > 1 else nullcontext() as pool:
+            in_flight: set[Future[tuple[TickResult, list[dict[str, Any]]]]] = set()
+            for item in due:
+                if budget.exhausted() or out_of_time():
+                    result.stopped_early = True
+                    # Counting what is left reads more pages; stop counting at a bound (a lower
+                    # bound is what the Backlog alarm needs).
+                    result.backlog += 1 + sum(1 for _ in itertools.islice(due, BACKLOG_COUNT_LIMIT))
+                    break
+                if pool is None:
+                    collect(claim(item))
+                    continue
+                in_flight.add(pool.submit(claim, item))
+                if len(in_flight) >= 2 * concurrency:
+                    finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        collect(future.result())
+            for future in in_flight:
+                collect(future.result())
         if to_dispatch:
-            unsent = self._dispatcher.dispatch(to_dispatch)
-            result.dispatch_failed = unsent
-            result.dispatched = len(to_dispatch) - unsent
+            self._send(to_dispatch, result)
         self._telemetry.metric("Claims", result.claimed)
         self._telemetry.metric("ClaimConflicts", result.conflicts)
         self._telemetry.metric("Backlog", result.backlog)
@@ -102,6 +168,11 @@ class Trigger:
             self._telemetry.metric("ScheduleLag", max(result.lag_ms), "Milliseconds")
         self._telemetry.event("tick.finished", invocation_id, **result.summary())
         return result
+
+    def _send(self, runs: list[dict[str, Any]], result: TickResult) -> None:
+        unsent = self._dispatcher.dispatch(runs)
+        result.dispatch_failed += unsent
+        result.dispatched += len(runs) - unsent
 
     def _due_jobs(self, window_from: int, window_to: int, result: TickResult) -> Iterator[dict[str, Any]]:
         """All shards' due jobs merged oldest first; each shard is paged lazily."""
@@ -135,6 +206,7 @@ class Trigger:
         correlation: str,
         result: TickResult,
         out_of_time: Callable[[], bool],
+        budget: _ClaimBudget,
     ) -> list[dict[str, Any]]:
         """Claim every occurrence of one job inside the window (a fast rate may have several)."""
         now = self._clock.now_ms()
@@ -161,7 +233,7 @@ class Trigger:
             occurrence = int(item["next_run_at"])
             if is_overdue(occurrence, now, job.definition.misfire.grace_seconds, self._cfg):
                 break  # the miss detector owns it, under the job's misfire policy
-            if result.claimed >= self._cfg.max_claims_per_tick or out_of_time():
+            if out_of_time() or not budget.take():
                 result.stopped_early = True
                 result.backlog += 1
                 break
