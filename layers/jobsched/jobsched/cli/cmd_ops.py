@@ -20,23 +20,9 @@ from jobsched.services.operations import JobNotFound, Operations, describe_time
 
 
 def _operations(args: argparse.Namespace) -> Operations:
-    from jobsched.adapters.aws import make_client
-    from jobsched.adapters.dynamodb_store import DynamoStore
-    from jobsched.adapters.memory_telemetry import MemoryTelemetry
-    from jobsched.adapters.sqs_queue import SqsWorkQueue
-    from jobsched.core.config import SchedulerConfig
-    from jobsched.runtime.clock import SystemClock
+    from jobsched.api import operations_for
 
-    target = resolve_target(args)
-    store = DynamoStore(make_client("dynamodb", target.endpoint_url), target.jobs_table, target.runs_table)
-    queue = SqsWorkQueue(make_client("sqs", target.endpoint_url), target.queue_url)
-    shards = args.shard_count or target.shard_count
-    if shards is None:
-        raise TargetError(
-            "--shard-count is needed (the stack's ShardCount) when not using --stack-name or --local"
-        )
-    cfg = SchedulerConfig(shard_count=shards)
-    return Operations(store, queue, MemoryTelemetry(), SystemClock(), cfg)
+    return operations_for(resolve_target(args), args.shard_count)
 
 
 def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:

@@ -42,18 +42,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
     if args.jobs_table and args.runs_table and args.queue_url:
         return Target(args.jobs_table, args.runs_table, args.queue_url, os.environ.get("AWS_ENDPOINT_URL"))
     if args.stack_name:
-        from jobsched.adapters.aws import make_client
-
-        stacks = make_client("cloudformation").describe_stacks(StackName=args.stack_name)["Stacks"]
-        outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
-        parameters = {p["ParameterKey"]: p["ParameterValue"] for p in stacks[0].get("Parameters", [])}
-        shards = int(parameters["ShardCount"]) if "ShardCount" in parameters else None
-        try:
-            return Target(
-                outputs["JobsTableName"], outputs["RunsTableName"], outputs["WorkQueueUrl"], None, shards
-            )
-        except KeyError as exc:
-            raise TargetError(f"stack {args.stack_name} has no output {exc}") from exc
+        return stack_target(args.stack_name)
     state = Path(LOCAL_STATE_FILE)
     if args.local or (state.exists() and not args.jobs_table):
         if not state.exists():
@@ -66,3 +55,19 @@ def resolve_target(args: argparse.Namespace) -> Target:
         "which deployment? give --stack-name, or --jobs-table/--runs-table/--queue-url "
         "(or JOBSCHED_* variables), or --local"
     )
+
+
+def stack_target(stack_name: str) -> Target:
+    """The deployment a CloudFormation stack's outputs and parameters describe."""
+    from jobsched.adapters.aws import make_client
+
+    stacks = make_client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    parameters = {p["ParameterKey"]: p["ParameterValue"] for p in stacks[0].get("Parameters", [])}
+    shards = int(parameters["ShardCount"]) if "ShardCount" in parameters else None
+    try:
+        return Target(
+            outputs["JobsTableName"], outputs["RunsTableName"], outputs["WorkQueueUrl"], None, shards
+        )
+    except KeyError as exc:
+        raise TargetError(f"stack {stack_name} has no output {exc}") from exc

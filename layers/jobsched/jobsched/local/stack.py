@@ -283,6 +283,8 @@ class LocalStack:
             "dead_letter_queue_url": self.resources.dead_letter_queue_url,
             "jobs_stream_arn": self.resources.jobs_stream_arn,
             "ledger_table": self.ledger_table,
+            # The CLI's --local writes jobs with the stack's own shard count (see cli/target.py).
+            "shard_count": self.config().shard_count,
             "settings": {
                 k: v for k, v in self.env.items() if k in LOCAL_SETTINGS or k in self.options.settings
             },

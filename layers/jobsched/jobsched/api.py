@@ -1,0 +1,54 @@
+"""The Python API: an ``Operations`` object bound to a deployment.
+
+    from jobsched.api import connect
+    from jobsched.core.job import JobDefinition
+
+    ops = connect(stack_name="jobsched")  # or jobs_table=, runs_table=, queue_url=, shard_count=
+    ops.register(JobDefinition(job_id="nightly-report", schedule="cron(0 3 * * ? *)",
+                               timezone="Europe/Berlin", target="log", payload={"report": "daily"}))
+    ops.runs("nightly-report")
+
+The CLI's commands are thin wrappers over the same object.
+"""
+
+from __future__ import annotations
+
+from jobsched.cli.target import Target, TargetError, stack_target
+from jobsched.services.operations import Operations
+
+
+def connect(
+    *,
+    stack_name: str | None = None,
+    jobs_table: str | None = None,
+    runs_table: str | None = None,
+    queue_url: str | None = None,
+    shard_count: int | None = None,
+    endpoint_url: str | None = None,
+) -> Operations:
+    """Operations on a deployment named by its CloudFormation stack, or by its resources. The
+    shard count must be the stack's ShardCount (read from the stack when a stack is named)."""
+    if stack_name is not None:
+        target = stack_target(stack_name)
+    elif jobs_table and runs_table and queue_url:
+        target = Target(jobs_table, runs_table, queue_url, endpoint_url, shard_count)
+    else:
+        raise TargetError("name a stack, or give jobs_table, runs_table and queue_url")
+    return operations_for(target, shard_count)
+
+
+def operations_for(target: Target, shard_count: int | None = None) -> Operations:
+    from jobsched.adapters.aws import make_client
+    from jobsched.adapters.dynamodb_store import DynamoStore
+    from jobsched.adapters.memory_telemetry import MemoryTelemetry
+    from jobsched.adapters.sqs_queue import SqsWorkQueue
+    from jobsched.core.config import SchedulerConfig
+    from jobsched.runtime.clock import SystemClock
+
+    shards = shard_count or target.shard_count
+    if shards is None:
+        # A job written to a shard the trigger does not query would never run: never guess.
+        raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
+    store = DynamoStore(make_client("dynamodb", target.endpoint_url), target.jobs_table, target.runs_table)
+    queue = SqsWorkQueue(make_client("sqs", target.endpoint_url), target.queue_url)
+    return Operations(store, queue, MemoryTelemetry(), SystemClock(), SchedulerConfig(shard_count=shards))

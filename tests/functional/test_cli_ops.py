@@ -1,0 +1,149 @@
+"""The operations CLI end to end on moto: what a person types, what they see, what lands in DynamoDB."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from jobsched.adapters.provision import Resources, provision
+from jobsched.cli.main import main
+from moto import mock_aws
+
+JOB = {
+    "job_id": "nightly-report",
+    "schedule": "cron(0 3 * * ? *)",
+    "timezone": "Europe/Berlin",
+    "target": "log",
+    "payload": {"report": "daily"},
+    "overlap": "allow",
+}
+
+
+@pytest.fixture
+def resources() -> Iterator[Resources]:
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        yield provision(dynamodb, sqs, prefix="cli")
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], resources: Resources, *args: str) -> tuple[int, str, str]:
+    target = [
+        "--jobs-table",
+        resources.jobs_table,
+        "--runs-table",
+        resources.runs_table,
+        "--queue-url",
+        resources.work_queue_url,
+        "--shard-count",
+        "4",
+    ]
+    with pytest.raises(SystemExit) as exited:
+        main([*args, *target])
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+def as_json(out: str) -> Any:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_register_list_show_pause_resume(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps(JOB))
+    code, out, _ = run_cli(capsys, resources, "register", str(spec), "--json")
+    assert code == 0 and as_json(out) == {"nightly-report": "scheduled"}
+
+    code, out, _ = run_cli(capsys, resources, "list")
+    assert code == 0 and "nightly-report" in out and "active" in out and "Europe/Berlin" in out
+
+    code, out, _ = run_cli(capsys, resources, "show", "nightly-report", "--json")
+    shown = as_json(out)
+    assert shown["status"] == "active" and shown["sched_shard"] in range(4)
+    assert json.loads(shown["payload"]) == {"report": "daily"}
+
+    code, out, _ = run_cli(capsys, resources, "pause", "nightly-report", "--json")
+    assert as_json(out)["registration"] == "paused"
+    code, out, _ = run_cli(capsys, resources, "show", "nightly-report", "--json")
+    assert "next_run_at" not in as_json(out)
+    code, out, _ = run_cli(capsys, resources, "resume", "nightly-report", "--json")
+    assert as_json(out)["registration"] == "scheduled"
+
+
+def test_trigger_twice_with_one_request_id_runs_once(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps(JOB))
+    run_cli(capsys, resources, "register", str(spec))
+    first = as_json(
+        run_cli(capsys, resources, "trigger", "nightly-report", "--request-id", "r1", "--json")[1]
+    )
+    second = as_json(
+        run_cli(capsys, resources, "trigger", "nightly-report", "--request-id", "r1", "--json")[1]
+    )
+    assert first == second == {"run_id": "nightly-report@manual:r1"}
+    code, out, _ = run_cli(capsys, resources, "runs", "nightly-report", "--json")
+    runs = as_json(out)
+    assert code == 0 and [run["run_id"] for run in runs] == ["nightly-report@manual:r1"]
+    assert runs[0]["kind"] == "manual" and runs[0]["status"] == "pending"
+
+
+def test_backfill_runs_each_occurrence_once_ever(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps(JOB))
+    run_cli(capsys, resources, "register", str(spec))
+    window = ("--from", "2026-11-01T00:00:00Z", "--to", "2026-11-04T00:00:00Z")
+    first = as_json(run_cli(capsys, resources, "backfill", "nightly-report", *window, "--json")[1])
+    again = as_json(run_cli(capsys, resources, "backfill", "nightly-report", *window, "--json")[1])
+    assert first["created"] == [
+        "nightly-report@2026-11-01T02:00:00Z",
+        "nightly-report@2026-11-02T02:00:00Z",
+        "nightly-report@2026-11-03T02:00:00Z",
+    ]
+    assert again == {"created": [], "already_existed": first["created"]}
+
+
+def test_invalid_job_is_refused_with_reasons(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    spec = tmp_path / "bad.json"
+    spec.write_text(json.dumps({**JOB, "schedule": "cron(0 3 * * 8 *)", "timezone": "Europe/Berln"}))
+    code, _, err = run_cli(capsys, resources, "register", str(spec))
+    assert code == 2
+    assert "timezone: unknown time zone 'Europe/Berln'" in err
+
+
+def test_unknown_job_and_missing_deployment_are_errors_not_tracebacks(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, err = run_cli(capsys, resources, "show", "nope")
+    assert code == 2 and err.startswith("error: no job")
+    # No options, no JOBSCHED_* variables, no local stack state file here: which deployment?
+    monkeypatch.chdir(tmp_path)
+    for name in ("JOBSCHED_JOBS_TABLE", "JOBSCHED_RUNS_TABLE", "JOBSCHED_QUEUE_URL", "JOBSCHED_STACK_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(["list"])
+    assert exited.value.code == 2 and capsys.readouterr().err.startswith("error:")
+
+
+def test_delete_keeps_history(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps(JOB))
+    run_cli(capsys, resources, "register", str(spec))
+    run_cli(capsys, resources, "trigger", "nightly-report", "--request-id", "r1")
+    code, out, _ = run_cli(capsys, resources, "delete", "nightly-report", "--json")
+    assert code == 0 and as_json(out) == {"deleted": "nightly-report"}
+    assert run_cli(capsys, resources, "show", "nightly-report")[0] == 2
+    assert len(as_json(run_cli(capsys, resources, "runs", "nightly-report", "--json")[1])) == 1
