@@ -13,6 +13,7 @@ from typing import Any
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.core.clock import dt_to_ms
 from jobsched.core.job import JobDefinition
+from jobsched.services.paging import query_all
 
 COMMITTED = ("succeeded", "failed")
 ACCOUNTED = ("succeeded", "failed", "skipped", "missed")
@@ -72,15 +73,8 @@ def due_occurrences(definition: JobDefinition, window_from_ms: int, window_to_ms
 
 
 def job_runs(store: DynamoStore, job_id: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        page = store.query("job-runs", job_id, None, None, 100, cursor)
-        items += page.items
-        if page.cursor is None or not page.items:
-            break
-        cursor = page.cursor
-    unique = {item["run_id"]: item for item in items}  # moto may repeat a page end
+    # moto may repeat a page's end item: keep one per run id.
+    unique = {item["run_id"]: item for item in query_all(store, "job-runs", job_id)}
     return list(unique.values())
 
 

@@ -11,7 +11,6 @@ Overload degrades in a defined way (see docs/operations.md, "Degradation order")
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,11 +25,11 @@ from jobsched.core.run import RunKind, RunStatus, run_id_for
 from jobsched.core.timing import effective_grace_ms, is_overdue
 from jobsched.core.transitions import misfire_ops, new_run_item, recover_op, slot_release_ops
 from jobsched.core.writes import JOBS, RUNS, WriteOp
-from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.jobs import item_hash, load_job, mark_invalid
+from jobsched.services.paging import merge_oldest_first, query_all
 
-PAGE_SIZE = 100
 # Missed occurrences computed per job per invocation: a per-second job down for a day is 86,400;
 # the rest are handled by the next invocation, from where this one left the job.
 MAX_MISSED_PER_JOB = 2_000
@@ -300,25 +299,19 @@ class MissDetector:
 
     # --- shared ------------------------------------------------------------------------------
 
-    def _merged(self, index: Any, sort_from: int | None, sort_to: int) -> Iterator[dict[str, Any]]:
-        """Every shard's matches, oldest first."""
-        sort_attr = "lease_expires_at" if index == "lease" else "next_run_at"
-        return heapq.merge(
-            *(self._shard(index, shard, sort_from, sort_to) for shard in range(self._cfg.shard_count)),
-            key=lambda item: item[sort_attr],
-        )
+    def _merged(self, index: IndexName, sort_from: int | None, sort_to: int) -> Iterator[dict[str, Any]]:
+        """Every shard's matches, oldest first. A failing shard is left for the next run."""
 
-    def _shard(self, index: Any, shard: int, sort_from: int | None, sort_to: int) -> Iterator[dict[str, Any]]:
-        cursor: dict[str, Any] | None = None
-        while True:
-            try:
-                page = self._store.query(index, shard, sort_from, sort_to, PAGE_SIZE, cursor)
-            except StoreError:
-                return
-            yield from page.items
-            if page.cursor is None:
-                return
-            cursor = page.cursor
+        def skip(_: StoreError) -> None:
+            return None
+
+        return merge_oldest_first(
+            index,
+            [
+                query_all(self._store, index, shard, sort_from, sort_to, on_error=skip)
+                for shard in range(self._cfg.shard_count)
+            ],
+        )
 
 
 def _overdue(job: dict[str, Any], now: int, cfg: SchedulerConfig) -> bool:

@@ -4,6 +4,7 @@ registrar directly, so a change takes effect at once even where no stream consum
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,7 @@ from jobsched.core.transitions import adhoc_run_ops, new_run_item
 from jobsched.core.writes import JOBS, RUNS, Cond, Update, any_of, eq, exists, not_exists
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
+from jobsched.services.paging import query_all, scan_all
 from jobsched.services.registrar import Registrar, Registration
 
 MAX_BACKFILL = 1000
@@ -100,26 +102,11 @@ class Operations:
         return item
 
     def list_jobs(self, limit: int = 1000) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        cursor = None
-        while len(items) < limit:
-            page = self._store.scan(JOBS, min(100, limit - len(items)), cursor)
-            items += page.items
-            if page.cursor is None:
-                break
-            cursor = page.cursor
-        return sorted(items, key=lambda item: item["job_id"])
+        return sorted(itertools.islice(scan_all(self._store, JOBS), limit), key=lambda item: item["job_id"])
 
     def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
         """The job's most recent runs, newest first."""
-        items: list[dict[str, Any]] = []
-        cursor = None
-        while True:
-            page = self._store.query("job-runs", job_id, None, None, 100, cursor)
-            items += page.items
-            if page.cursor is None:
-                break
-            cursor = page.cursor
+        items = list(query_all(self._store, "job-runs", job_id))
         return sorted(items, key=lambda item: item["scheduled_at"], reverse=True)[:limit]
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:

@@ -8,7 +8,6 @@ sending leaves pending runs whose dispatch lease lapses; the miss detector redis
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import threading
 from collections.abc import Callable, Iterator
@@ -28,8 +27,8 @@ from jobsched.core.writes import JOBS, RUNS
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.jobs import load_job, mark_invalid
+from jobsched.services.paging import merge_oldest_first, query_all
 
-PAGE_SIZE = 100
 SEND_BATCH = 10
 BACKLOG_COUNT_LIMIT = 10_000
 
@@ -177,27 +176,22 @@ class Trigger:
     def _due_jobs(self, window_from: int, window_to: int, result: TickResult) -> Iterator[dict[str, Any]]:
         """All shards' due jobs merged oldest first; each shard is paged lazily."""
 
+        def throttled(_: StoreError) -> None:
+            result.throttled += 1  # this shard's rest waits for the next tick
+
         def shard_items(shard: int) -> Iterator[dict[str, Any]]:
-            cursor: dict[str, Any] | None = None
-            while True:
-                try:
-                    page = self._store.query("next-run", shard, window_from, window_to, PAGE_SIZE, cursor)
-                except StoreError:
-                    result.throttled += 1
-                    return
-                yield from page.items
-                if page.cursor is None:
-                    return
-                cursor = page.cursor
+            return _prefetch(
+                query_all(self._store, "next-run", shard, window_from, window_to, on_error=throttled)
+            )
 
         shards = range(self._cfg.shard_count)
         if self._parallel and self._cfg.shard_count > 1:
             # The first page of every shard in parallel: a tick's latency is one query, not N.
             with ThreadPoolExecutor(max_workers=min(16, self._cfg.shard_count)) as pool:
-                firsts = list(pool.map(lambda s: _prefetch(shard_items(s)), shards))
+                firsts = list(pool.map(shard_items, shards))
         else:
-            firsts = [_prefetch(shard_items(s)) for s in shards]
-        return heapq.merge(*firsts, key=lambda item: (item["next_run_at"], item["job_id"]))
+            firsts = [shard_items(s) for s in shards]
+        return merge_oldest_first("next-run", firsts)
 
     def _claim_job(
         self,

@@ -1,0 +1,62 @@
+"""Reading an index or a table page by page, and every shard of a sharded index oldest first.
+
+One place for the cursor loop, so that every reader stops at the same end-of-results signal
+(DynamoDB may return a last, empty page with a cursor; that page simply yields nothing).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from jobsched.core.errors import StoreError
+from jobsched.core.writes import JOBS, Item
+from jobsched.ports import INDEX_KEYS, INDEX_TABLE, IndexName, Store
+
+PAGE_SIZE = 100
+
+
+def query_all(
+    store: Store,
+    index: IndexName,
+    partition: Any,
+    sort_from: int | None = None,
+    sort_to: int | None = None,
+    page_size: int = PAGE_SIZE,
+    on_error: Callable[[StoreError], None] | None = None,
+) -> Iterator[Item]:
+    """Every item of one index partition in sort order, fetched a page at a time as consumed.
+    With ``on_error``, a failing page is reported and ends this partition (the caller's next
+    run picks it up) instead of raising."""
+    cursor: dict[str, Any] | None = None
+    while True:
+        try:
+            page = store.query(index, partition, sort_from, sort_to, page_size, cursor)
+        except StoreError as exc:
+            if on_error is None:
+                raise
+            on_error(exc)
+            return
+        yield from page.items
+        if page.cursor is None or not page.items:
+            return
+        cursor = page.cursor
+
+
+def scan_all(store: Store, table: str, page_size: int = PAGE_SIZE) -> Iterator[Item]:
+    cursor: dict[str, Any] | None = None
+    while True:
+        page = store.scan(table, page_size, cursor)
+        yield from page.items
+        if page.cursor is None or not page.items:
+            return
+        cursor = page.cursor
+
+
+def merge_oldest_first(index: IndexName, shards: list[Iterator[Item]]) -> Iterator[Item]:
+    """Merge per-shard iterators (each in sort order) into one, oldest first across shards."""
+    sort_attr = INDEX_KEYS[index][1]
+    key_attr = "job_id" if INDEX_TABLE[index] == JOBS else "run_id"
+    # Ties broken by the item's key, so that the order (and a simulation) is deterministic.
+    return heapq.merge(*shards, key=lambda item: (item[sort_attr], item[key_attr]))
