@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import signal
+import subprocess
+import sys
 import threading
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -141,6 +143,49 @@ def start_moto_server(port: int = 0, host: str = "127.0.0.1", access_log: bool =
     return LocalMoto(server)
 
 
+class MotoProcess:
+    """A moto server in its own process: benchmarks measure it without sharing the client's GIL,
+    as a real endpoint would not. Same interface as ``LocalMoto``."""
+
+    def __init__(self, process: subprocess.Popen[str], endpoint_url: str) -> None:
+        self._process = process
+        self.endpoint_url = endpoint_url
+
+    def reset(self) -> None:
+        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
+    def __enter__(self) -> MotoProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_moto_process(host: str = "127.0.0.1", fast_transactions: bool = False) -> MotoProcess:
+    """Start ``python -m jobsched.adapters.local_moto`` on a free port and wait for its endpoint."""
+    command = [sys.executable, "-m", "jobsched.adapters.local_moto", "--port", "0", "--host", host]
+    if fast_transactions:
+        command.append("--fast-transactions")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    endpoint = process.stdout.readline().strip()
+    if not endpoint.startswith("http"):
+        process.kill()
+        raise RuntimeError(f"moto server process did not start (printed {endpoint!r})")
+    return MotoProcess(process, endpoint)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m jobsched.adapters.local_moto",
@@ -149,7 +194,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=5000, help="port (0: any free port)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--access-log", action="store_true", help="log every request on stderr")
+    parser.add_argument(
+        "--fast-transactions",
+        action="store_true",
+        help="back up only the items a transaction names (see adapters/moto_fast.py); benchmarks only",
+    )
     args = parser.parse_args(argv)
+    if args.fast_transactions:
+        from jobsched.adapters import moto_fast
+
+        moto_fast.apply()
     moto = start_moto_server(args.port, args.host, access_log=args.access_log)
     stop = threading.Event()
 

@@ -3,10 +3,11 @@
 moto backs up every table a transaction names with ``copy.deepcopy`` before applying it, so each
 transaction costs time proportional to the whole table (about 100 ms at a few hundred items):
 a benchmark of the trigger, whose claim is a transaction, would measure moto's backup rather
-than our code. This patch (applied only by ``jobsched bench``, in its own process) backs up just
-the items the transaction names and restores them if it is cancelled, which is the same rollback
-for our tables (hash key only; a transaction writes only the items it names). Stream records of a
-cancelled transaction are not rolled back; the bench runs no stream consumer.
+than our code. This patch (applied by ``jobsched bench`` to its moto server process, never in
+tests) backs up just the items the transaction names and restores them if it is cancelled,
+which is the same rollback for our tables (hash key only; a transaction writes only the items
+it names). Stream records of a cancelled transaction are not rolled back; the bench runs no
+stream consumer.
 """
 
 from __future__ import annotations

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jobsched.adapters.aws import RequestCounter, make_client
 from jobsched.adapters.dynamodb_store import DynamoStore, serialize_item
-from jobsched.adapters.local_moto import LocalMoto, start_moto_server
+from jobsched.adapters.local_moto import MotoProcess, start_moto_process
 from jobsched.adapters.memory_telemetry import MemoryTelemetry
 from jobsched.adapters.provision import Resources, provision
 from jobsched.adapters.sqs_queue import SqsWorkQueue
-from jobsched.bench import moto_fast, units
+from jobsched.bench import units
 from jobsched.core.clock import iso_z
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition, OverlapPolicy
@@ -86,7 +86,7 @@ class BenchSettings:
     clock_skew_allowance_ms: int = 500
     pollers: int = 4
     claim_threads: int = 1
-    fast_transactions: bool = True  # see bench/moto_fast.py
+    fast_transactions: bool = True  # see adapters/moto_fast.py
 
     @classmethod
     def quick(cls) -> BenchSettings:
@@ -112,7 +112,7 @@ def percentile(values: list[float], q: float) -> float:
 class _Stack:
     """One phase's tables and queue on the shared server, with counted clients."""
 
-    def __init__(self, moto: LocalMoto, name: str, counter: RequestCounter | None = None) -> None:
+    def __init__(self, moto: MotoProcess, name: str, counter: RequestCounter | None = None) -> None:
         self.ddb: DynamoDBClient = make_client("dynamodb", moto.endpoint_url, "us-east-1")
         self.sqs: SQSClient = make_client("sqs", moto.endpoint_url, "us-east-1")
         # Setup and inspection go through separate, uncounted clients.
@@ -223,7 +223,7 @@ def _now_ms() -> int:
 # --- phase 1 ------------------------------------------------------------------------------------
 
 
-def measure_raw(moto: LocalMoto, n: int) -> float:
+def measure_raw(moto: MotoProcess, n: int) -> float:
     stack = _Stack(moto, "raw")
     table = stack.res.jobs_table
     stack.ddb.put_item(TableName=table, Item={"job_id": {"S": "raw"}, "version": {"N": "0"}})
@@ -271,7 +271,7 @@ def _draining(stack: _Stack) -> Iterator[None]:
         thread.join()
 
 
-def measure_dispatch(moto: LocalMoto, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+def measure_dispatch(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
     stack = _Stack(moto, "dispatch")
     # Due within the second: sent without delay, so the drainer keeps the queue shallow.
     due = _now_ms() + 500
@@ -319,7 +319,7 @@ def _esm_drain(stack: _Stack, worker: Worker, expected: int, timeout_s: float = 
     return processed
 
 
-def measure_counts(moto: LocalMoto, n: int, overlap: str, cfg: SchedulerConfig) -> dict[str, Any]:
+def measure_counts(moto: MotoProcess, n: int, overlap: str, cfg: SchedulerConfig) -> dict[str, Any]:
     counter = RequestCounter()
     stack = _Stack(moto, f"counts-{overlap}", counter)
     due = _now_ms() + 300
@@ -446,7 +446,7 @@ def _wait_until(done: Callable[[], bool], timeout_s: float, period_s: float = 0.
     return done()
 
 
-def measure_live(moto: LocalMoto, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+def measure_live(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
     stack = _Stack(moto, "live")
     live = _Live(stack, cfg, settings)
     # Occurrences on whole seconds (at() has second precision), spread over the lag window.
@@ -519,9 +519,9 @@ def bench_config(settings: BenchSettings) -> SchedulerConfig:
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     cfg = bench_config(settings)
     prices, price_source = units.load_prices()
-    if settings.fast_transactions:
-        moto_fast.apply()
-    moto = start_moto_server()
+    # The server runs in its own process, as a real endpoint would: in this process it would share
+    # the GIL with the trigger's claimers and the drainer, and measure their contention instead.
+    moto = start_moto_process(fast_transactions=settings.fast_transactions)
     try:
         # Raw writes are timed just before and just after the dispatch tick and averaged, so that
         # the efficiency ratio compares like with like on a machine whose load varies.
