@@ -1,8 +1,10 @@
-"""Miss detector: scheduled -> recover expired leases, catch up overdue occurrences."""
+"""Miss detector: scheduled -> recover expired leases, catch up overdue occurrences, sweeping
+every DETECTOR_SWEEP_SECONDS until the invocation's deadline."""
 
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from jobsched.runtime.clock import sleep_ms
 from jobsched.runtime.lambda_context import deadline_ms
 from jobsched.runtime.wiring import app, logger, metrics
 
@@ -10,5 +12,6 @@ from jobsched.runtime.wiring import app, logger, metrics
 @logger.inject_lambda_context(correlation_id_path="id")
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    result = app().detector().run(context.aws_request_id, deadline_ms(context))
+    every_ms = app().cfg.detector_sweep_seconds * 1000
+    result = app().detector().sweep(context.aws_request_id, deadline_ms(context), every_ms, sleep_ms)
     return result.summary()

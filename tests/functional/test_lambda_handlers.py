@@ -48,6 +48,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Resources, Any, Any, 
     monkeypatch.setattr(wiring, "SystemClock", lambda: clock)
     monkeypatch.setattr(lambda_context, "SystemClock", lambda: clock)
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    # One detector sweep per invocation: the manual clock does not move with real sleeps.
+    monkeypatch.setenv("DETECTOR_SWEEP_SECONDS", "0")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Jobsched")
     monkeypatch.syspath_prepend(str(ROOT / "functions" / "worker"))
     with mock_aws():

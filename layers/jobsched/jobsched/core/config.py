@@ -42,6 +42,13 @@ class SchedulerConfig(BaseModel):
         3000, ge=0, le=60_000, description="Stop new work this long before timeout."
     )
     detector_max_items: int = Field(1000, ge=1, le=100_000, description="Most recoveries per detector run.")
+    detector_sweep_seconds: int = Field(
+        10,
+        ge=0,
+        le=300,
+        description="One detector invocation sweeps this often until its deadline (0: once), so "
+        "recovery does not wait for the next once-a-minute schedule.",
+    )
     detector_degrade_backlog: int = Field(
         5000, ge=1, description="Above this backlog, run_all catch-up is coalesced to run_once."
     )

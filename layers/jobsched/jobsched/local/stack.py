@@ -49,6 +49,8 @@ LOCAL_SETTINGS = {
     "CLOCK_SKEW_ALLOWANCE_MS": "500",
     "DEADLINE_MARGIN_MS": "3000",
     "TRIGGER_LOOKBACK_SECONDS": "120",
+    # The local stack invokes the detector every --detector-seconds itself; one sweep each.
+    "DETECTOR_SWEEP_SECONDS": "0",
 }
 # The template's visibility timeout is six Lambda timeouts (minutes); locally a message held by a
 # killed worker should come back sooner.

@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     deadline_margin_ms: int = 3000
     detector_max_items: int = 1000
     detector_degrade_backlog: int = 5000
+    detector_sweep_seconds: int = 10
     history_retention_days: int = 30
     clock_skew_allowance_ms: int = 2000
     min_rate_seconds: int = 10
@@ -60,6 +61,7 @@ class Settings(BaseSettings):
             deadline_margin_ms=self.deadline_margin_ms,
             detector_max_items=self.detector_max_items,
             detector_degrade_backlog=self.detector_degrade_backlog,
+            detector_sweep_seconds=self.detector_sweep_seconds,
             history_retention_days=self.history_retention_days,
             clock_skew_allowance_ms=self.clock_skew_allowance_ms,
             min_rate_seconds=self.min_rate_seconds,
