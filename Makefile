@@ -8,7 +8,7 @@ export AWS_ACCESS_KEY_ID ?= testing
 export AWS_SECRET_ACCESS_KEY ?= testing
 export POWERTOOLS_TRACE_DISABLED ?= true
 
-.PHONY: install demo test lint typecheck unit template-check chaos soak bench scale-model local clean
+.PHONY: install demo test lint typecheck unit template-check sam-build chaos soak bench scale-model local clean
 
 install: $(STAMP)
 
@@ -38,6 +38,18 @@ template-check: install
 	$(BIN)/cfn-lint template.yaml
 	$(BIN)/sam validate --template-file template.yaml --region $(AWS_DEFAULT_REGION)
 	$(BIN)/sam validate --lint --template-file template.yaml --region $(AWS_DEFAULT_REGION)
+	$(MAKE) --no-print-directory sam-build
+
+# The Lambda runtime is python3.12; sam build needs that interpreter locally (no Docker here).
+# With pyenv, PYENV_VERSION exposes it beside 3.11; elsewhere, any python3.12 on PATH will do.
+SAM_PYENV ?= 3.11.7:3.12.1
+sam-build: install
+	@if PYENV_VERSION=$(SAM_PYENV) python3.12 --version >/dev/null 2>&1; then \
+	  PYENV_VERSION=$(SAM_PYENV) $(BIN)/sam build --build-dir .aws-sam/build --cache-dir .aws-sam/cache \
+	    --region $(AWS_DEFAULT_REGION) >/dev/null && \
+	  test -f .aws-sam/build/JobschedLayer/python/jobsched/__init__.py && \
+	  echo "sam build: ok (layer and four functions built for python3.12)"; \
+	else echo "sam build: skipped, no python3.12 interpreter here"; fi
 
 unit: install
 	$(BIN)/pytest -n 2 --dist loadfile
