@@ -585,7 +585,13 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
             "recovered": live["recovered"],
             "live_errors": live["errors"],
         },
-        "settings": asdict(settings) | {"price_source": price_source},
+        # claim_threads is not what the trigger uses: report its configured claim concurrency.
+        "settings": {k: v for k, v in asdict(settings).items() if k != "claim_threads"}
+        | {
+            "claim_concurrency": cfg.claim_concurrency,
+            "moto_server": "separate process",
+            "price_source": price_source,
+        },
         "targets": TARGETS,
         "writes_per_dispatch": writes_per_dispatch,
         "statistics": {"lag_ms_mean": round(statistics.fmean(lags), 1) if lags else None},
