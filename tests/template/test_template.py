@@ -311,7 +311,7 @@ def test_parameter_defaults_match_the_settings_defaults(template: dict[str, Any]
         "LEASE_SECONDS": 30,
         "HEARTBEAT_SECONDS": 10,
         "DISPATCH_LEASE_SECONDS": 60,
-        "MAX_CLAIMS_PER_TICK": 2000,
+        "MAX_CLAIMS_PER_TICK": 50000,
         "CLAIM_CONCURRENCY": 16,
         "DEADLINE_MARGIN_MS": 3000,
         "DETECTOR_MAX_ITEMS": 1000,

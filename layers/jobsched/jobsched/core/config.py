@@ -37,7 +37,12 @@ class SchedulerConfig(BaseModel):
     claim_concurrency: int = Field(
         16, ge=1, le=64, description="Jobs the trigger claims in parallel (each job's claims stay in order)."
     )
-    max_claims_per_tick: int = Field(2000, ge=1, le=100_000)
+    max_claims_per_tick: int = Field(
+        50_000,
+        ge=1,
+        le=1_000_000,
+        description="A safety cap on one tick's claims; the tick also stops at its Lambda deadline.",
+    )
     deadline_margin_ms: int = Field(
         3000, ge=0, le=60_000, description="Stop new work this long before timeout."
     )

@@ -30,7 +30,7 @@ class Settings(BaseSettings):
     lease_seconds: int = 30
     heartbeat_seconds: int = 10
     dispatch_lease_seconds: int = 60
-    max_claims_per_tick: int = 2000
+    max_claims_per_tick: int = 50_000
     claim_concurrency: int = 16
     deadline_margin_ms: int = 3000
     detector_max_items: int = 1000
