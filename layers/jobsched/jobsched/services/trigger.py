@@ -30,6 +30,7 @@ from jobsched.services.jobs import load_job, mark_invalid
 from jobsched.services.paging import merge_oldest_first, query_all
 
 SEND_BATCH = 10
+SENDERS = 4
 BACKLOG_COUNT_LIMIT = 10_000
 
 
@@ -127,6 +128,22 @@ class Trigger:
                 local.throttled += 1  # the job stays due; the next tick picks it up
                 return local, []
 
+        due = self._due_jobs(window_from, window_to, result)
+        concurrency = self._claim_concurrency
+        # With parallel claimers, batches are sent by a few sender threads too: one sender at
+        # ~10 ms a batch would cap a tick near 1,000 runs/s however fast the claims are.
+        senders = ThreadPoolExecutor(max_workers=SENDERS) if concurrency > 1 else None
+        sends: list[Future[int]] = []
+
+        def send(batch: list[dict[str, Any]]) -> None:
+            if senders is None:
+                self._count_sent(len(batch), self._dispatcher.dispatch(batch), result)
+            else:
+                sends.append(senders.submit(self._dispatcher.dispatch, batch))
+                sizes.append(len(batch))
+
+        sizes: list[int] = []
+
         def collect(done: tuple[TickResult, list[dict[str, Any]]]) -> None:
             local, runs = done
             result.merge(local)
@@ -134,32 +151,38 @@ class Trigger:
             # Send as claims complete, a full batch at a time, so that the first runs of a big
             # tick are on their way while the rest are still being claimed.
             while len(to_dispatch) >= SEND_BATCH:
-                self._send(to_dispatch[:SEND_BATCH], result)
+                send(to_dispatch[:SEND_BATCH])
                 del to_dispatch[:SEND_BATCH]
 
-        due = self._due_jobs(window_from, window_to, result)
-        concurrency = self._claim_concurrency
-        with ThreadPoolExecutor(max_workers=concurrency) if concurrency > 1 else nullcontext() as pool:
-            in_flight: set[Future[tuple[TickResult, list[dict[str, Any]]]]] = set()
-            for item in due:
-                if budget.exhausted() or out_of_time():
-                    result.stopped_early = True
-                    # Counting what is left reads more pages; stop counting at a bound (a lower
-                    # bound is what the Backlog alarm needs).
-                    result.backlog += 1 + sum(1 for _ in itertools.islice(due, BACKLOG_COUNT_LIMIT))
-                    break
-                if pool is None:
-                    collect(claim(item))
-                    continue
-                in_flight.add(pool.submit(claim, item))
-                if len(in_flight) >= 2 * concurrency:
-                    finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        collect(future.result())
-            for future in in_flight:
-                collect(future.result())
-        if to_dispatch:
-            self._send(to_dispatch, result)
+        try:
+            with ThreadPoolExecutor(max_workers=concurrency) if concurrency > 1 else nullcontext() as pool:
+                in_flight: set[Future[tuple[TickResult, list[dict[str, Any]]]]] = set()
+                for item in due:
+                    if budget.exhausted() or out_of_time():
+                        result.stopped_early = True
+                        # Counting what is left reads more pages; stop counting at a bound (a lower
+                        # bound is what the Backlog alarm needs).
+                        result.backlog += 1 + sum(1 for _ in itertools.islice(due, BACKLOG_COUNT_LIMIT))
+                        break
+                    if pool is None:
+                        collect(claim(item))
+                        continue
+                    in_flight.add(pool.submit(claim, item))
+                    if len(in_flight) >= 2 * concurrency:
+                        finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                        for future in finished:
+                            collect(future.result())
+                for future in in_flight:
+                    collect(future.result())
+            if to_dispatch:
+                send(to_dispatch)
+            if senders is not None:
+                senders.shutdown(wait=True)
+                for size, sent in zip(sizes, sends, strict=True):
+                    self._count_sent(size, sent.result(), result)
+        finally:
+            if senders is not None:
+                senders.shutdown(wait=True)  # also when a claim raised: no thread left behind
         self._telemetry.metric("Claims", result.claimed)
         self._telemetry.metric("ClaimConflicts", result.conflicts)
         self._telemetry.metric("Backlog", result.backlog)
@@ -168,10 +191,10 @@ class Trigger:
         self._telemetry.event("tick.finished", invocation_id, **result.summary())
         return result
 
-    def _send(self, runs: list[dict[str, Any]], result: TickResult) -> None:
-        unsent = self._dispatcher.dispatch(runs)
+    @staticmethod
+    def _count_sent(size: int, unsent: int, result: TickResult) -> None:
         result.dispatch_failed += unsent
-        result.dispatched += len(runs) - unsent
+        result.dispatched += size - unsent
 
     def _due_jobs(self, window_from: int, window_to: int, result: TickResult) -> Iterator[dict[str, Any]]:
         """All shards' due jobs merged oldest first; each shard is paged lazily."""
