@@ -85,7 +85,7 @@ class BenchSettings:
     lookahead_seconds: int = 10
     clock_skew_allowance_ms: int = 500
     pollers: int = 4
-    claim_threads: int = 1
+    claim_concurrency: int = 16  # the trigger's parallel claimers (ClaimConcurrency)
     fast_transactions: bool = True  # see adapters/moto_fast.py
 
     @classmethod
@@ -513,6 +513,7 @@ def bench_config(settings: BenchSettings) -> SchedulerConfig:
         lookahead_seconds=settings.lookahead_seconds,
         clock_skew_allowance_ms=settings.clock_skew_allowance_ms,
         max_claims_per_tick=100_000,
+        claim_concurrency=settings.claim_concurrency,
     )
 
 
@@ -585,10 +586,8 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
             "recovered": live["recovered"],
             "live_errors": live["errors"],
         },
-        # claim_threads is not what the trigger uses: report its configured claim concurrency.
-        "settings": {k: v for k, v in asdict(settings).items() if k != "claim_threads"}
+        "settings": asdict(settings)
         | {
-            "claim_concurrency": cfg.claim_concurrency,
             "moto_server": "separate process",
             "price_source": price_source,
         },

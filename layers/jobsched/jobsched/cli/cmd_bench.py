@@ -48,7 +48,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--count-runs", type=int, default=None, help="runs counted request by request")
     parser.add_argument("--crashes", type=int, default=None, help="worker crashes to inject")
     parser.add_argument("--lease-seconds", type=int, default=None, help="worker lease (default 5)")
-    parser.add_argument("--claim-threads", type=int, default=None, help="trigger claim threads")
+    parser.add_argument(
+        "--claim-concurrency", type=int, default=None, help="the trigger's parallel claimers (default 16)"
+    )
     parser.add_argument("--output", metavar="FILE", help="also write the JSON object to FILE")
     parser.set_defaults(func=run)
 
@@ -62,7 +64,7 @@ def settings_from(args: argparse.Namespace) -> BenchSettings:
         "count_runs": args.count_runs,
         "crashes": args.crashes,
         "lease_seconds": args.lease_seconds,
-        "claim_threads": args.claim_threads,
+        "claim_concurrency": args.claim_concurrency,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if "lease_seconds" in overrides:
