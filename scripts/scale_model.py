@@ -8,8 +8,8 @@ limits are DynamoDB's per-partition throughput (1,000 WCU/s and 3,000 RCU/s, for
 each GSI; a GSI partition key value is one partition for writes, so the next-run and lease indexes
 have ``shard_count`` partitions), the default on-demand table quota, Lambda's regional concurrency
 and the SQS event source mapping's scaling, and one trigger invocation's rates: claims (ClaimConcurrency
-claimers, each 1 / transaction latency), sends (one SendMessageBatch of 10 at a time, on the tick's
-own thread) and MaxClaimsPerTick per once-a-minute tick.
+claimers, each 1 / transaction latency), sends (SendMessageBatch of 10 on the trigger's 4 sender
+threads) and MaxClaimsPerTick per once-a-minute tick.
 
     python scripts/scale_model.py [--bench docs/bench-latest.json] [--plot docs/scaling.png]
 """
@@ -44,8 +44,9 @@ TRIGGER_TICK_S = 60  # EventBridge rate(1 minute) ticks the trigger; lookahead 9
 # Trigger settings (template parameters): claimers per invocation, claims per tick.
 CLAIM_CONCURRENCY = 16  # ClaimConcurrency default
 CLAIM_CONCURRENCY_MAX = 64
-MAX_CLAIMS_PER_TICK = 2_000  # MaxClaimsPerTick default
-MAX_CLAIMS_PER_TICK_MAX = 100_000
+MAX_CLAIMS_PER_TICK = 50_000  # MaxClaimsPerTick default
+TRIGGER_SENDERS = 4  # services/trigger.py SENDERS
+MAX_CLAIMS_PER_TICK_MAX = 1_000_000
 # Recovery on AWS: lease + one detector sweep period + skew allowance (template defaults).
 LEASE_S = 30
 DETECTOR_SWEEP_S = 10  # DetectorSweepSeconds
@@ -115,7 +116,7 @@ def trigger_limits(claim_concurrency: int, max_claims_per_tick: int) -> dict[str
     """Runs/s one trigger invocation sustains, per limit (model latencies)."""
     return {
         "claims": claim_concurrency / TRANSACT_LATENCY_S,
-        "sends": ESM_BATCH / SQS_SEND_LATENCY_S,
+        "sends": TRIGGER_SENDERS * ESM_BATCH / SQS_SEND_LATENCY_S,
         "claims per tick": max_claims_per_tick / TRIGGER_TICK_S,
     }
 
@@ -141,8 +142,8 @@ def requirement(
     # Reads: the trigger's query pages on the next-run index, spread across its shards.
     next_run_rcu_per_shard_ok = rate * m.read_units_per_run
     shard_count = max(1, next_run_shards, lease_shards, math.ceil(next_run_rcu_per_shard_ok / PARTITION_RCU))
-    # A claim is one transaction on a claimer thread; the tick's own thread sends each batch of 10
-    # as it fills, one SendMessageBatch at a time, while the claimers carry on.
+    # A claim is one transaction on a claimer thread; each batch of 10 is sent as it fills by one
+    # of the trigger's sender threads (services/trigger.py SENDERS), while the claimers carry on.
     claims_needed = math.ceil(rate * TRANSACT_LATENCY_S)
     per_tick_needed = math.ceil(round(rate * TRIGGER_TICK_S, 6))
     # Invocations needed with the settings raised to their maximum.
@@ -211,7 +212,7 @@ def first_bottleneck(m: Measured, handler_s: float) -> list[tuple[float, str]]:
             MAX_CLAIMS_PER_TICK_MAX / TRIGGER_TICK_S,
             f"trigger: MaxClaimsPerTick at its maximum {MAX_CLAIMS_PER_TICK_MAX:,}",
         ),
-        (trig["sends"], "trigger: one SendMessageBatch of 10 at a time on the tick's thread"),
+        (trig["sends"], "trigger: SendMessageBatch of 10 on 4 sender threads"),
         (trig["claims"], f"trigger: ClaimConcurrency {CLAIM_CONCURRENCY} / transaction latency"),
         (
             CLAIM_CONCURRENCY_MAX / TRANSACT_LATENCY_S,
@@ -266,11 +267,11 @@ def plot(m: Measured, handler_s: float, path: Path) -> None:
     ax.text(rates[0], 8 * 1.1, "default shard_count 8", fontsize=8)
     ax.axhline(CLAIM_CONCURRENCY, color="red", linestyle="-.", linewidth=0.8)
     ax.text(rates[0], CLAIM_CONCURRENCY * 1.1, "ClaimConcurrency 16 (max 64)", fontsize=8, color="red")
-    ax.axvline(ESM_BATCH / SQS_SEND_LATENCY_S, color="red", linestyle=":", linewidth=0.8)
+    ax.axvline(TRIGGER_SENDERS * ESM_BATCH / SQS_SEND_LATENCY_S, color="red", linestyle=":", linewidth=0.8)
     ax.text(
-        ESM_BATCH / SQS_SEND_LATENCY_S * 1.05,
+        TRIGGER_SENDERS * ESM_BATCH / SQS_SEND_LATENCY_S * 1.05,
         20,
-        "one trigger's sends",
+        "one trigger's 4 senders",
         fontsize=8,
         color="red",
         rotation=90,
