@@ -50,6 +50,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Resources, Any, Any, 
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     # One detector sweep per invocation: the manual clock does not move with real sleeps.
     monkeypatch.setenv("DETECTOR_SWEEP_SECONDS", "0")
+    # In-process moto is not thread-safe: records one at a time here (the concurrent worker is
+    # tested against the serialised moto server in test_worker_batch.py).
+    monkeypatch.setenv("WORKER_RECORD_CONCURRENCY", "1")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Jobsched")
     monkeypatch.syspath_prepend(str(ROOT / "functions" / "worker"))
     with mock_aws():

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     min_rate_seconds: int = 10
     trigger_lookback_seconds: int = 300
 
+    # Records of one SQS batch processed at once by a worker invocation (1: one after another).
+    worker_record_concurrency: int = Field(10, ge=1, le=100)
+
     allowed_queue_arns: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_event_bus_arns: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_function_arns: Annotated[list[str], NoDecode] = Field(default_factory=list)

@@ -9,6 +9,7 @@ current token can move the run on, and staged DynamoDB effects commit in the sam
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 import threading
 import traceback
@@ -97,7 +98,9 @@ class Worker:
         self._sleep_ms = sleep_ms
         self._rng = rng or random.Random()
         self._dispatcher = Dispatcher(queue, telemetry, clock)
-        self._takeovers = 0
+        # Records of one batch run on concurrent threads: next() on a count is atomic in CPython,
+        # so every takeover gets its own owner tag (it tells a worker's own write from a racer's).
+        self._takeovers = itertools.count(1)
 
     # --- the composed path, used by the Lambda handler ---------------------------------------
 
@@ -126,8 +129,7 @@ class Worker:
             from jobsched.services.messages import PoisonMessage
 
             raise PoisonMessage(f"run {message.run_id}: definition invalid: {exc}") from exc
-        self._takeovers += 1
-        owner = f"{self._worker_id}/{self._takeovers}"
+        owner = f"{self._worker_id}/{next(self._takeovers)}"
         use_slot = definition.overlap is not OverlapPolicy.ALLOW
         for _ in range(COMMIT_TRIES):
             now = self._clock.now_ms()
