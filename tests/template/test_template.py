@@ -366,7 +366,12 @@ def test_samconfig_overrides_fit_the_template_and_the_settings(template: dict[st
             assert spec.get("MinValue", float("-inf")) <= float(value) <= spec.get("MaxValue", float("inf"))
         values[name] = value
     # The settings model's own cross-field rules (e.g. heartbeat <= lease / 2) hold too.
-    numeric = {name: p for name, p in SETTINGS_ENV.items() if name != "POWERTOOLS_LOG_LEVEL"}
+    # (Settings that are not the scheduler's, e.g. the worker's record concurrency, are skipped.)
+    numeric = {
+        name: p
+        for name, p in SETTINGS_ENV.items()
+        if name != "POWERTOOLS_LOG_LEVEL" and name.lower() in SchedulerConfig.model_fields
+    }
     SchedulerConfig(**{name.lower(): int(values[p]) for name, p in numeric.items()})
 
 
