@@ -8,6 +8,7 @@ retry, and the event source's bisect-on-error and failure destination bound thos
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.core.job import plain_values
@@ -18,7 +19,7 @@ processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     registrar = app().registrar()
 
     def record_handler(record: DynamoDBRecord) -> str:

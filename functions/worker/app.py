@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.batch import (
     EventType,
     async_process_partial_response,
 )
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.runtime.lambda_context import deadline_ms
@@ -27,7 +28,7 @@ processor = AsyncBatchProcessor(event_type=EventType.SQS)
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     worker = app().worker(context.aws_request_id)
     deadline = deadline_ms(context)
     running = asyncio.Semaphore(app().settings.worker_record_concurrency)
