@@ -11,6 +11,7 @@ import pytest
 from harness import MINUTE, T0, Env, build, job, seed_active
 from jobsched.adapters.local_moto import LocalMoto, start_moto_server
 from jobsched.core.writes import RUNS
+from jobsched.services.paging import scan_all
 from jobsched.services.trigger import Trigger
 
 SECOND = 1000
@@ -31,14 +32,7 @@ def env(request: pytest.FixtureRequest, moto_server: LocalMoto) -> Iterator[Env]
 
 
 def runs(env: Env) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        page = env.store.scan(RUNS, 100, cursor)
-        items += page.items
-        if page.cursor is None:
-            return items
-        cursor = page.cursor
+    return list(scan_all(env.store, RUNS))
 
 
 def parallel_trigger(env: Env, claimers: int) -> Trigger:

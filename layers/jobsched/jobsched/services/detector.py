@@ -29,6 +29,7 @@ from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.jobs import item_hash, load_job, mark_invalid
 from jobsched.services.paging import merge_oldest_first, query_all
+from jobsched.services.results import Counters
 
 # Missed occurrences computed per job per invocation: a per-second job down for a day is 86,400;
 # the rest are handled by the next invocation, from where this one left the job.
@@ -36,7 +37,8 @@ MAX_MISSED_PER_JOB = 2_000
 
 
 @dataclass
-class DetectResult:
+class DetectResult(Counters):
+    LATEST = frozenset({"backlog"})  # a later sweep's backlog replaces, not adds to, the earlier
     leases_recovered: int = 0
     runs_failed: int = 0
     recovery_conflicts: int = 0
@@ -48,23 +50,7 @@ class DetectResult:
     items: int = 0
     stopped_early: bool = False
     recovery_latency_ms: list[int] = field(default_factory=list)
-
     sweeps: int = 1
-
-    def summary(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "recovery_latency_ms"}
-
-    def merge(self, other: DetectResult) -> None:
-        """Add a later sweep's counts (the backlog is the latest sweep's, not a sum)."""
-        for name, value in other.__dict__.items():
-            if name == "recovery_latency_ms":
-                self.recovery_latency_ms.extend(value)
-            elif name == "backlog":
-                self.backlog = value
-            elif isinstance(value, bool):
-                setattr(self, name, getattr(self, name) or value)
-            else:
-                setattr(self, name, getattr(self, name) + value)
 
 
 class MissDetector:

@@ -28,6 +28,7 @@ from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.jobs import load_job, mark_invalid
 from jobsched.services.paging import merge_oldest_first, query_all
+from jobsched.services.results import Counters
 
 SEND_BATCH = 10
 SENDERS = 4
@@ -35,7 +36,7 @@ BACKLOG_COUNT_LIMIT = 10_000
 
 
 @dataclass
-class TickResult:
+class TickResult(Counters):
     claimed: int = 0
     dispatched: int = 0
     dispatch_failed: int = 0
@@ -47,18 +48,6 @@ class TickResult:
     backlog: int = 0
     stopped_early: bool = False
     lag_ms: list[int] = field(default_factory=list)
-
-    def summary(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "lag_ms"}
-
-    def merge(self, other: TickResult) -> None:
-        for name, value in other.__dict__.items():
-            if name == "lag_ms":
-                self.lag_ms.extend(value)
-            elif isinstance(value, bool):
-                setattr(self, name, getattr(self, name) or value)
-            else:
-                setattr(self, name, getattr(self, name) + value)
 
 
 class _ClaimBudget:
