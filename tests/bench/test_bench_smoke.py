@@ -75,8 +75,9 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
 
 def test_unit_formula() -> None:
     # A 355-byte job and a 516-byte run, no overlap slot: claim 2+2 (transaction) + 2 (next-run
-    # rekey) + 1 + 1 (run enters lease and job-runs); start 1 + 2 + 1; commit 1 + 1 + 1.
-    assert units.run_write_units(355, 516, uses_slot=False) == units.RunUnits(claim=8, start=4, commit=3)
+    # rekey) + 1 + 1 (run enters lease and job-runs); start 1 + 2 (lease rekey); commit 1 + 1
+    # (lease leave). job-runs is keys only, so start and commit do not write it.
+    assert units.run_write_units(355, 516, uses_slot=False) == units.RunUnits(claim=8, start=3, commit=2)
     assert units.item_size({"ab": "xyz", "n": 12345}) == 2 + 3 + 1 + 4
     cost = units.usd_per_million_runs(units.CostInputs(2, 0, 0, 0), units.DEFAULT_PRICES)
     assert cost["total"] == pytest.approx(1.25)

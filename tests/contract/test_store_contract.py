@@ -488,6 +488,15 @@ def test_query_job_runs_bounds_and_pagination(
     assert all(pages[:-1])
 
 
+def test_job_runs_index_holds_keys_only(store: Store) -> None:
+    # KEYS_ONLY in template.yaml: later updates of a run never write the index (cheaper), and
+    # readers must fetch the run itself. Both stores must return only the keys.
+    _query_runs(store)
+    items = [item for page in drain(store, "job-runs", "j1", 100) for item in page]
+    assert len(items) == 25
+    assert all(set(item) == {"run_id", "job_id", "scheduled_at"} for item in items)
+
+
 def test_next_run_index_is_sparse_and_partitioned(store: Store) -> None:
     jobs = [
         {"job_id": f"a{i}", "sched_shard": i % 2, "next_run_at": 5000 - i, "status": "active"}

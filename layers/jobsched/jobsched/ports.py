@@ -11,6 +11,8 @@ from jobsched.core.writes import Item, Update, WriteOp
 IndexName = Literal["next-run", "lease", "job-runs"]
 
 INDEX_TABLE: dict[str, str] = {"next-run": "jobs", "lease": "runs", "job-runs": "runs"}
+# Indexes that project only keys (template.yaml): a query returns these attributes, nothing else.
+INDEX_KEYS_ONLY: dict[str, tuple[str, ...]] = {"job-runs": ("run_id", "job_id", "scheduled_at")}
 INDEX_KEYS: dict[str, tuple[str, str]] = {
     "next-run": ("sched_shard", "next_run_at"),
     "lease": ("lease_shard", "lease_expires_at"),

@@ -91,7 +91,8 @@ def run_write_units(job_size: int, run_size: int, uses_slot: bool) -> RunUnits:
     """Estimated write units of one run that finishes within one lease (claim, start, commit).
 
     Tables and indexes: jobs (index next-run: sched_shard/next_run_at), runs (index lease:
-    lease_shard/lease_expires_at; index job-runs: job_id/scheduled_at).
+    lease_shard/lease_expires_at; index job-runs: job_id/scheduled_at, keys only, so a run's
+    later updates do not write it).
     """
     # Claim: TransactWriteItems(advance job, put run). The job's next_run_at changes (next-run
     # rekey; a one-off job leaving the index costs less, we count the recurring case); the run
@@ -103,17 +104,13 @@ def run_write_units(job_size: int, run_size: int, uses_slot: bool) -> RunUnits:
         + index_units(run_size, "enter")
         + index_units(run_size, "enter")
     )
-    # Start: UpdateItem(run) renews lease_expires_at (lease rekey) and changes projected
-    # attributes (job-runs update); with the overlap slot it is a transaction that also sets the
-    # job's active_run_id (next-run entry update).
-    start = (
-        write_units(run_size, uses_slot) + index_units(run_size, "rekey") + index_units(run_size, "update")
-    )
-    # Commit: UpdateItem(run) removes the lease (lease leave, job-runs update); with the slot a
-    # transaction that also releases it.
-    commit = (
-        write_units(run_size, uses_slot) + index_units(run_size, "leave") + index_units(run_size, "update")
-    )
+    # Start: UpdateItem(run) renews lease_expires_at (lease rekey); job-runs (keys only) is not
+    # written. With the overlap slot it is a transaction that also sets the job's active_run_id
+    # (next-run entry update).
+    start = write_units(run_size, uses_slot) + index_units(run_size, "rekey")
+    # Commit: UpdateItem(run) removes the lease (lease leave); with the slot a transaction that
+    # also releases it.
+    commit = write_units(run_size, uses_slot) + index_units(run_size, "leave")
     if uses_slot:
         start += write_units(job_size, True) + index_units(job_size, "update")
         commit += write_units(job_size, True) + index_units(job_size, "update")

@@ -13,6 +13,7 @@ from typing import Any
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.core.clock import dt_to_ms
 from jobsched.core.job import JobDefinition
+from jobsched.core.writes import RUNS
 from jobsched.services.paging import query_all
 
 COMMITTED = ("succeeded", "failed")
@@ -73,9 +74,10 @@ def due_occurrences(definition: JobDefinition, window_from_ms: int, window_to_ms
 
 
 def job_runs(store: DynamoStore, job_id: str) -> list[dict[str, Any]]:
-    # moto may repeat a page's end item: keep one per run id.
-    unique = {item["run_id"]: item for item in query_all(store, "job-runs", job_id)}
-    return list(unique.values())
+    # The index holds keys only: read each run. moto may repeat a page's end item: one per run id.
+    run_ids = {key["run_id"] for key in query_all(store, "job-runs", job_id)}
+    runs = (store.get(RUNS, {"run_id": run_id}) for run_id in sorted(run_ids))
+    return [run for run in runs if run is not None]
 
 
 def ledger_rows(store: DynamoStore, table: str) -> list[dict[str, Any]]:

@@ -105,9 +105,13 @@ class Operations:
         return sorted(itertools.islice(scan_all(self._store, JOBS), limit), key=lambda item: item["job_id"])
 
     def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
-        """The job's most recent runs, newest first."""
-        items = list(query_all(self._store, "job-runs", job_id))
-        return sorted(items, key=lambda item: item["scheduled_at"], reverse=True)[:limit]
+        """The job's most recent runs, newest first. The job-runs index holds keys only, so the
+        runs shown are read one by one (a run expired by TTL in between is left out)."""
+        keys = sorted(
+            query_all(self._store, "job-runs", job_id), key=lambda k: k["scheduled_at"], reverse=True
+        )
+        runs = (self._store.get(RUNS, {"run_id": key["run_id"]}, consistent=False) for key in keys[:limit])
+        return [run for run in runs if run is not None]
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         return self._store.get(RUNS, {"run_id": run_id})
