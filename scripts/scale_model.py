@@ -131,10 +131,10 @@ def requirement(
     job_kb, run_kb = kb(m.job_bytes), kb(m.run_bytes)
     # Index writes per run (allow policy; see bench/units.py): next-run rekey at claim (2 writes of
     # the job entry); lease enter + rekey at start + leave at commit (4 run entries); job-runs
-    # enter + two updates (3).
+    # (keys only) enter once, a sub-1 KB entry.
     next_run_wru = rate * 2 * job_kb
     lease_wru = rate * 4 * run_kb
-    job_runs_wru = rate * 3 * run_kb
+    job_runs_wru = rate * 1.0
     runs_wru = rate * (2 * run_kb + run_kb + run_kb)  # transactional put, start, commit
     jobs_wru = rate * 2 * job_kb  # transactional advance
     next_run_shards = math.ceil(next_run_wru / PARTITION_WCU)
