@@ -434,6 +434,19 @@ def test_delete(store: Store) -> None:
     store.delete(JOBS, {"job_id": "j1"})  # deleting nothing is not an error
 
 
+def test_conditional_delete(store: Store) -> None:
+    seed(store)
+    before = store.get(JOBS, {"job_id": "j1"})
+    assert before is not None
+    stale = (eq("version", -1, "the item changed since we read it"),)
+    with pytest.raises(ConditionFailed) as lost:
+        store.delete(JOBS, {"job_id": "j1"}, condition=stale, label="delete job")
+    assert lost.value.label == "delete job" and lost.value.current == before
+    assert store.get(JOBS, {"job_id": "j1"}) == before  # a lost condition deletes nothing
+    store.delete(JOBS, {"job_id": "j1"}, condition=(eq("version", before["version"], "as read"),))
+    assert store.get(JOBS, {"job_id": "j1"}) is None
+
+
 def test_ints_stay_ints_and_nested_values_round_trip(store: Store) -> None:
     item = {
         "run_id": "r1",

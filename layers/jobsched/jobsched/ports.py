@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from jobsched.core.writes import Item, Update, WriteOp
+from jobsched.core.writes import Cond, Item, Update, WriteOp
 
 IndexName = Literal["next-run", "lease", "job-runs"]
 
@@ -50,7 +50,9 @@ class Store(Protocol):
 
     def update(self, op: Update) -> Item: ...
 
-    def delete(self, table: str, key: Item) -> None: ...
+    def delete(self, table: str, key: Item, condition: tuple[Cond, ...] = (), label: str = "delete") -> None:
+        """Delete one item if ``condition`` holds (raises ``ConditionFailed`` otherwise)."""
+        ...
 
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page: ...
 

@@ -336,11 +336,17 @@ class DynamoStore:
         attributes = self._update(op, return_values="ALL_NEW")
         return deserialize_item(attributes)
 
-    def delete(self, table: str, key: Item) -> None:
+    def delete(self, table: str, key: Item, condition: tuple[Cond, ...] = (), label: str = "delete") -> None:
+        expression = _Expression()
+        request: dict[str, Any] = {"TableName": self.table_name(table), "Key": serialize_item(key)}
+        condition_expression = expression.condition(condition)
+        if condition_expression is not None:
+            request["ConditionExpression"] = condition_expression
+            request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         try:
-            self.client.delete_item(TableName=self.table_name(table), Key=serialize_item(key))
+            self.client.delete_item(**expression.apply(request))
         except (ClientError, HTTPClientError, BotoConnectionError) as error:
-            _raise_mapped(error)
+            _raise_mapped(error, Check(table, key, condition, label))
 
     def _update(self, op: Update, return_values: str) -> dict[str, Any]:
         request = self._update_request(op)

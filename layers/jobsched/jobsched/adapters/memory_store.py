@@ -30,6 +30,7 @@ from jobsched.core.writes import (
     MAX_TRANSACTION_ITEMS,
     RUNS,
     Check,
+    Cond,
     Item,
     Put,
     Update,
@@ -175,9 +176,12 @@ class MemoryStore:
                 raise ConditionFailed(0, op.label, copy.deepcopy(current))
             return copy.deepcopy(self._apply(op))
 
-    def delete(self, table: str, key: Item) -> None:
+    def delete(self, table: str, key: Item, condition: tuple[Cond, ...] = (), label: str = "delete") -> None:
         with self._lock:
             self._count("DeleteItem")
+            current = self._table(table).get(self._key_value(table, key))
+            if not conditions_hold(condition, current):
+                raise ConditionFailed(0, label, copy.deepcopy(current))
             self._table(table).pop(self._key_value(table, key), None)
 
     def _target(self, op: WriteOp) -> Any:

@@ -90,9 +90,26 @@ class Operations:
     def delete(self, job_id: str) -> None:
         """Stop the job; its runs stay as history (until their retention ends) and in-flight runs
         finish under the definition they were claimed with."""
-        if self._store.get(JOBS, {"job_id": job_id}) is None:
+        current = self._store.get(JOBS, {"job_id": job_id})
+        if current is None:
             raise JobNotFound(job_id)
-        self._store.delete(JOBS, {"job_id": job_id})
+        why = "someone changed the job since we read it: deleting now would discard a change unseen"
+        try:
+            self._store.delete(
+                JOBS,
+                {"job_id": job_id},
+                condition=(
+                    eq("version", current["version"], why)
+                    if "version" in current
+                    else not_exists("version", why),
+                    eq("schedule", current.get("schedule"), why),
+                ),
+                label="delete job",
+            )
+        except ConditionFailed as exc:
+            raise ValueError(
+                f"job {job_id} changed while it was being deleted; look again and retry"
+            ) from exc
         self._telemetry.event("job.deleted", job_id)
 
     def get(self, job_id: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from jobsched.adapters.memory_queue import MemoryWorkQueue
 from jobsched.adapters.memory_store import MemoryStore
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
-from jobsched.core.writes import RUNS, Check, Item, Put, Update, WriteOp, conditions_hold
+from jobsched.core.writes import RUNS, Check, Cond, Item, Put, Update, WriteOp, conditions_hold
 from jobsched.ports import INDEX_KEYS, IndexName, OutgoingMessage, Page, SendResult, Store
 from jobsched.sim.scenario import FaultRates
 
@@ -106,9 +106,9 @@ class FaultyStore:
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:
         return self.inner.scan(table, limit, cursor)
 
-    def delete(self, table: str, key: Item) -> None:
+    def delete(self, table: str, key: Item, condition: tuple[Cond, ...] = (), label: str = "delete") -> None:
         self._before_call(f"delete {_key_text(key)}")
-        self.inner.delete(table, key)
+        self.inner.delete(table, key, condition, label)
 
     def write(self, ops: Sequence[WriteOp]) -> None:
         what = ", ".join(f"{op.label} {_op_key(op)}" for op in ops[:3]) + (" ..." if len(ops) > 3 else "")
