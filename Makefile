@@ -1,5 +1,6 @@
 # The README's quick start is `make demo` and `make test`; both install what they need first.
-PY      ?= python3.11
+# Python 3.11 or newer: python3.11 where there is one (the local default here), else python3.
+PY      ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
@@ -13,7 +14,8 @@ export POWERTOOLS_TRACE_DISABLED ?= true
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@command -v $(PY) >/dev/null 2>&1 || { echo "error: $(PY) not found (set PY=python3.x, 3.11+)"; exit 1; }
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
+	  { echo "error: jobsched needs Python 3.11 or newer; set PY=/path/to/python3.11+"; exit 1; }
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
