@@ -94,7 +94,9 @@ class Env:
         return Trigger(self.store, self.queue, self.telemetry, self.clock, self.cfg, parallel_queries=False)
 
     def detector(self) -> MissDetector:
-        return MissDetector(self.store, self.queue, self.telemetry, self.clock, self.cfg)
+        return MissDetector(
+            self.store, self.queue, self.telemetry, self.clock, self.cfg, parallel_queries=False
+        )
 
     def registrar(self) -> Registrar:
         return Registrar(self.store, self.telemetry, self.clock, self.cfg)

@@ -224,7 +224,8 @@ def test_invocation_cut_anywhere_leaves_consistent_state(writes: int) -> None:
         overdue = outage(env, MisfirePolicy.RUN_ONCE, 6 * 60)
         for index in range(len(ids)):  # the dead runs' leases expired long ago too
             assert env.run(ids[index])["status"] == "running"
-        crashing = MissDetector(CrashingStore(env, writes), env.queue, env.telemetry, env.clock, env.cfg)  # type: ignore[arg-type]
+        store = CrashingStore(env, writes)
+        crashing = MissDetector(store, env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
         with pytest.raises(SystemExit):
             crashing.run("cut")
         env.detector().run("next")

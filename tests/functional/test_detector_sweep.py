@@ -1,55 +1,97 @@
-"""One detector invocation sweeps every DETECTOR_SWEEP_SECONDS until its deadline, so a worker
-that dies just after a sweep is recovered within a lease plus a sweep period, not a lease plus
-the next once-a-minute schedule."""
+"""One detector invocation sweeps every DETECTOR_SWEEP_SECONDS until its deadline, and wakes early
+for the next lease due to lapse, so a worker that dies is recovered a skew allowance after its
+lease, not a sweep period (or the next once-a-minute schedule) later."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from harness import T0, Env, build, job, seed_active
 from jobsched.core.run import run_id_for
+from jobsched.services.detector import MIN_WAKE_GAP_MS
 from jobsched.services.messages import parse_run_message
-from jobsched.services.worker import Started
+from jobsched.services.worker import Started, Worker
 
 INVOCATION_MS = 60_000
 EVERY_MS = 10_000
 
 
-@pytest.fixture
-def env() -> Iterator[Env]:
-    with build("memory") as built:
+@pytest.fixture(params=["memory", "dynamodb"])
+def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+    with build(request.param) as built:
         yield built
 
 
-def crash_a_worker(env: Env) -> str:
-    """Claim one run, start it, and let the worker die holding its lease."""
-    seed_active(env, job("j1", "rate(1 hour)", overlap="allow"), T0)
-    assert env.trigger().tick("t").claimed == 1
-    [body] = env.receive_all()
-    started = env.worker("dies").begin(parse_run_message(body), env.clock.now_ms() + 900_000)
-    assert isinstance(started, Started)
-    return run_id_for("j1", T0)
-
-
-def test_a_lease_lapsing_mid_invocation_is_recovered_by_a_later_sweep(env: Env) -> None:
-    run_id = crash_a_worker(env)
-    lease_expires_at = env.run(run_id)["lease_expires_at"]
-    slept: list[int] = []
-
+def sleeper(env: Env, slept: list[int]) -> Callable[[int], None]:
     def sleep(ms: int) -> None:
         slept.append(ms)
         env.clock.advance(ms)
 
+    return sleep
+
+
+def start_and_abandon(env: Env, job_id: str = "j1") -> tuple[str, Worker, Started]:
+    """Claim one run and start it; the caller decides whether the worker dies holding its lease."""
+    seed_active(env, job(job_id, "rate(1 hour)", overlap="allow"), T0)
+    assert env.trigger().tick("t").claimed == 1
+    [body] = env.receive_all()
+    worker = env.worker(f"worker-{job_id}")
+    started = worker.begin(parse_run_message(body), env.clock.now_ms() + 900_000)
+    assert isinstance(started, Started)
+    return run_id_for(job_id, T0), worker, started
+
+
+def crash_a_worker(env: Env, job_id: str = "j1") -> str:
+    return start_and_abandon(env, job_id)[0]
+
+
+def test_a_lease_lapsing_mid_invocation_is_recovered_the_moment_it_lapses(env: Env) -> None:
+    run_id = crash_a_worker(env)
+    lease_expires_at = env.run(run_id)["lease_expires_at"]
+    slept: list[int] = []
     invoked_at = env.clock.now_ms()
-    result = env.detector().sweep("inv", invoked_at + INVOCATION_MS, EVERY_MS, sleep)
+    result = env.detector().sweep("inv", invoked_at + INVOCATION_MS, EVERY_MS, sleeper(env, slept))
     recovered = env.run(run_id)
     assert result.leases_recovered == 1 and recovered["status"] == "pending" and recovered["attempt"] == 2
-    # Recovered by the first sweep after the lease (plus skew allowance) lapsed: within one period.
+    # Recovered 1 ms after the lease plus skew allowance lapsed, not at the next 10 s sweep.
     lapse = lease_expires_at + env.cfg.clock_skew_allowance_ms
-    assert lapse < recovered["recovered_at"] <= lapse + EVERY_MS
-    # Sweeps every 10 s while a whole sweep still fits before the deadline margin.
-    assert slept == [EVERY_MS] * 5 and result.sweeps == 6
+    assert recovered["recovered_at"] == lapse + 1
+    # Regular sweeps every 10 s, one early wake for the lease, then the regular rhythm again
+    # while a whole sweep still fits before the deadline margin.
+    early = lapse + 1 - (invoked_at + 3 * EVERY_MS)
+    assert 0 < early < EVERY_MS
+    assert slept == [EVERY_MS, EVERY_MS, EVERY_MS, early, EVERY_MS] and result.sweeps == 6
+
+
+def test_a_lease_renewed_by_a_heartbeat_costs_one_idle_wake_and_is_left_alone(env: Env) -> None:
+    run_id, worker, started = start_and_abandon(env)
+    first_expiry = env.run(run_id)["lease_expires_at"]
+    slept: list[int] = []
+    sleep = sleeper(env, slept)
+
+    def sleep_and_heartbeat(ms: int) -> None:
+        if ms < EVERY_MS:  # woken early for this lease: the worker renews it just in time
+            assert worker.heartbeat(started)
+        sleep(ms)
+
+    result = env.detector().sweep("inv", env.clock.now_ms() + INVOCATION_MS, EVERY_MS, sleep_and_heartbeat)
+    run = env.run(run_id)
+    assert result.leases_recovered == 0 and run["status"] == "running" and run["attempt"] == 1
+    assert run["lease_expires_at"] > first_expiry
+    assert len([ms for ms in slept if ms < EVERY_MS]) == 1  # one idle early wake, then none
+
+
+def test_leases_lapsing_in_quick_succession_wake_the_detector_at_most_every_min_gap(env: Env) -> None:
+    run_ids = []
+    for index in range(5):
+        run_ids.append(crash_a_worker(env, f"j{index}"))
+        env.clock.advance(10)  # five leases lapsing 10 ms apart
+    slept: list[int] = []
+    result = env.detector().sweep("inv", env.clock.now_ms() + INVOCATION_MS, EVERY_MS, sleeper(env, slept))
+    assert result.leases_recovered == 5
+    assert all(env.run(run_id)["attempt"] == 2 for run_id in run_ids)
+    assert min(slept) == MIN_WAKE_GAP_MS  # the later four waited for the gap, not 10 ms each
 
 
 def test_sweep_zero_is_one_run_per_invocation(env: Env) -> None:

@@ -134,7 +134,7 @@ def test_a_job_returns_to_the_trigger_after_an_outage() -> None:
         )
     )
     trigger = Trigger(store, queue, telemetry, clock, cfg, parallel_queries=False)
-    detector = MissDetector(store, queue, telemetry, clock, cfg)
+    detector = MissDetector(store, queue, telemetry, clock, cfg, parallel_queries=False)
     claimed_after_outage = 0
     for minute in range(40):
         clock.advance(1_000)

@@ -28,12 +28,15 @@ from jobsched.core.writes import JOBS, RUNS, WriteOp
 from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.jobs import item_hash, load_job, mark_invalid
-from jobsched.services.paging import merge_oldest_first, query_all
+from jobsched.services.paging import merge_oldest_first, shard_pages
 from jobsched.services.results import Counters
 
 # Missed occurrences computed per job per invocation: a per-second job down for a day is 86,400;
 # the rest are handled by the next invocation, from where this one left the job.
 MAX_MISSED_PER_JOB = 2_000
+
+# The shortest nap between two sweeps when woken for a lapsing lease: at most four sweeps a second.
+MIN_WAKE_GAP_MS = 250
 
 
 @dataclass
@@ -55,9 +58,16 @@ class DetectResult(Counters):
 
 class MissDetector:
     def __init__(
-        self, store: Store, queue: WorkQueue, telemetry: Telemetry, clock: Clock, cfg: SchedulerConfig
+        self,
+        store: Store,
+        queue: WorkQueue,
+        telemetry: Telemetry,
+        clock: Clock,
+        cfg: SchedulerConfig,
+        parallel_queries: bool = True,
     ) -> None:
         self._store = store
+        self._parallel = parallel_queries
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
@@ -68,8 +78,10 @@ class MissDetector:
     ) -> DetectResult:
         """Run every ``every_ms`` until the deadline: one invocation of a once-a-minute schedule
         (EventBridge's finest rate) then finds a dead worker's lapsed lease within seconds, not
-        up to a minute later. Stops early when a run could not finish its work: the backlog is
-        better served by the next invocation's full budget than by a nap."""
+        up to a minute later. Between sweeps it wakes early for the next lease due to lapse, so a
+        crashed worker's run is recovered a skew allowance after its lease, not up to a period
+        later. Stops early when a run could not finish its work: the backlog is better served by
+        the next invocation's full budget than by a nap."""
         total = self.run(invocation_id, deadline_ms)
         while every_ms > 0:
             if total.stopped_early:
@@ -79,14 +91,40 @@ class MissDetector:
             # Room for one more sweep of about the last one's length before the deadline margin.
             if next_at + every_ms // 2 >= deadline_ms - self._cfg.deadline_margin_ms:
                 break
-            sleep_ms(next_at - started)
-            if self._clock.now_ms() < next_at:
+            wake_at = self._wake_at(started, next_at)
+            # From now, not from `started`: reading the next lapse took time of its own.
+            sleep_ms(max(0, wake_at - self._clock.now_ms()))
+            if self._clock.now_ms() < wake_at:
                 break  # a clock that did not move with the sleep (a stub): never spin
             later = self.run(invocation_id, deadline_ms)
             total.merge(later)
             if later.stopped_early:
                 break
         return total
+
+    def _wake_at(self, now: int, next_sweep_at: int) -> int:
+        """The next sweep, or earlier when a lease lapses (skew allowance included) before it.
+        Never sooner than ``MIN_WAKE_GAP_MS``: however many leases lapse one after another, the
+        detector reads at most a few sweeps' worth of index pages a second."""
+        lapses_at = self.next_lease_lapse(now)
+        if lapses_at is None or lapses_at >= next_sweep_at:
+            return next_sweep_at
+        return max(now + MIN_WAKE_GAP_MS, lapses_at)
+
+    def next_lease_lapse(self, now: int) -> int | None:
+        """When the earliest lease not yet recoverable at ``now`` becomes recoverable (its expiry
+        plus the skew allowance), or None when no lease is held. One item read per shard; a
+        shard that cannot be read is left to the regular sweep. A heartbeat may renew that lease
+        before then: the wake-up finds nothing to do and costs one sweep."""
+        recoverable_to = now - self._cfg.clock_skew_allowance_ms
+        firsts = shard_pages(
+            self._store, "lease", self._cfg.shard_count, recoverable_to + 1, None, _skip, self._parallel, 1
+        )
+        expiries = [int(run["lease_expires_at"]) for shard in firsts for run in itertools.islice(shard, 1)]
+        earliest = min(expiries, default=None)
+        if earliest is None:
+            return None
+        return earliest + self._cfg.clock_skew_allowance_ms + 1
 
     def run(self, invocation_id: str, deadline_ms: int | None = None) -> DetectResult:
         result = DetectResult()
@@ -326,17 +364,14 @@ class MissDetector:
 
     def _merged(self, index: IndexName, sort_from: int | None, sort_to: int) -> Iterator[dict[str, Any]]:
         """Every shard's matches, oldest first. A failing shard is left for the next run."""
-
-        def skip(_: StoreError) -> None:
-            return None
-
         return merge_oldest_first(
             index,
-            [
-                query_all(self._store, index, shard, sort_from, sort_to, on_error=skip)
-                for shard in range(self._cfg.shard_count)
-            ],
+            shard_pages(self._store, index, self._cfg.shard_count, sort_from, sort_to, _skip, self._parallel),
         )
+
+
+def _skip(_: StoreError) -> None:
+    return None
 
 
 def _overdue(job: dict[str, Any], now: int, cfg: SchedulerConfig) -> bool:

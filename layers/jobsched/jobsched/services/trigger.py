@@ -27,7 +27,7 @@ from jobsched.core.writes import JOBS, RUNS
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.jobs import load_job, mark_invalid
-from jobsched.services.paging import merge_oldest_first, query_all
+from jobsched.services.paging import merge_oldest_first, shard_pages
 from jobsched.services.results import Counters
 
 SEND_BATCH = 10
@@ -191,18 +191,9 @@ class Trigger:
         def throttled(_: StoreError) -> None:
             result.throttled += 1  # this shard's rest waits for the next tick
 
-        def shard_items(shard: int) -> Iterator[dict[str, Any]]:
-            return _prefetch(
-                query_all(self._store, "next-run", shard, window_from, window_to, on_error=throttled)
-            )
-
-        shards = range(self._cfg.shard_count)
-        if self._parallel and self._cfg.shard_count > 1:
-            # The first page of every shard in parallel: a tick's latency is one query, not N.
-            with ThreadPoolExecutor(max_workers=min(16, self._cfg.shard_count)) as pool:
-                firsts = list(pool.map(shard_items, shards))
-        else:
-            firsts = [shard_items(s) for s in shards]
+        firsts = shard_pages(
+            self._store, "next-run", self._cfg.shard_count, window_from, window_to, throttled, self._parallel
+        )
         return merge_oldest_first("next-run", firsts)
 
     def _claim_job(
@@ -300,16 +291,3 @@ def _advanced(item: dict[str, Any], occurrence: int, next_occurrence: int | None
     else:
         item["next_run_at"] = next_occurrence
     return item
-
-
-def _prefetch(items: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Run the first query now (in the caller's thread or pool), the rest lazily."""
-    first = next(items, None)
-    if first is None:
-        return iter(())
-
-    def chained() -> Iterator[dict[str, Any]]:
-        yield first
-        yield from items
-
-    return chained()

@@ -151,9 +151,14 @@ class World:
             for n in "AB"
         ]
         detector_clock = skewed("detector")
-        self.detector = MissDetector(self.store, self.queue, self.telemetry, detector_clock, self.sched_cfg)
+        # Sequential index reads, as for the trigger: faults land in a reproducible order.
+        self.detector = MissDetector(
+            self.store, self.queue, self.telemetry, detector_clock, self.sched_cfg, parallel_queries=False
+        )
         tiny = self.sched_cfg.model_copy(update={"detector_max_items": 2})
-        self.overloaded_detector = MissDetector(self.store, self.queue, self.telemetry, detector_clock, tiny)
+        self.overloaded_detector = MissDetector(
+            self.store, self.queue, self.telemetry, detector_clock, tiny, parallel_queries=False
+        )
         registry = HandlerRegistry()
         registry.add("sim.effect", lambda ctx: None)  # never called: handlers are simulated
         self.workers = [
