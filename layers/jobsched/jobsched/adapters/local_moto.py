@@ -135,9 +135,36 @@ class LocalMoto:
         self.stop()
 
 
+# How often a waiting long poll looks again for messages that became visible without a send.
+LONG_POLL_RECHECK_S = 0.05
+_long_poll_patched = False
+
+
+def _long_polls_see_delayed_messages() -> None:
+    """moto's long poll waits on a condition that only a *send* notifies, re-checking once a
+    second: a delayed message (the trigger sends every run with a delay to its scheduled second)
+    or one whose visibility timeout ran out is received up to a second after it became visible.
+    SQS returns it when it becomes visible, so without this the local stack's start lag would
+    measure moto's re-check interval. Capping each wait at ``LONG_POLL_RECHECK_S`` keeps moto's
+    own loop, deadline and notification, and only makes it look again sooner."""
+    global _long_poll_patched
+    if _long_poll_patched:
+        return
+    from moto.sqs.models import Queue
+
+    original = Queue.wait_for_messages
+
+    def wait_for_messages(self: Any, timeout: int) -> None:
+        original(self, min(timeout, LONG_POLL_RECHECK_S))  # type: ignore[arg-type]
+
+    Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
+    _long_poll_patched = True
+
+
 def start_moto_server(port: int = 0, host: str = "127.0.0.1", access_log: bool = False) -> LocalMoto:
     """Start a moto server on ``host:port`` (0: any free port) in a daemon thread.
     ``access_log`` prints werkzeug's line per request on stderr."""
+    _long_polls_see_delayed_messages()
     server = _SerializedThreadedMotoServer(ip_address=host, port=port, access_log=access_log)
     server.start()
     return LocalMoto(server)

@@ -8,8 +8,9 @@ GSI queries scan the whole table and its SQS slows with depth):
 2. dispatch: N jobs due in the window, one timed ``Trigger.tick`` (a purger keeps the queue shallow);
 3. counts: full runs (claim, dispatch, start, complete) with a ``RequestCounter`` on every client,
    the worker fed the way the Lambda event source mapping does it (receive 10, process, delete batch);
-4. live (real time): a trigger thread ticking with lookahead, a detector thread, worker pollers;
-   start lag of occurrences spread over ``lag_seconds``, then injected crashes (a worker starts a
+4. lag (real time): a trigger thread ticking with lookahead, a detector thread sweeping as the
+   Lambda does, worker pollers; the start lag of occurrences spread over ``lag_seconds``;
+5. recovery (real time, the same threads on fresh tables): injected crashes (a worker starts a
    run and vanishes holding its lease) and the time until each occurrence runs again.
 """
 
@@ -22,6 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -393,30 +395,35 @@ class _Live:
         self._threads.append(threading.Thread(target=loop, name=name, daemon=True))
 
     def _poller(self, index: int) -> Callable[[], None]:
+        """One event source mapping poller feeding a worker that runs a batch's records
+        concurrently, as the deployed worker does (WORKER_RECORD_CONCURRENCY, default 10): a
+        batch's third record does not wait for the first two."""
         worker = _worker(self.stack, self.cfg, f"poller{index}")
+
+        def handle(body: str) -> None:
+            run_message = parse_run_message(body)
+            if run_message.definition.get("target") == CRASH and run_message.attempt == 1:
+                begun = worker.begin(run_message, _now_ms() + 60_000)
+                if isinstance(begun, Started):
+                    with self._lock:
+                        self.crashed[run_message.run_id] = _now_ms()
+                return  # the worker is gone: no heartbeat, no commit
+            worker.process(run_message, _now_ms() + 60_000)
 
         def poll() -> None:
             response = self.stack.sqs.receive_message(
                 QueueUrl=self.stack.res.work_queue_url, MaxNumberOfMessages=ESM_BATCH, WaitTimeSeconds=1
             )
             messages = response.get("Messages", [])
-            for message in messages:
-                run_message = parse_run_message(message["Body"])
-                crash = run_message.definition.get("target") == CRASH and run_message.attempt == 1
-                if crash:
-                    begun = worker.begin(run_message, _now_ms() + 60_000)
-                    if isinstance(begun, Started):
-                        with self._lock:
-                            self.crashed[run_message.run_id] = _now_ms()
-                    continue  # the worker is gone: no heartbeat, no commit
-                worker.process(run_message, _now_ms() + 60_000)
-            if messages:
-                self.stack.sqs.delete_message_batch(
-                    QueueUrl=self.stack.res.work_queue_url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
-                    ],
-                )
+            if not messages:
+                return
+            with ThreadPoolExecutor(max_workers=len(messages)) as records:
+                for outcome in [records.submit(handle, message["Body"]) for message in messages]:
+                    outcome.result()
+            self.stack.sqs.delete_message_batch(
+                QueueUrl=self.stack.res.work_queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+            )
 
         return poll
 
@@ -425,7 +432,17 @@ class _Live:
         trigger = Trigger(self.stack.store, self.stack.queue, MemoryTelemetry(), clock, self.cfg)
         detector = MissDetector(self.stack.store, self.stack.queue, MemoryTelemetry(), clock, self.cfg)
         self._every(self.settings.tick_period_s, lambda: trigger.tick("live"), "bench-trigger")
-        self._every(self.settings.detector_period_s, lambda: detector.run("live"), "bench-detector")
+        period_ms = int(self.settings.detector_period_s * 1000)
+
+        def detect() -> None:
+            # As the Lambda does: one invocation sweeps every period until its deadline and wakes
+            # early for a lapsing lease; a stop ends the nap and, with it, the invocation.
+            def nap(ms: int) -> None:
+                self.stop.wait(ms / 1000)
+
+            detector.sweep("live", clock.now_ms() + 60_000, period_ms, nap)
+
+        self._every(self.settings.detector_period_s, detect, "bench-detector")
         for index in range(self.settings.pollers):
             self._every(0.0, self._poller(index), f"bench-poller{index}")
         for thread in self._threads:
@@ -447,7 +464,14 @@ def _wait_until(done: Callable[[], bool], timeout_s: float, period_s: float = 0.
 
 
 def measure_live(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
-    stack = _Stack(moto, "live")
+    lag = measure_lag(moto, settings, cfg)
+    recovery = measure_recovery(moto, settings, cfg)
+    return {**lag, **recovery, "errors": (lag["errors"] + recovery["errors"])[:10]}
+
+
+def measure_lag(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+    """Start lag of occurrences spread over ``lag_seconds``, on the live stack."""
+    stack = _Stack(moto, "lag")
     live = _Live(stack, cfg, settings)
     # Occurrences on whole seconds (at() has second precision), spread over the lag window.
     first = (_now_ms() // 1000 + 3) * 1000
@@ -466,14 +490,26 @@ def measure_live(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfi
         _wait_until(lag_done, settings.lag_seconds + 30)
         lag_runs = [r for r in stack.runs("lag") if "first_started_at" in r]
         lags = [int(r["first_started_at"]) - int(r["scheduled_at"]) for r in lag_runs]
+    finally:
+        live.close()
+    return {"lag_occurrences": count, "lag_started": len(lags), "lag_ms": lags, "errors": live.errors}
 
-        crash_first = (_now_ms() // 1000 + 2) * 1000
-        stack.put_jobs(
-            [
-                scheduled_job(f"crash{i:03d}", crash_first + (i % 4) * 1000, cfg, target=CRASH)
-                for i in range(settings.crashes)
-            ]
-        )
+
+def measure_recovery(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+    """Injected worker crashes holding a lease, and the time until each occurrence runs again.
+    On its own tables: moto's index queries read the whole table, so the lag phase's runs would
+    slow every detector sweep here (DynamoDB's read only what they return)."""
+    stack = _Stack(moto, "recovery")
+    live = _Live(stack, cfg, settings)
+    crash_first = (_now_ms() // 1000 + 3) * 1000
+    stack.put_jobs(
+        [
+            scheduled_job(f"crash{i:03d}", crash_first + (i % 4) * 1000, cfg, target=CRASH)
+            for i in range(settings.crashes)
+        ]
+    )
+    live.start()
+    try:
 
         def recovered() -> list[dict[str, Any]]:
             return [
@@ -492,13 +528,10 @@ def measure_live(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfi
     finally:
         live.close()
     return {
-        "lag_occurrences": count,
-        "lag_started": len(lags),
-        "lag_ms": lags,
         "crashes": len(live.crashed),
         "recovered": len(recoveries),
         "recovery_s": recoveries,
-        "errors": live.errors[:10],
+        "errors": live.errors,
     }
 
 
