@@ -5,7 +5,8 @@ Phases, each on its own freshly provisioned tables and queue so that none slows 
 GSI queries scan the whole table and its SQS slows with depth):
 
 1. raw: bare conditional ``UpdateItem``s on one item, one client, sequential;
-2. dispatch: N jobs due in the window, one timed ``Trigger.tick`` (a purger keeps the queue shallow);
+2. dispatch: N jobs due in the window, one timed ``Trigger.tick`` (a purger keeps the queue shallow),
+   then the same N claim transactions alone, from as many threads (the claim's own ceiling);
 3. counts: full runs (claim, dispatch, start, complete) with a ``RequestCounter`` on every client,
    the worker fed the way the Lambda event source mapping does it (receive 10, process, delete batch);
 4. lag (real time): a trigger thread ticking with lookahead, a detector thread sweeping as the
@@ -35,14 +36,16 @@ from jobsched.adapters.memory_telemetry import MemoryTelemetry
 from jobsched.adapters.provision import Resources, provision
 from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.bench import units
-from jobsched.core.clock import iso_z
+from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition, OverlapPolicy
-from jobsched.core.run import shard_of
+from jobsched.core.run import run_id_for, shard_of
+from jobsched.core.transitions import claim_ops
 from jobsched.core.writes import JOBS, RUNS
 from jobsched.handlers.registry import HandlerRegistry, RunContext, RunLogger
 from jobsched.runtime.clock import SystemClock
 from jobsched.services.detector import MissDetector
+from jobsched.services.jobs import load_job
 from jobsched.services.messages import parse_run_message
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started, Worker
@@ -111,15 +114,29 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+@dataclass(frozen=True)
+class Servers:
+    """DynamoDB and SQS on separate moto server processes, as they are separate services on AWS:
+    on one server, every message the trigger sends and the drainer receives would take server
+    time from the DynamoDB writes whose rate the dispatch efficiency compares against."""
+
+    dynamodb: MotoProcess
+    sqs: MotoProcess
+
+    def stop(self) -> None:
+        self.dynamodb.stop()
+        self.sqs.stop()
+
+
 class _Stack:
     """One phase's tables and queue on the shared server, with counted clients."""
 
-    def __init__(self, moto: MotoProcess, name: str, counter: RequestCounter | None = None) -> None:
-        self.ddb: DynamoDBClient = make_client("dynamodb", moto.endpoint_url, "us-east-1")
-        self.sqs: SQSClient = make_client("sqs", moto.endpoint_url, "us-east-1")
+    def __init__(self, moto: Servers, name: str, counter: RequestCounter | None = None) -> None:
+        self.ddb: DynamoDBClient = make_client("dynamodb", moto.dynamodb.endpoint_url, "us-east-1")
+        self.sqs: SQSClient = make_client("sqs", moto.sqs.endpoint_url, "us-east-1")
         # Setup and inspection go through separate, uncounted clients.
-        self.admin_ddb: DynamoDBClient = make_client("dynamodb", moto.endpoint_url, "us-east-1")
-        self.admin_sqs: SQSClient = make_client("sqs", moto.endpoint_url, "us-east-1")
+        self.admin_ddb: DynamoDBClient = make_client("dynamodb", moto.dynamodb.endpoint_url, "us-east-1")
+        self.admin_sqs: SQSClient = make_client("sqs", moto.sqs.endpoint_url, "us-east-1")
         self.res: Resources = provision(
             self.admin_ddb,
             self.admin_sqs,
@@ -225,7 +242,7 @@ def _now_ms() -> int:
 # --- phase 1 ------------------------------------------------------------------------------------
 
 
-def measure_raw(moto: MotoProcess, n: int) -> float:
+def measure_raw(moto: Servers, n: int) -> float:
     stack = _Stack(moto, "raw")
     table = stack.res.jobs_table
     stack.ddb.put_item(TableName=table, Item={"job_id": {"S": "raw"}, "version": {"N": "0"}})
@@ -273,7 +290,7 @@ def _draining(stack: _Stack) -> Iterator[None]:
         thread.join()
 
 
-def measure_dispatch(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+def measure_dispatch(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
     stack = _Stack(moto, "dispatch")
     # Due within the second: sent without delay, so the drainer keeps the queue shallow.
     due = _now_ms() + 500
@@ -291,6 +308,32 @@ def measure_dispatch(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerC
         "seconds": round(elapsed, 3),
         "runs_per_s": result.dispatched / elapsed if elapsed else 0.0,
     }
+
+
+def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
+    """The trigger's claim transactions alone: ``n`` claims prepared with the trigger's own
+    ``claim_ops`` for ``n`` due jobs, sent from as many threads as the trigger claims with. The
+    dispatch rate over this is what the trigger's own work (index reads, schedule maths, sends)
+    costs; this over raw writes is what the server charges for the claim transaction against a
+    bare conditional update."""
+    stack = _Stack(moto, "ceiling")
+    due = _now_ms() + 500
+    items = [scheduled_job(f"c{i:06d}", due + i % 100, cfg, at=False) for i in range(n)]
+    stack.put_jobs(items)
+    now = _now_ms()
+    prepared = []
+    for item in items:
+        job = load_job(item)
+        occurrence = int(item["next_run_at"])
+        following = job.schedule.next_after(ms_to_dt(occurrence))
+        next_occurrence = dt_to_ms(following) if following is not None else None
+        run_id = run_id_for(item["job_id"], occurrence)
+        ops, _ = claim_ops(item, job.definition.to_item(), run_id, occurrence, next_occurrence, now, cfg)
+        prepared.append(ops)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=cfg.claim_concurrency) as claimers:
+        list(claimers.map(stack.store.write, prepared))
+    return n / (time.perf_counter() - started)
 
 
 # --- phase 3 ------------------------------------------------------------------------------------
@@ -321,7 +364,7 @@ def _esm_drain(stack: _Stack, worker: Worker, expected: int, timeout_s: float = 
     return processed
 
 
-def measure_counts(moto: MotoProcess, n: int, overlap: str, cfg: SchedulerConfig) -> dict[str, Any]:
+def measure_counts(moto: Servers, n: int, overlap: str, cfg: SchedulerConfig) -> dict[str, Any]:
     counter = RequestCounter()
     stack = _Stack(moto, f"counts-{overlap}", counter)
     due = _now_ms() + 300
@@ -463,13 +506,13 @@ def _wait_until(done: Callable[[], bool], timeout_s: float, period_s: float = 0.
     return done()
 
 
-def measure_live(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+def measure_live(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
     lag = measure_lag(moto, settings, cfg)
     recovery = measure_recovery(moto, settings, cfg)
     return {**lag, **recovery, "errors": (lag["errors"] + recovery["errors"])[:10]}
 
 
-def measure_lag(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+def measure_lag(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
     """Start lag of occurrences spread over ``lag_seconds``, on the live stack."""
     stack = _Stack(moto, "lag")
     live = _Live(stack, cfg, settings)
@@ -495,7 +538,7 @@ def measure_lag(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfig
     return {"lag_occurrences": count, "lag_started": len(lags), "lag_ms": lags, "errors": live.errors}
 
 
-def measure_recovery(moto: MotoProcess, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+def measure_recovery(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
     """Injected worker crashes holding a lease, and the time until each occurrence runs again.
     On its own tables: moto's index queries read the whole table, so the lag phase's runs would
     slow every detector sweep here (DynamoDB's read only what they return)."""
@@ -553,9 +596,9 @@ def bench_config(settings: BenchSettings) -> SchedulerConfig:
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     cfg = bench_config(settings)
     prices, price_source = units.load_prices()
-    # The server runs in its own process, as a real endpoint would: in this process it would share
-    # the GIL with the trigger's claimers and the drainer, and measure their contention instead.
-    moto = start_moto_process(fast_transactions=settings.fast_transactions)
+    # The servers run in their own processes, as real endpoints would: in this process they would
+    # share the GIL with the trigger's claimers and the drainer, and measure their contention.
+    moto = Servers(start_moto_process(fast_transactions=settings.fast_transactions), start_moto_process())
     try:
         # Raw writes are timed just before and just after the dispatch tick and averaged, so that
         # the efficiency ratio compares like with like on a machine whose load varies.
@@ -563,6 +606,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         raw_before = measure_raw(moto, settings.raw_writes // 2)
         progress("trigger dispatch")
         dispatch = measure_dispatch(moto, settings, cfg)
+        ceiling = measure_claim_ceiling(moto, settings.dispatch_runs, cfg)
         raw_after = measure_raw(moto, settings.raw_writes - settings.raw_writes // 2)
         raw = (raw_before + raw_after) / 2
         progress("request counts per run")
@@ -591,6 +635,11 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         "raw_conditional_writes_per_s": round(raw, 1),
         "dispatch_runs_per_s": round(dispatch["runs_per_s"], 1),
         "dispatch_efficiency": round(dispatch["runs_per_s"] * writes_per_dispatch / raw, 3),
+        # The efficiency split in two: the trigger against its own claim request at the same
+        # concurrency, and that request against a bare conditional update on the same server.
+        "claim_transactions_per_s": round(ceiling, 1),
+        "dispatch_vs_claim_ceiling": round(dispatch["runs_per_s"] / ceiling, 3),
+        "claim_vs_raw_write": round(ceiling / raw, 3),
         "ddb_write_requests_per_run": round(main["ddb_write_requests_per_run"], 4),
         "ddb_read_requests_per_run": round(main["ddb_read_requests_per_run"], 4),
         "sqs_requests_per_run": round(main["sqs_requests_per_run"], 4),
@@ -621,7 +670,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         },
         "settings": asdict(settings)
         | {
-            "moto_server": "separate process",
+            "moto_server": "separate processes for DynamoDB and SQS",
             "price_source": price_source,
         },
         "targets": TARGETS,
