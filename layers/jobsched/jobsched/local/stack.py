@@ -49,9 +49,11 @@ LOCAL_SETTINGS = {
     "CLOCK_SKEW_ALLOWANCE_MS": "500",
     "DEADLINE_MARGIN_MS": "3000",
     "TRIGGER_LOOKBACK_SECONDS": "120",
-    # The local stack invokes the detector every --detector-seconds itself; one sweep each.
-    "DETECTOR_SWEEP_SECONDS": "0",
 }
+# The detector runs as on AWS: invoked once a minute (EventBridge's finest schedule) with a 60 s
+# timeout, each invocation sweeping every --detector-seconds (DETECTOR_SWEEP_SECONDS) and waking
+# early for a lapsing lease.
+DETECTOR_INVOCATION_SECONDS = 60
 # The template's visibility timeout is six Lambda timeouts (minutes); locally a message held by a
 # killed worker should come back sooner.
 LOCAL_VISIBILITY_TIMEOUT = "30"
@@ -138,6 +140,7 @@ class LocalStack:
             "PYTHONUNBUFFERED": "1",
             "PYTHONWARNINGS": "ignore",
             **LOCAL_SETTINGS,
+            "DETECTOR_SWEEP_SECONDS": str(max(1, round(self.options.detector_seconds))),
             **self.options.settings,
         }
         self.settings()  # a bad setting fails here, naming the variable, not in every child
@@ -146,7 +149,8 @@ class LocalStack:
         o = self.options
         for i in range(1, o.triggers + 1):
             self.add("trigger", f"trigger-{i}", ["--every", str(o.tick_seconds)])
-        self.add("detector", "detector-1", ["--every", str(o.detector_seconds)])
+        minute = str(DETECTOR_INVOCATION_SECONDS)
+        self.add("detector", "detector-1", ["--every", minute, "--timeout", minute])
         if o.registrar and self.resources.jobs_stream_arn:
             self.add("registrar", "registrar-1", [])
         for i in range(1, o.workers + 1):
