@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from harness import T0, Env, build, job, seed_active
 from jobsched.core.run import run_id_for
-from jobsched.services.detector import MIN_WAKE_GAP_MS
+from jobsched.services.detector import MIN_WAKE_GAP_MS, DetectResult
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Started, Worker
 
@@ -80,6 +80,27 @@ def test_a_lease_renewed_by_a_heartbeat_costs_one_idle_wake_and_is_left_alone(en
     assert result.leases_recovered == 0 and run["status"] == "running" and run["attempt"] == 1
     assert run["lease_expires_at"] > first_expiry
     assert len([ms for ms in slept if ms < EVERY_MS]) == 1  # one idle early wake, then none
+
+
+def test_a_lease_lapsing_while_a_sweep_works_is_recovered_at_the_next_short_wake(env: Env) -> None:
+    run_id = crash_a_worker(env)
+    lapse = env.run(run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms
+    env.clock.advance(lapse - 100 - env.clock.now_ms())  # the first sweep starts 100 ms too early
+    detector = env.detector()
+    run = detector.run
+
+    def slow_run(invocation_id: str, deadline_ms: int | None = None) -> DetectResult:
+        result = run(invocation_id, deadline_ms)
+        env.clock.advance(300)  # ... and takes 300 ms: the lease lapses while it works
+        return result
+
+    detector.run = slow_run  # type: ignore[method-assign]
+    slept: list[int] = []
+    result = detector.sweep("inv", env.clock.now_ms() + INVOCATION_MS, EVERY_MS, sleeper(env, slept))
+    assert result.leases_recovered == 1
+    # Not a whole period later: the lapse query starts where the last sweep stopped reading.
+    assert slept[0] == MIN_WAKE_GAP_MS
+    assert env.run(run_id)["recovered_at"] == lapse + 200 + MIN_WAKE_GAP_MS
 
 
 def test_leases_lapsing_in_quick_succession_wake_the_detector_at_most_every_min_gap(env: Env) -> None:

@@ -68,6 +68,8 @@ class MissDetector:
     ) -> None:
         self._store = store
         self._parallel = parallel_queries
+        # The lease expiry up to which the last run looked (see next_lease_lapse).
+        self._leases_read_through = 0
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
@@ -106,19 +108,21 @@ class MissDetector:
         """The next sweep, or earlier when a lease lapses (skew allowance included) before it.
         Never sooner than ``MIN_WAKE_GAP_MS``: however many leases lapse one after another, the
         detector reads at most a few sweeps' worth of index pages a second."""
-        lapses_at = self.next_lease_lapse(now)
+        lapses_at = self.next_lease_lapse(self._leases_read_through)
         if lapses_at is None or lapses_at >= next_sweep_at:
             return next_sweep_at
         return max(now + MIN_WAKE_GAP_MS, lapses_at)
 
-    def next_lease_lapse(self, now: int) -> int | None:
-        """When the earliest lease not yet recoverable at ``now`` becomes recoverable (its expiry
-        plus the skew allowance), or None when no lease is held. One item read per shard; a
-        shard that cannot be read is left to the regular sweep. A heartbeat may renew that lease
-        before then: the wake-up finds nothing to do and costs one sweep."""
-        recoverable_to = now - self._cfg.clock_skew_allowance_ms
+    def next_lease_lapse(self, after_ms: int) -> int | None:
+        """When the earliest lease expiring after ``after_ms`` becomes recoverable (its expiry
+        plus the skew allowance), or None when there is none. One item read per shard; a shard
+        that cannot be read is left to the regular sweep. A heartbeat may renew that lease before
+        then: the wake-up finds nothing to do and costs one sweep.
+
+        The sweep passes the expiry bound its last run read up to, not ``now``: a lease that
+        became recoverable while that run was working is already due, and is found here."""
         firsts = shard_pages(
-            self._store, "lease", self._cfg.shard_count, recoverable_to + 1, None, _skip, self._parallel, 1
+            self._store, "lease", self._cfg.shard_count, after_ms + 1, None, _skip, self._parallel, 1
         )
         expiries = [int(run["lease_expires_at"]) for shard in firsts for run in itertools.islice(shard, 1)]
         earliest = min(expiries, default=None)
@@ -153,6 +157,7 @@ class MissDetector:
         # A lease counts as expired only after the skew allowance: a worker whose clock runs a
         # little behind ours must not be recovered while it still believes it holds the lease.
         expired_before = now - self._cfg.clock_skew_allowance_ms
+        self._leases_read_through = expired_before
         runs = self._merged("lease", None, expired_before)
         to_dispatch: list[dict[str, Any]] = []
         for run in runs:
