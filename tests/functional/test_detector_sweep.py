@@ -57,11 +57,15 @@ def test_a_lease_lapsing_mid_invocation_is_recovered_the_moment_it_lapses(env: E
     # Recovered 1 ms after the lease plus skew allowance lapsed, not at the next 10 s sweep.
     lapse = lease_expires_at + env.cfg.clock_skew_allowance_ms
     assert recovered["recovered_at"] == lapse + 1
-    # Regular sweeps every 10 s, one early wake for the lease, then the regular rhythm again
-    # while a whole sweep still fits before the deadline margin.
+    # Full sweeps every 10 s while a whole one still fits before the deadline margin, and one
+    # early wake for the lease in between that does not move the rhythm.
     early = lapse + 1 - (invoked_at + 3 * EVERY_MS)
     assert 0 < early < EVERY_MS
-    assert slept == [EVERY_MS, EVERY_MS, EVERY_MS, early, EVERY_MS] and result.sweeps == 6
+    assert slept == [EVERY_MS, EVERY_MS, EVERY_MS, early, EVERY_MS - early, EVERY_MS]
+    assert result.sweeps == 7
+    # The early wake recovered leases only: overdue jobs were read by the six full sweeps alone.
+    metrics = [name for name, _, _ in env.telemetry.metrics]
+    assert metrics.count("LeasesRecovered") == 7 and metrics.count("DetectorBacklog") == 6
 
 
 def test_a_lease_renewed_by_a_heartbeat_costs_one_idle_wake_and_is_left_alone(env: Env) -> None:
@@ -79,7 +83,9 @@ def test_a_lease_renewed_by_a_heartbeat_costs_one_idle_wake_and_is_left_alone(en
     run = env.run(run_id)
     assert result.leases_recovered == 0 and run["status"] == "running" and run["attempt"] == 1
     assert run["lease_expires_at"] > first_expiry
-    assert len([ms for ms in slept if ms < EVERY_MS]) == 1  # one idle early wake, then none
+    metrics = [name for name, _, _ in env.telemetry.metrics]
+    early_wakes = metrics.count("LeasesRecovered") - metrics.count("DetectorBacklog")
+    assert early_wakes == 1  # one idle early wake, then none: the renewed lease is not yet due
 
 
 def test_a_lease_lapsing_while_a_sweep_works_is_recovered_at_the_next_short_wake(env: Env) -> None:
@@ -89,8 +95,10 @@ def test_a_lease_lapsing_while_a_sweep_works_is_recovered_at_the_next_short_wake
     detector = env.detector()
     run = detector.run
 
-    def slow_run(invocation_id: str, deadline_ms: int | None = None) -> DetectResult:
-        result = run(invocation_id, deadline_ms)
+    def slow_run(
+        invocation_id: str, deadline_ms: int | None = None, leases_only: bool = False
+    ) -> DetectResult:
+        result = run(invocation_id, deadline_ms, leases_only)
         env.clock.advance(300)  # ... and takes 300 ms: the lease lapses while it works
         return result
 
