@@ -68,6 +68,17 @@ def test_a_lease_lapsing_mid_invocation_is_recovered_the_moment_it_lapses(env: E
     assert metrics.count("LeasesRecovered") == 7 and metrics.count("DetectorBacklog") == 6
 
 
+def test_a_lease_lapsing_after_the_last_full_sweep_is_still_recovered_by_this_invocation(env: Env) -> None:
+    run_id = crash_a_worker(env)
+    lapse = env.run(run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms
+    invoked_at = env.clock.now_ms()
+    # Full sweeps at 0, 10, 20 and 30 s; one at 40 s would not fit before this deadline's margin.
+    deadline = lapse + EVERY_MS // 2 + env.cfg.deadline_margin_ms + 1_000
+    result = env.detector().sweep("inv", deadline, EVERY_MS, sleeper(env, []))
+    assert result.leases_recovered == 1 and env.run(run_id)["recovered_at"] == lapse + 1
+    assert result.sweeps == 5 and lapse - invoked_at > 3 * EVERY_MS
+
+
 def test_a_lease_renewed_by_a_heartbeat_costs_one_idle_wake_and_is_left_alone(env: Env) -> None:
     run_id, worker, started = start_and_abandon(env)
     first_expiry = env.run(run_id)["lease_expires_at"]

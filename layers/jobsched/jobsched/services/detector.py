@@ -90,10 +90,11 @@ class MissDetector:
             if total.stopped_early:
                 break
             started = self._clock.now_ms()
-            # Room for one more sweep of about the last one's length before the deadline margin.
-            if next_full_at + every_ms // 2 >= deadline_ms - self._cfg.deadline_margin_ms:
-                break
             wake_at = self._wake_at(started, next_full_at)
+            # Room for one more sweep (of at most half a period) before the deadline margin. An
+            # early wake for a lease may still fit when the next full sweep does not.
+            if wake_at + every_ms // 2 >= deadline_ms - self._cfg.deadline_margin_ms:
+                break
             # From now, not from `started`: reading the next lapse took time of its own.
             sleep_ms(max(0, wake_at - self._clock.now_ms()))
             if self._clock.now_ms() < wake_at:
