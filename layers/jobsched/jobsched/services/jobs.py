@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.job import STATE_FIELDS, InvalidJob, JobDefinition
 from jobsched.core.schedule import Schedule
 from jobsched.core.writes import JOBS, Cond, Update, eq, not_exists
 from jobsched.ports import Store, Telemetry
@@ -66,11 +68,6 @@ def item_hash(item: dict[str, Any]) -> str:
     try:
         return JobDefinition.from_item(item).definition_hash()
     except InvalidJob:
-        import hashlib
-        import json
-
-        from jobsched.core.job import STATE_FIELDS
-
         # Every attribute but jobsched's own state: fixing a misspelled field changes the digest.
         raw = {k: v for k, v in item.items() if k not in STATE_FIELDS}
         return (

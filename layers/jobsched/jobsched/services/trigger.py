@@ -26,7 +26,7 @@ from jobsched.core.transitions import advance_only_ops, claim_ops
 from jobsched.core.writes import JOBS, RUNS
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
-from jobsched.services.jobs import load_job, mark_invalid
+from jobsched.services.jobs import item_hash, load_job, mark_invalid
 from jobsched.services.paging import merge_oldest_first, shard_pages
 from jobsched.services.results import Counters
 
@@ -220,8 +220,6 @@ class Trigger:
         try:
             job = load_job(item)
         except InvalidJob as exc:
-            from jobsched.services.jobs import item_hash
-
             if mark_invalid(self._store, self._telemetry, item, exc.reasons, now, item_hash(item)):
                 result.invalid += 1
             return []

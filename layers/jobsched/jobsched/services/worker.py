@@ -38,6 +38,7 @@ from jobsched.core.writes import JOBS, RUNS, WriteOp
 from jobsched.handlers.registry import HandlerRegistry, RunContext, RunLogger
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
+from jobsched.services.messages import PoisonMessage
 
 # A message may arrive up to a second early (SQS delays are whole seconds); within this bound the
 # worker waits out the remainder so the start is on time, beyond it the message is re-sent.
@@ -126,8 +127,6 @@ class Worker:
             definition = JobDefinition.from_item(message.definition)
         except InvalidJob as exc:
             # The snapshot was valid when claimed; an invalid one means a corrupted message.
-            from jobsched.services.messages import PoisonMessage
-
             raise PoisonMessage(f"run {message.run_id}: definition invalid: {exc}") from exc
         owner = f"{self._worker_id}/{next(self._takeovers)}"
         use_slot = definition.overlap is not OverlapPolicy.ALLOW
