@@ -14,6 +14,9 @@ KEYS = {
     "raw_conditional_writes_per_s": float,
     "dispatch_runs_per_s": float,
     "dispatch_efficiency": float,
+    "claim_transactions_per_s": float,
+    "dispatch_vs_claim_ceiling": float,
+    "claim_vs_raw_write": float,
     "ddb_write_requests_per_run": float,
     "ddb_read_requests_per_run": float,
     "sqs_requests_per_run": float,
@@ -69,6 +72,9 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     # Reads: only the trigger's index queries, one per shard.
     assert allow["requests"]["dynamodb:Query"] == result["settings"]["shard_count"]
     assert result["counts"]["dispatch"]["dispatched"] == 20
+    # The efficiency is the product of its two parts, each measured in the same run.
+    split = result["dispatch_vs_claim_ceiling"] * result["claim_vs_raw_write"]
+    assert split == pytest.approx(result["dispatch_efficiency"], rel=0.02)
     assert result["counts"]["crashes"] == result["counts"]["recovered"] == 1
     assert result["counts"]["lag_started"] == result["counts"]["lag_occurrences"]
 
