@@ -108,6 +108,7 @@ def check_outage_end(env: Env) -> None:
     runs = all_runs(env, "minutely")
     expected = list(range(T0, state["next_run_at"], MINUTE))
     assert [r["scheduled_at"] for r in runs] == expected
+    assert state["last_scheduled_at"] == expected[-1]  # whether caught up, missed or claimed
     late = [r for r in runs if r["kind"] == "scheduled"]
     assert all(r["status"] == "pending" for r in late)  # within grace or ahead: ordinary runs
     assert env.trigger().tick("again").claimed == 0

@@ -183,7 +183,14 @@ def misfire_ops(
     first occurrence not yet written, so the next detector run continues from there.
     """
     first = min(run["scheduled_at"] for run, _ in fates)
-    sets: Item = {"version": job["version"] + 1, "updated_at": now, "catchups": catchups}
+    # The chunk's newest occurrence is the job's last handled one, as for a claim.
+    last = max(run["scheduled_at"] for run, _ in fates)
+    sets: Item = {
+        "version": job["version"] + 1,
+        "updated_at": now,
+        "catchups": catchups,
+        "last_scheduled_at": last,
+    }
     remove: tuple[str, ...] = ()
     if resume_at is None:
         sets["status"] = "finished"
