@@ -66,6 +66,8 @@ def test_a_lease_lapsing_mid_invocation_is_recovered_the_moment_it_lapses(env: E
     # The early wake recovered leases only: overdue jobs were read by the six full sweeps alone.
     metrics = [name for name, _, _ in env.telemetry.metrics]
     assert metrics.count("LeasesRecovered") == 7 and metrics.count("DetectorBacklog") == 6
+    starts = [event.fields["leases_only"] for event in env.telemetry.named("detector.started")]
+    assert starts == [False] * 4 + [True] + [False] * 2
 
 
 def test_a_lease_lapsing_after_the_last_full_sweep_is_still_recovered_by_this_invocation(env: Env) -> None:

@@ -142,7 +142,7 @@ class MissDetector:
         self, invocation_id: str, deadline_ms: int | None = None, leases_only: bool = False
     ) -> DetectResult:
         result = DetectResult()
-        self._telemetry.event("detector.started", invocation_id)
+        self._telemetry.event("detector.started", invocation_id, leases_only=leases_only)
 
         def budget_left() -> bool:
             if result.items >= self._cfg.detector_max_items:
