@@ -26,7 +26,12 @@ def register(subparsers: Any) -> None:
     local.add_argument("--workers", type=int, default=3, help="worker processes (default 3)")
     local.add_argument("--triggers", type=int, default=1, help="trigger processes (default 1)")
     local.add_argument("--tick-seconds", type=float, default=5.0, help="trigger tick period (default 5)")
-    local.add_argument("--detector-seconds", type=float, default=5.0, help="miss detector period (default 5)")
+    local.add_argument(
+        "--detector-seconds",
+        type=float,
+        default=5.0,
+        help="miss detector sweep period within its once-a-minute invocation (default 5)",
+    )
     local.add_argument("--state-file", type=Path, default=Path(".jobsched-local.json"))
     local.add_argument("--view", action="store_true", help="a readable live view instead of JSON lines")
     local.add_argument(
