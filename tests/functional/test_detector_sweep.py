@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from harness import T0, Env, build, job, seed_active
 from jobsched.core.run import run_id_for
-from jobsched.services.detector import MIN_WAKE_GAP_MS, DetectResult
+from jobsched.services.detector import LEASE_WAKE_BUDGET_MS, MIN_WAKE_GAP_MS, DetectResult
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Started, Worker
 
@@ -79,6 +79,17 @@ def test_a_lease_lapsing_after_the_last_full_sweep_is_still_recovered_by_this_in
     result = env.detector().sweep("inv", deadline, EVERY_MS, sleeper(env, []))
     assert result.leases_recovered == 1 and env.run(run_id)["recovered_at"] == lapse + 1
     assert result.sweeps == 5 and lapse - invoked_at > 3 * EVERY_MS
+
+
+def test_early_wakes_go_on_until_the_last_second_before_the_deadline_margin(env: Env) -> None:
+    run_id = crash_a_worker(env)
+    lapse = env.run(run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms
+    # The lease becomes recoverable 2 s before the deadline margin: too late for a full sweep
+    # (half a period), not for a wake that recovers leases only (LEASE_WAKE_BUDGET_MS).
+    deadline = lapse + 2_000 + env.cfg.deadline_margin_ms
+    assert LEASE_WAKE_BUDGET_MS < 2_000 < EVERY_MS // 2
+    result = env.detector().sweep("inv", deadline, EVERY_MS, sleeper(env, []))
+    assert result.leases_recovered == 1 and env.run(run_id)["recovered_at"] == lapse + 1
 
 
 def test_a_lease_renewed_by_a_heartbeat_costs_one_idle_wake_and_is_left_alone(env: Env) -> None:

@@ -37,6 +37,8 @@ MAX_MISSED_PER_JOB = 2_000
 
 # The shortest nap between two sweeps when woken for a lapsing lease: at most four sweeps a second.
 MIN_WAKE_GAP_MS = 250
+# The time kept before the deadline margin for one wake for a lease.
+LEASE_WAKE_BUDGET_MS = 1000
 
 
 @dataclass
@@ -90,16 +92,24 @@ class MissDetector:
             if total.stopped_early:
                 break
             started = self._clock.now_ms()
-            wake_at = self._wake_at(started, next_full_at)
-            # Room for one more sweep (of at most half a period) before the deadline margin. An
-            # early wake for a lease may still fit when the next full sweep does not.
-            if wake_at + every_ms // 2 >= deadline_ms - self._cfg.deadline_margin_ms:
+            # Room before the deadline margin: a full sweep is allowed half a period, a wake for a
+            # lease (one read per shard and a few writes) LEASE_WAKE_BUDGET_MS. So early wakes go
+            # on after the last full sweep, and only an invocation's last seconds leave a lapsing
+            # lease to the next invocation.
+            room_until = deadline_ms - self._cfg.deadline_margin_ms
+            lease_wake_at = self._lease_wake_at(started)
+            if next_full_at + every_ms // 2 < room_until and (
+                lease_wake_at is None or lease_wake_at >= next_full_at
+            ):
+                wake_at, full = next_full_at, True
+            elif lease_wake_at is not None and lease_wake_at + LEASE_WAKE_BUDGET_MS < room_until:
+                wake_at, full = lease_wake_at, False
+            else:
                 break
             # From now, not from `started`: reading the next lapse took time of its own.
             sleep_ms(max(0, wake_at - self._clock.now_ms()))
             if self._clock.now_ms() < wake_at:
                 break  # a clock that did not move with the sleep (a stub): never spin
-            full = wake_at >= next_full_at
             # Woken for a lease: recover leases only, which halves the wake's reads and time;
             # overdue jobs keep their regular period however often leases lapse.
             later = self.run(invocation_id, deadline_ms, leases_only=not full)
@@ -112,14 +122,12 @@ class MissDetector:
                 break
         return total
 
-    def _wake_at(self, now: int, next_sweep_at: int) -> int:
-        """The next sweep, or earlier when a lease lapses (skew allowance included) before it.
-        Never sooner than ``MIN_WAKE_GAP_MS``: however many leases lapse one after another, the
-        detector reads at most a few sweeps' worth of index pages a second."""
+    def _lease_wake_at(self, now: int) -> int | None:
+        """When to wake for the next lease to lapse (skew allowance included), or None when no
+        lease is held. Never sooner than ``MIN_WAKE_GAP_MS``: however many leases lapse one after
+        another, the detector reads at most a few sweeps' worth of index pages a second."""
         lapses_at = self.next_lease_lapse(self._leases_read_through)
-        if lapses_at is None or lapses_at >= next_sweep_at:
-            return next_sweep_at
-        return max(now + MIN_WAKE_GAP_MS, lapses_at)
+        return None if lapses_at is None else max(now + MIN_WAKE_GAP_MS, lapses_at)
 
     def next_lease_lapse(self, after_ms: int) -> int | None:
         """When the earliest lease expiring after ``after_ms`` becomes recoverable (its expiry
