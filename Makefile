@@ -38,7 +38,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 	@for f in functions/*/; do \
-	  (cd $$f && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+	  (cd $$f && MYPYPATH=$(CURDIR)/layers/handlers $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
 	    --disable-error-code untyped-decorator app.py) || exit 1; done
 
 template-check: install

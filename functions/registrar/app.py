@@ -7,6 +7,7 @@ retry, and the event source's bisect-on-error and failure destination bound thos
 
 from typing import Any
 
+import job_handlers  # noqa: F401  # this deployment's handlers: targets are checked against them
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord

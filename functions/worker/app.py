@@ -10,7 +10,7 @@ all ends in the dead-letter queue.
 import asyncio
 from typing import Any
 
-import jobs  # noqa: F401  # registers this deployment's own handlers
+import job_handlers  # noqa: F401  # registers this deployment's own handlers (HandlersLayer)
 from aws_lambda_powertools.utilities.batch import (
     AsyncBatchProcessor,
     EventType,

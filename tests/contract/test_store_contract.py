@@ -22,10 +22,11 @@ from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.adapters.memory_store import MemoryStore
 from jobsched.adapters.provision import provision
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
+from jobsched.core.limits import DYNAMODB_MAX_TRANSACTION_ITEMS, RequestTooLarge, item_size
 from jobsched.core.writes import (
     JOBS,
-    MAX_TRANSACTION_ITEMS,
     RUNS,
+    STATE,
     Check,
     Cond,
     Put,
@@ -78,8 +79,15 @@ def _empty(dynamodb: Any, table: str, key: str) -> None:
 @pytest.fixture
 def dynamo(moto_tables: tuple[Any, Any]) -> Iterator[DynamoStore]:
     dynamodb, resources = moto_tables
-    yield DynamoStore(dynamodb, resources.jobs_table, resources.runs_table, table_keys={EFFECTS: ("pk",)})
+    yield DynamoStore(
+        dynamodb,
+        resources.jobs_table,
+        resources.state_table,
+        resources.runs_table,
+        table_keys={EFFECTS: ("pk",)},
+    )
     _empty(dynamodb, resources.jobs_table, "job_id")
+    _empty(dynamodb, resources.state_table, "job_id")
     _empty(dynamodb, resources.runs_table, "run_id")
     _empty(dynamodb, EFFECTS, "pk")
 
@@ -403,11 +411,38 @@ def test_lone_check(store: Store) -> None:
 def test_transaction_limits(store: Store) -> None:
     store.write([])  # nothing to do
     with pytest.raises(ValueError):
-        store.write([Put(RUNS, {"run_id": f"r{i}"}, (), "p") for i in range(MAX_TRANSACTION_ITEMS + 1)])
+        store.write(
+            [Put(RUNS, {"run_id": f"r{i}"}, (), "p") for i in range(DYNAMODB_MAX_TRANSACTION_ITEMS + 1)]
+        )
     with pytest.raises(ValueError):
         store.write(
             [Put(RUNS, {"run_id": "r"}, (), "p"), Update(RUNS, {"run_id": "r"}, (), "u", set={"a": 1})]
         )
+
+
+def test_an_item_past_400_kb_is_rejected_before_anything_is_written(store: Store) -> None:
+    """DynamoDB rejects an item past 400 KB (names and values counted); moto does not always,
+    so both stores check it themselves, as DynamoDB would."""
+    big = {"run_id": "big", "blob": "x" * 400_000}
+    assert item_size(big) > 400_000
+    with pytest.raises(RequestTooLarge):
+        store.write([Put(RUNS, big, (), "too big")])
+    with pytest.raises(RequestTooLarge):
+        store.write([Put(RUNS, {"run_id": "ok"}, (), "ok"), Put(RUNS, big, (), "too big")])
+    assert store.get(RUNS, {"run_id": "ok"}) is None  # the transaction wrote nothing
+    fits = {"run_id": "fits", "blob": "x" * (400_000 - 100)}
+    store.write([Put(RUNS, fits, (), "fits")])
+    assert store.get(RUNS, {"run_id": "fits"}) == fits
+
+
+def test_a_transaction_past_4_mb_is_rejected_before_anything_is_written(store: Store) -> None:
+    """DynamoDB rejects a TransactWriteItems whose items add up to more than 4 MB; moto does not."""
+    chunk = [Put(RUNS, {"run_id": f"r{i}", "blob": "x" * 90_000}, (), f"p{i}") for i in range(50)]
+    with pytest.raises(RequestTooLarge):
+        store.write(chunk)
+    assert store.get(RUNS, {"run_id": "r0"}) is None
+    store.write(chunk[:40])  # 3.6 MB: within the limit
+    assert store.get(RUNS, {"run_id": "r39"}) is not None
 
 
 def test_transaction_of_many_items(store: Store) -> None:
@@ -517,7 +552,7 @@ def test_next_run_index_is_sparse_and_partitioned(store: Store) -> None:
     ]
     jobs.append({"job_id": "paused", "status": "paused"})
     jobs.append({"job_id": "half", "sched_shard": 0})  # no sort key: not in the index
-    store.write([Put(JOBS, job, (), "j") for job in jobs])
+    store.write([Put(STATE, job, (), "j") for job in jobs])
     shard0 = [item["job_id"] for page in drain(store, "next-run", 0, 100) for item in page]
     shard1 = [item["job_id"] for page in drain(store, "next-run", 1, 2, sort_to=4998) for item in page]
     assert shard0 == ["a4", "a2", "a0"]  # ascending next_run_at
@@ -525,7 +560,7 @@ def test_next_run_index_is_sparse_and_partitioned(store: Store) -> None:
     # Pausing removes a job from the index.
     store.update(
         Update(
-            JOBS,
+            STATE,
             {"job_id": "a0"},
             (),
             "pause",
@@ -694,7 +729,7 @@ def test_every_attribute_name_goes_through_a_placeholder(dynamo: DynamoStore) ->
 )
 def test_client_errors_map_to_core_errors(code: str, expected: type[Exception]) -> None:
     client = boto3.client("dynamodb", region_name="us-east-1")
-    store = DynamoStore(client, "jobs-t", "runs-t")
+    store = DynamoStore(client, "jobs-t", "state-t", "runs-t")
     with Stubber(client) as stub:
         stub.add_client_error("update_item", service_error_code=code, http_status_code=400)
         with pytest.raises(expected):
@@ -719,7 +754,7 @@ def _cancelled(codes: list[str]) -> dict[str, Any]:
 )
 def test_transaction_cancellations_map_to_core_errors(codes: list[str], expected: type[Exception]) -> None:
     client = boto3.client("dynamodb", region_name="us-east-1")
-    store = DynamoStore(client, "jobs-t", "runs-t")
+    store = DynamoStore(client, "jobs-t", "state-t", "runs-t")
     with Stubber(client) as stub:
         stub.add_client_error(
             "transact_write_items",
@@ -739,7 +774,7 @@ def test_connection_failures_are_transient() -> None:
     client = make_client(
         "dynamodb", endpoint_url="http://127.0.0.1:9", region="us-east-1", max_attempts=1, connect_timeout=0.5
     )
-    store = DynamoStore(client, "jobs-t", "runs-t")
+    store = DynamoStore(client, "jobs-t", "state-t", "runs-t")
     with pytest.raises(TransientStoreError):
         store.get(JOBS, {"job_id": "j"})
     with pytest.raises(TransientStoreError):

@@ -35,7 +35,8 @@ from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition
-from jobsched.core.writes import JOBS, RUNS
+from jobsched.core.state import registered_state
+from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.handlers.registry import HandlerRegistry
 from jobsched.ports import OutgoingMessage, SendResult, Store, WorkQueue
 from jobsched.services.detector import MissDetector
@@ -151,9 +152,19 @@ class Env:
     # --- reads -------------------------------------------------------------------------------
 
     def job(self, job_id: str) -> dict[str, Any]:
+        """The job as `jobsched show` sees it: the job item with its state item merged in."""
         item = self.store.get(JOBS, {"job_id": job_id})
+        state = self.store.get(STATE, {"job_id": job_id})
+        assert item is not None or state is not None, job_id
+        return {**(item or {}), **(state or {})}
+
+    def state(self, job_id: str) -> dict[str, Any]:
+        item = self.store.get(STATE, {"job_id": job_id})
         assert item is not None, job_id
         return item
+
+    def job_item(self, job_id: str) -> dict[str, Any] | None:
+        return self.store.get(JOBS, {"job_id": job_id})
 
     def run(self, run_id: str) -> dict[str, Any]:
         item = self.store.get(RUNS, {"run_id": run_id})
@@ -198,7 +209,13 @@ def create_effects_table(dynamodb: Any) -> None:
 def aws_env(dynamodb: Any, sqs: Any, clock: ManualClock, cfg: SchedulerConfig, kind: str) -> Env:
     resources = provision(dynamodb, sqs, prefix="t")
     create_effects_table(dynamodb)
-    store = DynamoStore(dynamodb, resources.jobs_table, resources.runs_table, table_keys={EFFECTS: ("pk",)})
+    store = DynamoStore(
+        dynamodb,
+        resources.jobs_table,
+        resources.state_table,
+        resources.runs_table,
+        table_keys={EFFECTS: ("pk",)},
+    )
     queue = RecordingQueue(SqsWorkQueue(sqs, resources.work_queue_url), zero_delay=True)
     return Env(
         kind,
@@ -258,7 +275,9 @@ def register_raw(env: Env, item: dict[str, Any]) -> None:
 # --- the multi-process trigger race (top level, so ``spawn`` children can import it) ---------
 
 
-def tick_in_process(endpoint_url: str, jobs_table: str, runs_table: str, now_ms: int, name: str) -> list[str]:
+def tick_in_process(
+    endpoint_url: str, jobs_table: str, state_table: str, runs_table: str, now_ms: int, name: str
+) -> list[str]:
     """Run one trigger tick against a moto server in this (child) process; return the run ids it
     claimed."""
     import os
@@ -270,7 +289,7 @@ def tick_in_process(endpoint_url: str, jobs_table: str, runs_table: str, now_ms:
     }.items():
         os.environ[key] = value
     dynamodb, _ = server_clients(endpoint_url)
-    store = DynamoStore(dynamodb, jobs_table, runs_table)
+    store = DynamoStore(dynamodb, jobs_table, state_table, runs_table)
     telemetry = MemoryTelemetry()
 
     class NullQueue:
@@ -285,22 +304,16 @@ def tick_in_process(endpoint_url: str, jobs_table: str, runs_table: str, now_ms:
 
 
 def seed_active(env: Env, definition: JobDefinition, next_run_at: int, **state: Any) -> dict[str, Any]:
-    """Write a job item already registered (active, in the next-run index), skipping the
-    registrar's reads and writes: fast seeding for tests with many jobs."""
-    from jobsched.core.run import shard_of
+    """Write a job item and its state item as the registrar leaves them (active, in the next-run
+    index), skipping the registrar's reads and writes: fast seeding for tests with many jobs.
+    ``state`` overrides attributes of the state item. Returns the state item."""
     from jobsched.core.writes import Put
 
-    item = {
-        **definition.to_item(),
-        "version": 1,
-        "status": "active",
-        "def_hash": definition.definition_hash(),
-        "next_run_at": next_run_at,
-        "sched_shard": shard_of(definition.job_id, env.cfg.shard_count),
-        **state,
-    }
+    item = {**definition.to_item(), "status": "active", "def_hash": definition.definition_hash()}
+    seeded = {**registered_state(definition, next_run_at, env.cfg.shard_count, env.clock.now_ms()), **state}
     env.store.write([Put(JOBS, item, condition=(), label="seed job")])
-    return item
+    env.store.write([Put(STATE, seeded, condition=(), label="seed state")])
+    return seeded
 
 
 class Counter:

@@ -35,6 +35,8 @@ def run_cli(capsys: pytest.CaptureFixture[str], resources: Resources, *args: str
     target = [
         "--jobs-table",
         resources.jobs_table,
+        "--state-table",
+        resources.state_table,
         "--runs-table",
         resources.runs_table,
         "--queue-url",
@@ -129,7 +131,13 @@ def test_unknown_job_and_missing_deployment_are_errors_not_tracebacks(
     assert code == 2 and err.startswith("error: no job")
     # No options, no JOBSCHED_* variables, no local stack state file here: which deployment?
     monkeypatch.chdir(tmp_path)
-    for name in ("JOBSCHED_JOBS_TABLE", "JOBSCHED_RUNS_TABLE", "JOBSCHED_QUEUE_URL", "JOBSCHED_STACK_NAME"):
+    for name in (
+        "JOBSCHED_JOBS_TABLE",
+        "JOBSCHED_STATE_TABLE",
+        "JOBSCHED_RUNS_TABLE",
+        "JOBSCHED_QUEUE_URL",
+        "JOBSCHED_STACK_NAME",
+    ):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(SystemExit) as exited:
         main(["list"])

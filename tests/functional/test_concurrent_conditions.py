@@ -60,7 +60,8 @@ def tables(moto_endpoint: str) -> tuple[str, str, str]:
 
 def make_store(endpoint: str, jobs_table: str, runs_table: str) -> DynamoStore:
     # Enough connections for one racer's requests; retries as in production.
-    return DynamoStore(make_client("dynamodb", endpoint, REGION), jobs_table, runs_table)
+    state_table = jobs_table.removesuffix("-jobs") + "-state"  # provision names <prefix>-<table>
+    return DynamoStore(make_client("dynamodb", endpoint, REGION), jobs_table, state_table, runs_table)
 
 
 def race(store: DynamoStore, racer: str, ids: list[str], mode: str) -> list[str]:

@@ -39,7 +39,14 @@ def seed_dead_runs(env: Env, count: int) -> list[str]:
     ids = []
     for index in range(count):
         run = new_run_item(
-            "dead", run_id_for("dead", T0 - index * MINUTE), T0, definition, RunKind.SCHEDULED, T0, env.cfg
+            "dead",
+            run_id_for("dead", T0 - index * MINUTE),
+            T0,
+            definition,
+            "h",
+            RunKind.SCHEDULED,
+            T0,
+            env.cfg,
         )
         run.update(status="running", version=2, owner=f"w/{index}", lease_expires_at=T0)
         env.store.write([Put(RUNS, run, condition=(), label="seed run")])

@@ -54,12 +54,13 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Resources, Any, Any, 
     # tested against the serialised moto server in test_worker_batch.py).
     monkeypatch.setenv("WORKER_RECORD_CONCURRENCY", "1")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Jobsched")
-    monkeypatch.syspath_prepend(str(ROOT / "functions" / "worker"))
+    monkeypatch.syspath_prepend(str(ROOT / "layers" / "handlers"))
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
         sqs = boto3.client("sqs", region_name="us-east-1")
         resources = provision(dynamodb, sqs, prefix="lam")
         monkeypatch.setenv("JOBS_TABLE", resources.jobs_table)
+        monkeypatch.setenv("STATE_TABLE", resources.state_table)
         monkeypatch.setenv("RUNS_TABLE", resources.runs_table)
         monkeypatch.setenv("WORK_QUEUE_URL", resources.work_queue_url)
         wiring.reset_app()
@@ -106,8 +107,9 @@ def test_full_cycle_from_a_raw_job_item_to_a_succeeded_run(
     registered = load_app("registrar").lambda_handler({"Records": [record]}, FakeContext("reg-1"))
     assert registered == {"batchItemFailures": []}
     job = dynamodb.get_item(TableName=resources.jobs_table, Key={"job_id": {"S": "hello"}})["Item"]
-    assert job["status"]["S"] == "active"
-    due = int(job["next_run_at"]["N"])
+    assert job["status"]["S"] == "active"  # the report a person reads on the job item
+    state = dynamodb.get_item(TableName=resources.state_table, Key={"job_id": {"S": "hello"}})["Item"]
+    due = int(state["next_run_at"]["N"])
     assert 0 < due - NOW <= 60_000
 
     # The trigger's tick at the due time claims and sends the occurrence.

@@ -9,8 +9,10 @@ import pytest
 from harness import KINDS, MINUTE, T0, Counter, Env, build, job
 from jobsched.core.clock import ms_to_dt
 from jobsched.core.run import manual_run_id, run_id_for
+from jobsched.core.state import Registration
 from jobsched.services.operations import JobNotFound
-from jobsched.services.registrar import Registration
+
+HOUR = 60 * MINUTE
 
 
 @pytest.fixture(params=KINDS)
@@ -30,7 +32,7 @@ def test_register_list_show_and_replace(env: Env) -> None:
     assert ops.register(job("a", "rate(2 hours)")) is Registration.SCHEDULED
     replaced = ops.get("a")
     assert replaced["schedule"] == "rate(2 hours)" and "description" not in replaced
-    assert replaced["version"] > shown["version"]
+    assert replaced["def_hash"] != shown["def_hash"] and replaced["next_run_at"] == T0 + 2 * HOUR
     assert ops.register(job("a", "rate(2 hours)")) is Registration.UNCHANGED
     with pytest.raises(JobNotFound):
         ops.get("nope")

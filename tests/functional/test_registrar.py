@@ -104,9 +104,12 @@ def test_deleting_the_job_leaves_its_runs(env: Env) -> None:
     register_raw(env, job("j1").to_item())
     env.trigger().tick("t")
     ops = env.ops()
-    ops.delete("j1")
-    assert env.registrar().on_stream_record("REMOVE", "j1", None) is Registration.ABSENT
-    assert env.registrar().apply("j1") is Registration.ABSENT
+    assert ops.delete("j1") is Registration.DELETED
+    # The stream's REMOVE record finds the deletion applied already.
+    assert env.registrar().on_stream_record("REMOVE", "j1", None) is Registration.UNCHANGED
+    assert env.registrar().apply("j1") is Registration.UNCHANGED
+    assert env.job_item("j1") is None and env.state("j1")["status"] == "deleted"
+    assert "next_run_at" not in env.state("j1")
     assert len(env.runs_of("j1")) == 1 and env.trigger().tick("t2").claimed == 0
 
 

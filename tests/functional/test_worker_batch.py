@@ -44,6 +44,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Resources, Any]]:
         for name, value in {
             "AWS_ENDPOINT_URL": moto.endpoint_url,
             "JOBS_TABLE": resources.jobs_table,
+            "STATE_TABLE": resources.state_table,
             "RUNS_TABLE": resources.runs_table,
             "WORK_QUEUE_URL": resources.work_queue_url,
             "POWERTOOLS_TRACE_DISABLED": "true",
@@ -51,7 +52,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Resources, Any]]:
         }.items():
             monkeypatch.setenv(name, value)
         monkeypatch.delenv("WORKER_RECORD_CONCURRENCY", raising=False)
-        monkeypatch.syspath_prepend(str(ROOT / "functions" / "worker"))
+        monkeypatch.syspath_prepend(str(ROOT / "layers" / "handlers"))
         for name, handler in (("test.slow", slow), ("test.fast", fast)):
             if wiring.registry.get(name) is None:
                 wiring.registry.add(name, handler)

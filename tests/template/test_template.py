@@ -271,8 +271,31 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
     # ListStreams has no resource-level permissions, so it is not granted at all (never on "*").
     assert "dynamodb:ListStreams" not in registrar
     failures = {"Fn::GetAtt": ["RegistrarFailureQueue", "Arn"]}
-    for action in ("sqs:SendMessage", "sqs:GetQueueAttributes"):
-        assert registrar[action] == [failures], action
+    assert registrar["sqs:GetQueueAttributes"] == [failures]
+    # Its sends: failed batches to the failure queue, and late runs of a changed schedule.
+    assert registrar["sqs:SendMessage"] == [{"Fn::GetAtt": ["WorkQueue", "Arn"]}, failures]
+
+
+def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]) -> None:
+    """Only the registrar writes job items (its report); the trigger and the detector read them;
+    the worker never touches them. Every function that moves a schedule or a slot writes only the
+    state table."""
+    jobs = {"Fn::GetAtt": ["JobsTable", "Arn"]}
+    state = {"Fn::GetAtt": ["StateTable", "Arn"]}
+    writes = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+    for function in FUNCTIONS:
+        grants = _grants(template, function)
+        on_jobs = {action for action, resources in grants.items() if jobs in resources}
+        expected = {
+            "WorkerFunction": set(),
+            "TriggerFunction": {"dynamodb:GetItem"},
+            "MissDetectorFunction": {"dynamodb:GetItem"},
+            "RegistrarFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+        }[function]
+        assert on_jobs == expected, function
+        assert state in grants["dynamodb:UpdateItem"], function
+        assert not any(state in grants.get(action, []) for action in ("dynamodb:DeleteItem",)), function
+    assert all(jobs not in _grants(template, "WorkerFunction").get(action, []) for action in writes)
 
 
 def _environment(template: dict[str, Any], function: str) -> dict[str, Any]:
@@ -292,6 +315,7 @@ def test_every_function_gets_every_setting(template: dict[str, Any], function: s
         assert env.get(name) == {"Fn::Join": [",", {"Ref": parameter}]}, name
         assert template["Parameters"][parameter]["Type"] == "CommaDelimitedList"
     assert env["JOBS_TABLE"] == {"Ref": "JobsTable"}
+    assert env["STATE_TABLE"] == {"Ref": "StateTable"}
     assert env["RUNS_TABLE"] == {"Ref": "RunsTable"}
     assert env["WORK_QUEUE_URL"] == {"Ref": "WorkQueue"}
     assert env["POWERTOOLS_SERVICE_NAME"] == "jobsched"
@@ -405,7 +429,7 @@ def _types(description: dict[str, Any]) -> dict[str, str]:
 
 def test_table_specs_are_create_table_kwargs(template: dict[str, Any]) -> None:
     specs = table_specs(template)
-    assert set(specs) == {"JobsTable", "RunsTable"}
+    assert set(specs) == {"JobsTable", "StateTable", "RunsTable"}
     for spec in specs.values():
         assert spec["BillingMode"] == "PAY_PER_REQUEST"
         assert "TableName" not in spec
@@ -414,6 +438,7 @@ def test_table_specs_are_create_table_kwargs(template: dict[str, Any]) -> None:
         "StreamViewType": "NEW_AND_OLD_IMAGES",
     }
     assert "StreamSpecification" not in specs["RunsTable"]
+    assert "StreamSpecification" not in specs["StateTable"]  # only people's writes wake the registrar
 
 
 def test_provision_creates_the_data_model(aws: tuple[Any, Any]) -> None:
@@ -422,10 +447,14 @@ def test_provision_creates_the_data_model(aws: tuple[Any, Any]) -> None:
 
     jobs = dynamodb.describe_table(TableName=resources.jobs_table)["Table"]
     assert [(k["AttributeName"], k["KeyType"]) for k in jobs["KeySchema"]] == [("job_id", "HASH")]
-    assert _index(jobs, "next-run") == [("sched_shard", "HASH"), ("next_run_at", "RANGE")]
-    assert _types(jobs) == {"job_id": "S", "sched_shard": "N", "next_run_at": "N"}
+    assert _types(jobs) == {"job_id": "S"} and not jobs.get("GlobalSecondaryIndexes")
     assert jobs["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
     assert resources.jobs_stream_arn == jobs["LatestStreamArn"]
+
+    state = dynamodb.describe_table(TableName=resources.state_table)["Table"]
+    assert [(k["AttributeName"], k["KeyType"]) for k in state["KeySchema"]] == [("job_id", "HASH")]
+    assert _index(state, "next-run") == [("sched_shard", "HASH"), ("next_run_at", "RANGE")]
+    assert _types(state) == {"job_id": "S", "sched_shard": "N", "next_run_at": "N"}
 
     runs = dynamodb.describe_table(TableName=resources.runs_table)["Table"]
     assert [(k["AttributeName"], k["KeyType"]) for k in runs["KeySchema"]] == [("run_id", "HASH")]
@@ -460,7 +489,7 @@ def test_provision_twice_reuses_everything(aws: tuple[Any, Any]) -> None:
     second = provision(dynamodb, sqs, prefix="t")
     assert second == first
     assert "Item" in dynamodb.get_item(TableName=first.jobs_table, Key={"job_id": {"S": "kept"}})
-    assert len(dynamodb.list_tables()["TableNames"]) == 2
+    assert len(dynamodb.list_tables()["TableNames"]) == 3
     assert len(sqs.list_queues()["QueueUrls"]) == 3
 
 

@@ -13,15 +13,19 @@ from jobsched.core.transitions import (
     claim_ops,
     finish_ops,
     heartbeat_op,
-    misfire_ops,
     new_run_item,
+    recheck_buffered_ops,
     recover_op,
+    register_op,
+    report_op,
+    rerun_missed_op,
     retry_op,
+    settle_ops,
     skip_at_start_ops,
     slot_release_ops,
     start_ops,
 )
-from jobsched.core.writes import JOBS, RUNS, Put, Update, WriteOp, conditions_hold, failing_parts
+from jobsched.core.writes import JOBS, RUNS, STATE, Put, Update, WriteOp, conditions_hold, failing_parts
 
 CFG = SchedulerConfig()
 NOW = 1_796_083_200_000
@@ -52,9 +56,16 @@ def run(**changes: Any) -> dict[str, Any]:
     return item
 
 
+def pending_run(scheduled_at: int = NOW, **changes: Any) -> dict[str, Any]:
+    item = new_run_item("j", "j@x", scheduled_at, {}, "h1", RunKind.SCHEDULED, NOW, CFG, claimed_by="t/1")
+    item.update(changes)
+    return item
+
+
 def test_claim_needs_unchanged_active_job_and_new_run() -> None:
     current = job()
-    ops, created = claim_ops(current, {}, "j@x", NOW, NOW + 60_000, NOW, CFG)
+    created = pending_run()
+    ops = claim_ops(current, created, NOW, NOW + 60_000, NOW)
     advance, put = ops
     assert isinstance(advance, Update) and isinstance(put, Put)
     assert holds(advance, current)
@@ -63,22 +74,24 @@ def test_claim_needs_unchanged_active_job_and_new_run() -> None:
     assert not holds(advance, job(status="paused"))
     assert holds(put, None)
     assert not holds(put, created)  # the occurrence exists: the deterministic id wins once
+    assert advance.table == STATE and put.table == RUNS
     assert advance.set["next_run_at"] == NOW + 60_000 and advance.set["version"] == 5
     assert created["status"] == "pending" and created["lease_expires_at"] == NOW + 60_000
     assert created["lease_shard"] < CFG.shard_count
+    assert created["def_hash"] == "h1" and created["claimed_by"] == "t/1"
 
 
 def test_claim_of_the_last_occurrence_finishes_the_job() -> None:
-    ops, _ = claim_ops(job(), {}, "j@x", NOW, None, NOW, CFG)
+    ops = claim_ops(job(), pending_run(), NOW, None, NOW)
     advance = ops[0]
     assert isinstance(advance, Update)
     assert advance.set["status"] == "finished"
     assert {"next_run_at", "sched_shard"} <= set(advance.remove)
-    assert advance_only_ops(job(), NOW, None, NOW, CFG)[0].condition == advance.condition
+    assert advance_only_ops(job(), NOW, None, NOW)[0].condition == advance.condition
 
 
 def test_failing_parts_name_the_race() -> None:
-    ops, _ = claim_ops(job(), {}, "j@x", NOW, NOW + 1, NOW, CFG)
+    ops = claim_ops(job(), pending_run(), NOW, NOW + 1, NOW)
     failing = failing_parts(ops[0].condition, job(version=9, status="paused"))
     assert [part.attr for part in failing] == ["version", "status"]
     assert all(part.why for part in failing)
@@ -97,7 +110,8 @@ def test_start_fails_on_wrong_version_status_or_missing_run() -> None:
     assert holds(slot, job())
     assert holds(slot, job(active_run_id="j@x"))
     assert not holds(slot, job(active_run_id="j@other"))
-    assert not holds(slot, None)  # a deleted job: the worker starts without the slot
+    assert not holds(slot, None)  # no state item: the worker starts without the slot
+    assert slot.table == STATE
 
 
 def test_start_under_allow_takes_no_slot() -> None:
@@ -135,8 +149,10 @@ def test_skip_and_buffer_at_start() -> None:
     assert holds(skip, run(status="pending", version=1))
     assert not holds(skip, run(status="pending", version=2))
     held = job(active_run_id="j@a")
-    park, mark = buffer_at_start_ops("j@x", 1, held, NOW)
+    park, mark = buffer_at_start_ops("j@x", 1, held, NOW, CFG)
     assert holds(park, run(status="pending", version=1))
+    # A buffered run keeps a lease: the miss detector sees it if it ever waits in vain.
+    assert park.set["lease_expires_at"] == NOW + 60_000 and "lease_shard" in park.set
     assert holds(mark, held)
     assert not holds(mark, job(active_run_id="j@a", buffered_run_id="j@b"))  # one waits at most
     assert not holds(mark, job())  # the holder finished since we read: don't wait for nothing
@@ -166,51 +182,119 @@ def test_recover_pending_keeps_attempt_and_last_attempt_fails() -> None:
 
 def test_slot_release_conditions() -> None:
     holder = job(active_run_id="j@x")
-    ops, promoted = slot_release_ops(holder, "j@x", None, NOW, CFG)
+    ops, promoted = slot_release_ops(holder, "j", "j@x", None, NOW, CFG)
     (release,) = ops
     assert promoted is None
     assert holds(release, holder)
     assert not holds(release, job(active_run_id="j@y"))  # not ours to release
     assert not holds(release, job(active_run_id="j@x", buffered_run_id="j@z"))  # would strand it
     assert release.remove == ("active_run_id",)
-    assert slot_release_ops(job(active_run_id="j@y"), "j@x", None, NOW, CFG) == ([], None)
+    assert slot_release_ops(job(active_run_id="j@y"), "j", "j@x", None, NOW, CFG) == ([], None)
 
 
 def test_slot_release_promotes_the_buffered_run() -> None:
     holder = job(active_run_id="j@x", buffered_run_id="j@z")
     waiting = run(run_id="j@z", status="buffered", version=2)
-    (release, promote), promoted = slot_release_ops(holder, "j@x", waiting, NOW, CFG)
+    (release, promote), promoted = slot_release_ops(holder, "j", "j@x", waiting, NOW, CFG)
     assert holds(release, holder)
     assert not holds(release, job(active_run_id="j@x", buffered_run_id="j@other"))
     assert release.set["active_run_id"] == "j@z"
     assert holds(promote, waiting) and not holds(promote, run(run_id="j@z", status="pending", version=2))
     assert promoted is not None and promoted["status"] == "pending" and promoted["version"] == 3
     # The buffered run is gone (or no longer waiting): free the slot and forget it.
-    (release,), promoted = slot_release_ops(holder, "j@x", None, NOW, CFG)
+    (release,), promoted = slot_release_ops(holder, "j", "j@x", None, NOW, CFG)
     assert promoted is None and set(release.remove) == {"active_run_id", "buffered_run_id"}
 
 
 def test_slot_release_without_a_read_assumes_the_common_case() -> None:
-    (release,), _ = slot_release_ops(None, "j@x", None, NOW, CFG)
+    (release,), _ = slot_release_ops(None, "j", "j@x", None, NOW, CFG)
     assert isinstance(release, Update) and release.key == {"job_id": "j"}
     assert holds(release, job(active_run_id="j@x"))
     assert not holds(release, job(active_run_id="j@x", buffered_run_id="j@z"))
 
 
-def test_misfire_chunk_starts_at_the_next_occurrence() -> None:
+def missed_record(t: int) -> dict[str, Any]:
+    return new_run_item("j", f"j@{t}", t, None, "h1", RunKind.CATCHUP, NOW, CFG, RunStatus.MISSED, "x")
+
+
+def test_settle_chunk_starts_at_the_next_occurrence() -> None:
     current = job(next_run_at=NOW)
-    records = [
-        (
-            new_run_item("j", f"j@{t}", t, {}, RunKind.CATCHUP, NOW, CFG, RunStatus.MISSED, "x"),
-            RunStatus.MISSED,
-        )
-        for t in (NOW, NOW + 60_000)
-    ]
-    advance, *puts = misfire_ops(current, records, NOW + 120_000, 0, NOW)
+    records = [missed_record(t) for t in (NOW, NOW + 60_000)]
+    advance, *puts = settle_ops(current, records, NOW, NOW + 60_000, NOW + 120_000, 0, NOW)
     assert holds(advance, current)
     assert not holds(advance, job(next_run_at=NOW + 60_000))  # another detector wrote this chunk
     assert not holds(advance, job(version=5))
+    assert not holds(advance, job(status="paused"))
     assert all(holds(put, None) for put in puts) and len(puts) == 2
-    assert all(p.table == RUNS for p in puts) and advance.table == JOBS
-    missed = records[0][0]
+    assert all(p.table == RUNS for p in puts) and advance.table == STATE
+    assert advance.set["next_run_at"] == NOW + 120_000 and advance.set["last_scheduled_at"] == NOW + 60_000
+    missed = records[0]
     assert missed["status"] == "missed" and "lease_expires_at" not in missed and missed["reason"] == "x"
+    # A record carries the definition's digest, not its copy: an outage's chunk stays small.
+    assert "definition" not in missed and missed["def_hash"] == "h1"
+
+
+def test_settle_with_a_switch_writes_the_registration_in_the_same_transaction() -> None:
+    current = job(next_run_at=NOW, catchups=2)
+    switch = ({"status": "paused", "def_hash": "h2"}, ("next_run_at", "sched_shard", "catchups"))
+    advance, _ = settle_ops(current, [missed_record(NOW)], NOW, NOW, NOW + 60_000, 0, NOW, switch)
+    assert advance.set["status"] == "paused" and advance.set["def_hash"] == "h2"
+    assert "next_run_at" not in advance.set and "catchups" not in advance.set
+    assert {"next_run_at", "sched_shard", "catchups"} <= set(advance.remove)
+    # The old timing ended inside the chunk, but the registrar's new timing goes on.
+    resume = ({"status": "active", "next_run_at": NOW + 5}, ("catchups",))
+    advance, _ = settle_ops(current, [missed_record(NOW)], NOW, NOW, None, 0, NOW, resume)
+    assert advance.set["status"] == "active" and advance.set["next_run_at"] == NOW + 5
+    assert "next_run_at" not in advance.remove
+
+
+def test_a_settle_chunk_may_have_no_record_left() -> None:
+    (advance,) = settle_ops(job(next_run_at=NOW), [], NOW, NOW, NOW + 60_000, 0, NOW)
+    assert advance.set["next_run_at"] == NOW + 60_000
+
+
+def test_registration_is_conditional_on_the_state_as_read() -> None:
+    fresh = register_op(None, "j", {"status": "active"}, ("next_run_at",), NOW)
+    assert holds(fresh, None) and not holds(fresh, job())  # two first registrations: one wins
+    assert fresh.set["version"] == 1 and fresh.remove == ()
+    again = register_op(job(), "j", {"status": "paused"}, ("next_run_at",), NOW)
+    assert holds(again, job()) and not holds(again, job(version=5))
+    assert again.set["version"] == 5 and again.remove == ("next_run_at",)
+
+
+def test_the_report_never_recreates_a_deleted_job_item() -> None:
+    op = report_op("j", "invalid", ["schedule: bad"], "invalid-1", NOW)
+    assert op.table == JOBS and holds(op, {"job_id": "j"}) and not holds(op, None)
+    assert op.set["invalid_reasons"] == ["schedule: bad"]
+    assert "invalid_reasons" in report_op("j", "active", None, "h", NOW).remove
+
+
+def test_rerunning_a_missed_occurrence_happens_once() -> None:
+    missed = missed_record(NOW)
+    op = rerun_missed_op(missed, {"job_id": "j"}, "h2", NOW + 1, CFG)
+    assert holds(op, missed)
+    assert not holds(op, {**missed, "status": "pending", "version": 2})  # a concurrent backfill won
+    assert op.set["status"] == "pending" and op.set["version"] == 2 and op.set["kind"] == "backfill"
+    assert "lease_expires_at" in op.set and "expires_at" in op.remove
+
+
+def test_a_buffered_run_waiting_for_a_live_holder_renews_its_lease() -> None:
+    waiting = run(run_id="j@z", status="buffered", version=2)
+    state = job(active_run_id="j@x", buffered_run_id="j@z")
+    (renew,), promoted = recheck_buffered_ops(waiting, state, run(), NOW, CFG)
+    assert promoted is None and renew.set == {"lease_expires_at": NOW + 60_000}
+    assert holds(renew, waiting)
+    assert not holds(renew, {**waiting, "version": 3})  # promoted meanwhile
+
+
+def test_a_stranded_buffered_run_is_promoted_and_the_slot_cleared() -> None:
+    waiting = run(run_id="j@z", status="buffered", version=2)
+    finished_holder = run(status="succeeded")
+    state = job(active_run_id="j@x", buffered_run_id="j@z")
+    (promote, clear), promoted = recheck_buffered_ops(waiting, state, finished_holder, NOW, CFG)
+    assert promoted is not None and promoted["status"] == "pending"
+    assert holds(promote, waiting) and holds(clear, state)
+    assert set(clear.remove) == {"active_run_id", "buffered_run_id"}
+    # The state no longer names it at all: promote it alone; its start decides again.
+    (promote,), promoted = recheck_buffered_ops(waiting, job(), None, NOW, CFG)
+    assert promoted is not None and promote.table == RUNS

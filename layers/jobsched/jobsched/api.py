@@ -3,7 +3,7 @@
     from jobsched.api import connect
     from jobsched.core.job import JobDefinition
 
-    ops = connect(stack_name="jobsched")  # or jobs_table=, runs_table=, queue_url=, shard_count=
+    ops = connect(stack_name="jobsched")  # or the four resource names and shard_count=
     ops.register(JobDefinition(job_id="nightly-report", schedule="cron(0 3 * * ? *)",
                                timezone="Europe/Berlin", target="log", payload={"report": "daily"}))
     ops.runs("nightly-report")
@@ -21,6 +21,7 @@ def connect(
     *,
     stack_name: str | None = None,
     jobs_table: str | None = None,
+    state_table: str | None = None,
     runs_table: str | None = None,
     queue_url: str | None = None,
     shard_count: int | None = None,
@@ -30,10 +31,10 @@ def connect(
     shard count must be the stack's ShardCount (read from the stack when a stack is named)."""
     if stack_name is not None:
         target = stack_target(stack_name)
-    elif jobs_table and runs_table and queue_url:
-        target = Target(jobs_table, runs_table, queue_url, endpoint_url, shard_count)
+    elif jobs_table and state_table and runs_table and queue_url:
+        target = Target(jobs_table, state_table, runs_table, queue_url, endpoint_url, shard_count)
     else:
-        raise TargetError("name a stack, or give jobs_table, runs_table and queue_url")
+        raise TargetError("name a stack, or give jobs_table, state_table, runs_table and queue_url")
     return operations_for(target, shard_count)
 
 
@@ -49,6 +50,8 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
     if shards is None:
         # A job written to a shard the trigger does not query would never run: never guess.
         raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
-    store = DynamoStore(make_client("dynamodb", target.endpoint_url), target.jobs_table, target.runs_table)
+    store = DynamoStore(
+        make_client("dynamodb", target.endpoint_url), target.jobs_table, target.state_table, target.runs_table
+    )
     queue = SqsWorkQueue(make_client("sqs", target.endpoint_url), target.queue_url)
     return Operations(store, queue, MemoryTelemetry(), SystemClock(), SchedulerConfig(shard_count=shards))

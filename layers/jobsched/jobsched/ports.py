@@ -10,7 +10,9 @@ from jobsched.core.writes import Cond, Item, Update, WriteOp
 
 IndexName = Literal["next-run", "lease", "job-runs"]
 
-INDEX_TABLE: dict[str, str] = {"next-run": "jobs", "lease": "runs", "job-runs": "runs"}
+INDEX_TABLE: dict[str, str] = {"next-run": "state", "lease": "runs", "job-runs": "runs"}
+# The base table's key attribute of each logical table (an index query's tie-breaker).
+TABLE_KEY: dict[str, str] = {"jobs": "job_id", "state": "job_id", "runs": "run_id"}
 # Indexes that project only keys (template.yaml): a query returns these attributes, nothing else.
 INDEX_KEYS_ONLY: dict[str, tuple[str, ...]] = {"job-runs": ("run_id", "job_id", "scheduled_at")}
 INDEX_KEYS: dict[str, tuple[str, str]] = {

@@ -31,10 +31,11 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
+from jobsched.core.limits import check_item_size, check_transaction, item_size
 from jobsched.core.writes import (
     JOBS,
-    MAX_TRANSACTION_ITEMS,
     RUNS,
+    STATE,
     Check,
     Cond,
     Item,
@@ -203,21 +204,22 @@ class _Expression:
 
 
 class DynamoStore:
-    """``Store`` on two DynamoDB tables. ``jobs_table``/``runs_table`` are the real names of the
-    logical tables "jobs" and "runs"; any other table name (the worker's staged user effects)
-    is used as is. ``table_keys`` optionally declares the key attributes of such extra tables,
+    """``Store`` on DynamoDB. ``jobs_table``/``state_table``/``runs_table`` are the real names of
+    the logical tables "jobs", "state" and "runs"; any other table name (the worker's staged user
+    effects) is used as is. ``table_keys`` optionally declares the key attributes of such extra tables,
     which lets ``write`` reject two operations on one item before DynamoDB does."""
 
     def __init__(
         self,
         client: DynamoDBClient,
         jobs_table: str,
+        state_table: str,
         runs_table: str,
         table_keys: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self.client = client
-        self._names = {JOBS: jobs_table, RUNS: runs_table}
-        self._keys: dict[str, tuple[str, ...]] = {JOBS: ("job_id",), RUNS: ("run_id",)}
+        self._names = {JOBS: jobs_table, STATE: state_table, RUNS: runs_table}
+        self._keys: dict[str, tuple[str, ...]] = {JOBS: ("job_id",), STATE: ("job_id",), RUNS: ("run_id",)}
         self._keys.update(table_keys or {})
 
     def table_name(self, table: str) -> str:
@@ -303,8 +305,7 @@ class DynamoStore:
     def write(self, ops: Sequence[WriteOp]) -> None:
         if not ops:
             return
-        if len(ops) > MAX_TRANSACTION_ITEMS:
-            raise ValueError(f"a transaction holds at most {MAX_TRANSACTION_ITEMS} operations")
+        _check_sizes(ops)
         if len(ops) == 1 and not isinstance(ops[0], Check):
             op = ops[0]
             if isinstance(op, Put):
@@ -425,6 +426,27 @@ class DynamoStore:
         else:
             key = dict(op.key)
         return (self.table_name(op.table), repr(sorted(key.items())))
+
+
+# ------------------------------------------------------------------- limits
+
+
+def _check_sizes(ops: Sequence[WriteOp]) -> None:
+    """Reject before sending what DynamoDB would reject for its size (core/limits.py), with a
+    message that names the operation. An update's item is unknown here, so its size is counted
+    from what it writes: a lower bound, which DynamoDB itself backs up with a ValidationException."""
+    sizes = []
+    for op in ops:
+        if isinstance(op, Put):
+            written = {k: v for k, v in op.item.items() if v is not None}
+            check_item_size(written, op.label)
+        elif isinstance(op, Update):
+            written = {**op.key, **op.set, **op.set_if_missing}
+        else:
+            written = dict(op.key)
+        sizes.append(item_size(written))
+    if len(ops) > 1 or isinstance(ops[0], Check):
+        check_transaction(sizes)
 
 
 # ------------------------------------------------------------------- errors

@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobsched.adapters.sqs_queue import check_batch, clamp_delay, encode_body
+from jobsched.adapters.sqs_queue import check_batch, clamp_delay
 from jobsched.core.clock import Clock
 from jobsched.core.errors import QueueError
+from jobsched.core.run import encode_body
 from jobsched.ports import OutgoingMessage, SendResult
 
 

@@ -12,7 +12,10 @@ DynamoDB rules it enforces, so that code which works here also works there:
 - a transaction touches each item at most once, an update names each attribute once, and key
   attributes cannot be changed or removed (``ValueError``, where DynamoDB says
   ``ValidationException``);
-- tables other than "jobs" and "runs" (the worker's staged user effects) need their key
+- DynamoDB's size limits (``core/limits.py``): an item written past 400 KB, and a transaction of
+  more than 100 operations or more than 4 MB of items (counted as they are after the write),
+  raise ``RequestTooLarge`` before anything is written, as DynamoDB rejects them;
+- tables other than "jobs", "state" and "runs" (the worker's staged user effects) need their key
   attributes declared: ``MemoryStore(extra_keys={"effects": ("pk",)})``; an undeclared table
   learns its key from the first get/update/check/delete on it.
 """
@@ -25,10 +28,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobsched.core.errors import ConditionFailed
+from jobsched.core.limits import check_item_size, check_transaction, item_size
 from jobsched.core.writes import (
     JOBS,
-    MAX_TRANSACTION_ITEMS,
     RUNS,
+    STATE,
     Check,
     Cond,
     Item,
@@ -39,7 +43,7 @@ from jobsched.core.writes import (
 )
 from jobsched.ports import INDEX_KEYS, INDEX_KEYS_ONLY, INDEX_TABLE, IndexName, Page
 
-KEYS = {JOBS: "job_id", RUNS: "run_id"}
+KEYS = {JOBS: "job_id", STATE: "job_id", RUNS: "run_id"}
 
 
 def _check_value(value: Any, where: str) -> None:
@@ -55,7 +59,7 @@ def _check_value(value: Any, where: str) -> None:
 
 class MemoryStore:
     def __init__(self, extra_keys: Mapping[str, tuple[str, ...]] | None = None) -> None:
-        self.tables: dict[str, dict[Any, Item]] = {JOBS: {}, RUNS: {}}
+        self.tables: dict[str, dict[Any, Item]] = {JOBS: {}, STATE: {}, RUNS: {}}
         self.key_schema: dict[str, tuple[str, ...]] = {table: (attr,) for table, attr in KEYS.items()}
         self.key_schema.update({table: tuple(attrs) for table, attrs in (extra_keys or {}).items()})
         self._lock = threading.RLock()
@@ -150,20 +154,21 @@ class MemoryStore:
     def write(self, ops: Sequence[WriteOp]) -> None:
         if not ops:
             return
-        if len(ops) > MAX_TRANSACTION_ITEMS:
-            raise ValueError(f"a transaction holds at most {MAX_TRANSACTION_ITEMS} operations")
         for op in ops:
             self._validate(op)
         with self._lock:
             single = len(ops) == 1 and not isinstance(ops[0], Check)
+            if not single:
+                check_transaction([0] * len(ops))  # the count, before anything else
             self._count(type(ops[0]).__name__ + "Item" if single else "TransactWriteItems")
             targets = [(op.table, self._target(op)) for op in ops]
             if len(set(targets)) != len(targets):
                 raise ValueError("a transaction may touch each item only once")
+            currents = [self._table(op.table).get(targets[index][1]) for index, op in enumerate(ops)]
+            self._check_sizes(ops, currents, single)
             for index, op in enumerate(ops):
-                current = self._table(op.table).get(targets[index][1])
-                if not conditions_hold(op.condition, current):
-                    raise ConditionFailed(index, op.label, copy.deepcopy(current))
+                if not conditions_hold(op.condition, currents[index]):
+                    raise ConditionFailed(index, op.label, copy.deepcopy(currents[index]))
             for op in ops:
                 self._apply(op)
 
@@ -172,6 +177,7 @@ class MemoryStore:
         with self._lock:
             self._count("UpdateItem")
             current = self._table(op.table).get(self._target(op))
+            self._check_sizes([op], [current], single=True)
             if not conditions_hold(op.condition, current):
                 raise ConditionFailed(0, op.label, copy.deepcopy(current))
             return copy.deepcopy(self._apply(op))
@@ -183,6 +189,32 @@ class MemoryStore:
             if not conditions_hold(condition, current):
                 raise ConditionFailed(0, label, copy.deepcopy(current))
             self._table(table).pop(self._key_value(table, key), None)
+
+    def _check_sizes(self, ops: Sequence[WriteOp], currents: Sequence[Item | None], single: bool) -> None:
+        """DynamoDB's size limits, on the items as the write would leave them."""
+        sizes = []
+        for op, current in zip(ops, currents, strict=True):
+            after = current if isinstance(op, Check) else self._preview(op, current)
+            if not isinstance(op, Check):
+                check_item_size(after or {}, op.label)
+            sizes.append(item_size(after or {}))
+        if not single:
+            check_transaction(sizes)
+
+    def _preview(self, op: Put | Update, current: Item | None) -> Item:
+        if isinstance(op, Put):
+            return {k: v for k, v in op.item.items() if v is not None}
+        item = dict(current) if current is not None else dict(op.key)
+        for name, value in (*op.set.items(), *op.set_if_missing.items()):
+            if value is None:
+                item.pop(name, None)
+            else:
+                item[name] = value
+        for name, amount in op.add.items():
+            item[name] = int(item.get(name, 0)) + amount
+        for name in op.remove:
+            item.pop(name, None)
+        return item
 
     def _target(self, op: WriteOp) -> Any:
         if isinstance(op, Put):

@@ -23,13 +23,14 @@ if TYPE_CHECKING:
 TEMPLATE_NAME = "template.yaml"
 
 JOBS_TABLE_ID = "JobsTable"
+STATE_TABLE_ID = "StateTable"
 RUNS_TABLE_ID = "RunsTable"
 WORK_QUEUE_ID = "WorkQueue"
 DEAD_LETTER_QUEUE_ID = "WorkDeadLetterQueue"
 REGISTRAR_FAILURE_QUEUE_ID = "RegistrarFailureQueue"
 
 # Physical names are the caller's prefix plus these suffixes.
-_TABLE_SUFFIXES = {JOBS_TABLE_ID: "jobs", RUNS_TABLE_ID: "runs"}
+_TABLE_SUFFIXES = {JOBS_TABLE_ID: "jobs", STATE_TABLE_ID: "state", RUNS_TABLE_ID: "runs"}
 # Dead-letter queues first: the work queue's redrive policy needs the DLQ's ARN.
 _QUEUE_SUFFIXES = {
     DEAD_LETTER_QUEUE_ID: "dlq",
@@ -45,6 +46,7 @@ class Resources:
     """The physical names the local stack's processes are configured with."""
 
     jobs_table: str
+    state_table: str
     runs_table: str
     work_queue_url: str
     dead_letter_queue_url: str
@@ -135,7 +137,7 @@ def provision(
     *,
     parameters: Mapping[str, str] | None = None,
 ) -> Resources:
-    """Create (or reuse) both tables, with TTL, and the three queues, named ``<prefix>-<suffix>``.
+    """Create (or reuse) the three tables, with TTL, and the three queues, named ``<prefix>-<suffix>``.
 
     Idempotent: existing tables are reused as they are; existing queues get the template's
     attributes again. ``parameters`` overrides template parameter defaults where the template's
@@ -181,6 +183,7 @@ def provision(
 
     return Resources(
         jobs_table=tables[JOBS_TABLE_ID],
+        state_table=tables[STATE_TABLE_ID],
         runs_table=tables[RUNS_TABLE_ID],
         work_queue_url=queue_urls[WORK_QUEUE_ID],
         dead_letter_queue_url=queue_urls[DEAD_LETTER_QUEUE_ID],

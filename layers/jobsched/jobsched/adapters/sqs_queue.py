@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.core.errors import QueueError
+from jobsched.core.limits import check_sqs_batch
+from jobsched.core.run import encode_body
 from jobsched.ports import OutgoingMessage, SendResult
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-MAX_BATCH = 10
 MAX_DELAY_SECONDS = 900  # SQS's per-message delay stops at 15 minutes
 
 
@@ -22,14 +22,9 @@ def clamp_delay(seconds: int) -> int:
     return max(0, min(MAX_DELAY_SECONDS, int(seconds)))
 
 
-def encode_body(body: dict[str, Any]) -> str:
-    """Compact, deterministic JSON (sorted keys, no spaces)."""
-    return json.dumps(body, separators=(",", ":"), sort_keys=True)
-
-
 def check_batch(messages: Sequence[OutgoingMessage]) -> None:
-    if len(messages) > MAX_BATCH:
-        raise ValueError(f"a batch holds at most {MAX_BATCH} messages, got {len(messages)}")
+    """SQS's limits on one SendMessageBatch (core/limits.py): entries, message and batch bytes."""
+    check_sqs_batch([encode_body(m.body) for m in messages])
     ids = [m.id for m in messages]
     if len(set(ids)) != len(ids):
         raise ValueError("message ids must be unique within a batch")

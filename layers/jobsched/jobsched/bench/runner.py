@@ -39,13 +39,13 @@ from jobsched.bench import units
 from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition, OverlapPolicy
-from jobsched.core.run import run_id_for, shard_of
-from jobsched.core.transitions import claim_ops
-from jobsched.core.writes import JOBS, RUNS
+from jobsched.core.run import RunKind, run_id_for
+from jobsched.core.state import registered_state, state_schedule
+from jobsched.core.transitions import claim_ops, new_run_item
+from jobsched.core.writes import RUNS, STATE
 from jobsched.handlers.registry import HandlerRegistry, RunContext, RunLogger
 from jobsched.runtime.clock import SystemClock
 from jobsched.services.detector import MissDetector
-from jobsched.services.jobs import load_job
 from jobsched.services.messages import parse_run_message
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started, Worker
@@ -146,21 +146,29 @@ class _Stack:
         if counter is not None:
             counter.attach(self.ddb)
             counter.attach(self.sqs)
-        self.store = DynamoStore(self.ddb, self.res.jobs_table, self.res.runs_table)
-        self.admin_store = DynamoStore(self.admin_ddb, self.res.jobs_table, self.res.runs_table)
+        self.store = DynamoStore(self.ddb, self.res.jobs_table, self.res.state_table, self.res.runs_table)
+        self.admin_store = DynamoStore(
+            self.admin_ddb, self.res.jobs_table, self.res.state_table, self.res.runs_table
+        )
         self.queue = SqsWorkQueue(self.sqs, self.res.work_queue_url)
 
-    def put_jobs(self, items: list[dict[str, Any]]) -> None:
-        for start in range(0, len(items), 25):
-            requests: list[Any] = [
-                {"PutRequest": {"Item": serialize_item({k: v for k, v in item.items() if v is not None})}}
-                for item in items[start : start + 25]
-            ]
-            pending: dict[str, Any] = {self.res.jobs_table: requests}
-            while pending:
-                pending = dict(
-                    self.admin_ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
-                )
+    def put_jobs(self, jobs: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        """Job items and their state items, as the registrar leaves them (BatchWriteItem: at
+        most 25 requests each)."""
+        for table, items in (
+            (self.res.jobs_table, [j for j, _ in jobs]),
+            (self.res.state_table, [s for _, s in jobs]),
+        ):
+            for start in range(0, len(items), 25):
+                requests: list[Any] = [
+                    {"PutRequest": {"Item": serialize_item({k: v for k, v in item.items() if v is not None})}}
+                    for item in items[start : start + 25]
+                ]
+                pending: dict[str, Any] = {table: requests}
+                while pending:
+                    pending = dict(
+                        self.admin_ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
+                    )
 
     def visible(self) -> int:
         attrs = self.admin_sqs.get_queue_attributes(
@@ -186,21 +194,15 @@ def scheduled_job(
     target: str = NOOP,
     overlap: str = "allow",
     at: bool = True,
-) -> dict[str, Any]:
-    """A job item as the registrar leaves it: active, in the next-run index, due at ``due_ms``."""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A job item and its state item as the registrar leaves them: active, in the next-run
+    index, due at ``due_ms``."""
     schedule = f"at({iso_z(due_ms)[:-1]})" if at else "rate(1 hour)"
     definition = JobDefinition(
         job_id=job_id, schedule=schedule, target=target, overlap=OverlapPolicy(overlap)
     )
-    return {
-        **definition.to_item(),
-        "version": 1,
-        "status": "active",
-        "def_hash": definition.definition_hash(),
-        "next_run_at": due_ms,
-        "sched_shard": shard_of(job_id, cfg.shard_count),
-        "updated_at": due_ms,
-    }
+    item = {**definition.to_item(), "status": "active", "def_hash": definition.definition_hash()}
+    return item, registered_state(definition, due_ms, cfg.shard_count, due_ms)
 
 
 def _registry() -> HandlerRegistry:
@@ -322,14 +324,23 @@ def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
     stack.put_jobs(items)
     now = _now_ms()
     prepared = []
-    for item in items:
-        job = load_job(item)
-        occurrence = int(item["next_run_at"])
-        following = job.schedule.next_after(ms_to_dt(occurrence))
+    for item, state in items:
+        definition = JobDefinition.from_item(item)
+        occurrence = int(state["next_run_at"])
+        following = state_schedule(state).next_after(ms_to_dt(occurrence))
         next_occurrence = dt_to_ms(following) if following is not None else None
         run_id = run_id_for(item["job_id"], occurrence)
-        ops, _ = claim_ops(item, job.definition.to_item(), run_id, occurrence, next_occurrence, now, cfg)
-        prepared.append(ops)
+        run = new_run_item(
+            item["job_id"],
+            run_id,
+            occurrence,
+            definition.to_item(),
+            definition.definition_hash(),
+            RunKind.SCHEDULED,
+            now,
+            cfg,
+        )
+        prepared.append(claim_ops(state, run, occurrence, next_occurrence, now))
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=cfg.claim_concurrency) as claimers:
         list(claimers.map(stack.store.write, prepared))
@@ -381,7 +392,7 @@ def measure_counts(moto: Servers, n: int, overlap: str, cfg: SchedulerConfig) ->
     writes = sum(v for k, v in calls.items() if k in DDB_WRITES)
     reads = sum(v for k, v in calls.items() if k in DDB_READS)
     sqs = sum(v for k, v in calls.items() if k.startswith("sqs:"))
-    job = stack.admin_store.get(JOBS, {"job_id": "c00000"}) or {}
+    job = stack.admin_store.get(STATE, {"job_id": "c00000"}) or {}
     run = next((r for r in runs if r["job_id"] == "c00000"), {})
     job_size, run_size = units.item_size(job), units.item_size(run)
     run_units = units.run_write_units(job_size, run_size, uses_slot=overlap != "allow")

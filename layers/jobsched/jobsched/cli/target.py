@@ -19,6 +19,7 @@ class TargetError(RuntimeError):
 @dataclass(frozen=True)
 class Target:
     jobs_table: str
+    state_table: str
     runs_table: str
     queue_url: str
     endpoint_url: str | None = None
@@ -30,6 +31,7 @@ class Target:
 def add_target_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("deployment (first match wins)")
     group.add_argument("--jobs-table", default=os.environ.get("JOBSCHED_JOBS_TABLE"))
+    group.add_argument("--state-table", default=os.environ.get("JOBSCHED_STATE_TABLE"))
     group.add_argument("--runs-table", default=os.environ.get("JOBSCHED_RUNS_TABLE"))
     group.add_argument("--queue-url", default=os.environ.get("JOBSCHED_QUEUE_URL"))
     group.add_argument(
@@ -39,8 +41,14 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
-    if args.jobs_table and args.runs_table and args.queue_url:
-        return Target(args.jobs_table, args.runs_table, args.queue_url, os.environ.get("AWS_ENDPOINT_URL"))
+    if args.jobs_table and args.state_table and args.runs_table and args.queue_url:
+        return Target(
+            args.jobs_table,
+            args.state_table,
+            args.runs_table,
+            args.queue_url,
+            os.environ.get("AWS_ENDPOINT_URL"),
+        )
     if args.stack_name:
         return stack_target(args.stack_name)
     state = Path(LOCAL_STATE_FILE)
@@ -49,10 +57,14 @@ def resolve_target(args: argparse.Namespace) -> Target:
             raise TargetError(f"no {LOCAL_STATE_FILE} here: start the local stack with `jobsched local`")
         data = json.loads(state.read_text())
         return Target(
-            data["jobs_table"], data["runs_table"], data["work_queue_url"], data.get("endpoint_url")
+            data["jobs_table"],
+            data["state_table"],
+            data["runs_table"],
+            data["work_queue_url"],
+            data.get("endpoint_url"),
         )
     raise TargetError(
-        "which deployment? give --stack-name, or --jobs-table/--runs-table/--queue-url "
+        "which deployment? give --stack-name, or --jobs-table/--state-table/--runs-table/--queue-url "
         "(or JOBSCHED_* variables), or --local"
     )
 
@@ -67,7 +79,12 @@ def stack_target(stack_name: str) -> Target:
     shards = int(parameters["ShardCount"]) if "ShardCount" in parameters else None
     try:
         return Target(
-            outputs["JobsTableName"], outputs["RunsTableName"], outputs["WorkQueueUrl"], None, shards
+            outputs["JobsTableName"],
+            outputs["StateTableName"],
+            outputs["RunsTableName"],
+            outputs["WorkQueueUrl"],
+            None,
+            shards,
         )
     except KeyError as exc:
         raise TargetError(f"stack {stack_name} has no output {exc}") from exc

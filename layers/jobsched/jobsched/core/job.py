@@ -64,6 +64,7 @@ STATE_FIELDS = frozenset(
         "catchups",
         "last_scheduled_at",
         "updated_at",
+        "registered_at",
     }
 )
 

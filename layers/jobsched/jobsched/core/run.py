@@ -15,6 +15,7 @@ Every transition is a conditional write on ``version`` (the fencing token), see 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -89,3 +90,9 @@ class RunMessage:
             scheduled_at=int(item["scheduled_at"]),
             definition=item["definition"],
         )
+
+
+def encode_body(body: dict[str, Any]) -> str:
+    """A message body as it travels: compact, deterministic JSON (sorted keys, no spaces). Its
+    UTF-8 length is what SQS's size limits count (core/limits.py)."""
+    return json.dumps(body, separators=(",", ":"), sort_keys=True)

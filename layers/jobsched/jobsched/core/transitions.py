@@ -3,7 +3,8 @@
 Each function returns the write operations for one transition. Each condition part carries, in
 its ``why``, the race it stops; together they are the argument that an occurrence runs once.
 The services decide *when* a transition happens; this module decides *what* it writes and
-under which conditions.
+under which conditions. The job's scheduler state lives on its state item (``core/state.py``),
+never on the job item people write, so a person's put-item or delete cannot undo it.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from typing import Any
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import OverlapPolicy
 from jobsched.core.run import RunKind, RunStatus, shard_of
+from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
 from jobsched.core.writes import (
     JOBS,
     RUNS,
+    STATE,
     Cond,
     Item,
     Put,
@@ -28,7 +31,7 @@ from jobsched.core.writes import (
     not_exists,
 )
 
-JobItem = dict[str, Any]
+StateItem = dict[str, Any]
 RunItem = dict[str, Any]
 
 MAX_REDISPATCHES = 10
@@ -36,21 +39,37 @@ MAX_REDISPATCHES = 10
 # --- named condition parts, shared by the transitions below ------------------------------------
 
 
-def _job_unchanged(job: JobItem) -> Cond:
+def _state_unchanged(state: StateItem) -> Cond:
     return eq(
         "version",
-        job["version"],
-        "another trigger, the miss detector, the registrar or a finishing run changed the job "
-        "since we read it (possibly from the eventually consistent index): we must not act on "
-        "a stale view, e.g. claim the same occurrence twice or advance past a changed schedule",
+        state["version"],
+        "another trigger, the miss detector or the registrar moved the job's schedule since we "
+        "read it (possibly from the eventually consistent index): we must not act on a stale "
+        "view, e.g. claim an occurrence twice or advance past a changed schedule",
     )
+
+
+def _state_as_read(state: StateItem | None) -> Cond:
+    why = "the state changed since we read it (a racer, or the registrar): act on the new state instead"
+    if state is None:
+        return not_exists("job_id", why)
+    return eq("version", state["version"], why)
+
+
+def _still_active() -> Cond:
+    return eq("status", JobStatus.ACTIVE.value, "a paused, invalid, finished or deleted job is not claimed")
+
+
+def _next_is(occurrence: int, why: str) -> Cond:
+    return eq("next_run_at", occurrence, why)
 
 
 def _run_is_new() -> Cond:
     return not_exists(
         "run_id",
-        "the occurrence already has a run: another trigger, a retried tick, or the miss detector "
-        "claimed it first. The run id is deterministic, so exactly one claim creates it",
+        "the occurrence already has a record: another trigger, a retried tick, the miss detector, "
+        "the registrar or a backfill made it first. The run id is deterministic, so exactly one "
+        "writer creates it",
     )
 
 
@@ -75,30 +94,35 @@ def _run_status(*statuses: RunStatus) -> Cond:
     )
 
 
+def _lease_as_read(run: RunItem) -> Cond:
+    return eq(
+        "lease_expires_at",
+        run["lease_expires_at"],
+        "a heartbeat renewed the lease after we read it: the worker is alive",
+    )
+
+
 # --- claiming ----------------------------------------------------------------------------------
 
 
-def _job_advance(
-    job: JobItem, occurrence: int, next_occurrence: int | None, now: int, cfg: SchedulerConfig
-) -> Update:
-    sets: Item = {"version": job["version"] + 1, "last_scheduled_at": occurrence, "updated_at": now}
+def _advance(state: StateItem, occurrence: int, next_occurrence: int | None, now: int) -> Update:
+    sets: Item = {"version": state["version"] + 1, "last_scheduled_at": occurrence, "updated_at": now}
     remove: tuple[str, ...] = ("catchups",)
     if next_occurrence is None:
-        sets["status"] = "finished"
-        remove += ("next_run_at", "sched_shard")
+        sets["status"] = JobStatus.FINISHED.value
+        remove += INDEX_ATTRIBUTES
     else:
         sets["next_run_at"] = next_occurrence
     return Update(
-        JOBS,
-        {"job_id": job["job_id"]},
+        STATE,
+        {"job_id": state["job_id"]},
         condition=(
-            _job_unchanged(job),
-            eq(
-                "next_run_at",
+            _state_unchanged(state),
+            _next_is(
                 occurrence,
                 "the occurrence being claimed is still the job's next one (not advanced by a racer)",
             ),
-            eq("status", "active", "a paused, invalid or finished job is not claimed"),
+            _still_active(),
         ),
         label="advance job",
         set=sets,
@@ -106,17 +130,27 @@ def _job_advance(
     )
 
 
+def retention_expiry(now: int, cfg: SchedulerConfig) -> int:
+    """DynamoDB TTL is in epoch seconds."""
+    return now // 1000 + cfg.history_retention_days * 86_400
+
+
 def new_run_item(
     job_id: str,
     run_id: str,
     scheduled_at: int,
-    definition: Item,
+    definition: Item | None,
+    def_hash: str,
     kind: RunKind,
     now: int,
     cfg: SchedulerConfig,
     status: RunStatus = RunStatus.PENDING,
     reason: str | None = None,
+    claimed_by: str | None = None,
 ) -> RunItem:
+    """A run item. A pending run carries the definition it runs under (the snapshot a worker
+    executes and a recovery redispatches); a record that never runs (missed, skipped) carries
+    only the definition's digest, which keeps a chunk of an outage's records small."""
     item: RunItem = {
         "run_id": run_id,
         "job_id": job_id,
@@ -126,10 +160,17 @@ def new_run_item(
         "version": 1,
         "attempt": 1,
         "recoveries": 0,
-        "definition": definition,
+        "def_hash": def_hash,
         "claimed_at": now,
     }
+    if claimed_by is not None:
+        item["claimed_by"] = claimed_by
+    if reason:
+        item["reason"] = reason
     if status is RunStatus.PENDING:
+        if definition is None:
+            raise ValueError(f"{run_id}: a pending run needs its definition snapshot")
+        item["definition"] = definition
         # The dispatch lease: if no worker starts the run by then (the trigger died before
         # sending, the message was lost), the miss detector finds it in the lease index.
         item["lease_expires_at"] = max(scheduled_at, now) + cfg.dispatch_lease_seconds * 1000
@@ -137,86 +178,85 @@ def new_run_item(
     else:
         item["finished_at"] = now
         item["expires_at"] = retention_expiry(now, cfg)
-        if reason:
-            item["reason"] = reason
     return item
 
 
 def claim_ops(
-    job: JobItem,
-    definition: Item,
-    run_id: str,
-    occurrence: int,
-    next_occurrence: int | None,
-    now: int,
-    cfg: SchedulerConfig,
-    kind: RunKind = RunKind.SCHEDULED,
-) -> tuple[list[WriteOp], RunItem]:
+    state: StateItem, run: RunItem, occurrence: int, next_occurrence: int | None, now: int
+) -> list[WriteOp]:
     """Claim one occurrence: create its run and advance the job, atomically (one transaction)."""
-    run = new_run_item(job["job_id"], run_id, occurrence, definition, kind, now, cfg)
-    ops: list[WriteOp] = [
-        _job_advance(job, occurrence, next_occurrence, now, cfg),
+    return [
+        _advance(state, occurrence, next_occurrence, now),
         Put(RUNS, run, condition=(_run_is_new(),), label="create run"),
     ]
-    return ops, run
 
 
 def advance_only_ops(
-    job: JobItem, occurrence: int, next_occurrence: int | None, now: int, cfg: SchedulerConfig
+    state: StateItem, occurrence: int, next_occurrence: int | None, now: int
 ) -> list[WriteOp]:
-    """The occurrence's run exists already (e.g. a person re-put the job item, resetting its
-    next-run time to an occurrence that was claimed): move the job on without a second run."""
-    return [_job_advance(job, occurrence, next_occurrence, now, cfg)]
+    """The occurrence has a record already (a backfill, or a catch-up, made it before the trigger
+    came to it): move the job on without a second run."""
+    return [_advance(state, occurrence, next_occurrence, now)]
 
 
-def misfire_ops(
-    job: JobItem,
-    fates: list[tuple[RunItem, RunStatus]],
+def settle_ops(
+    state: StateItem,
+    records: list[RunItem],
+    first: int,
+    last: int,
     resume_at: int | None,
     catchups: int,
     now: int,
+    switch: tuple[Item, tuple[str, ...]] | None = None,
 ) -> list[WriteOp]:
-    """Record a chunk of missed occurrences (oldest first) and move the job past them, atomically.
+    """Write a chunk of occurrences that came due without a claim (catch-up runs, late runs and
+    missed records, oldest first) and move the job past them, atomically.
 
-    ``fates`` holds the run items to create (pending catch-ups and missed records); ``resume_at``
-    is the job's next occurrence after the chunk. An interrupted detector leaves the job at the
-    first occurrence not yet written, so the next detector run continues from there.
+    The chunk covers the job's occurrences ``first`` to ``last``; ``records`` are those that get
+    a record (all of them, less any that had one already). ``resume_at`` is the job's next
+    occurrence after the chunk. An interrupted writer leaves the job at the first occurrence not
+    yet written, so the next attempt continues from there. ``switch`` (sets, removes) is applied
+    in the same write: the registrar's change of timing or status, made together with the last
+    chunk of the old timing's occurrences.
     """
-    first = min(run["scheduled_at"] for run, _ in fates)
-    # The chunk's newest occurrence is the job's last handled one, as for a claim.
-    last = max(run["scheduled_at"] for run, _ in fates)
     sets: Item = {
-        "version": job["version"] + 1,
+        "version": state["version"] + 1,
         "updated_at": now,
         "catchups": catchups,
-        "last_scheduled_at": last,
+        "last_scheduled_at": max(last, int(state.get("last_scheduled_at") or 0)),
     }
     remove: tuple[str, ...] = ()
     if resume_at is None:
-        sets["status"] = "finished"
-        remove = ("next_run_at", "sched_shard")
+        sets["status"] = JobStatus.FINISHED.value
+        remove = INDEX_ATTRIBUTES
     else:
         sets["next_run_at"] = resume_at
+    if switch is not None:
+        # The registrar's plan wins over the chunk's own bookkeeping of the old timing.
+        switch_sets, switch_remove = switch
+        for name in switch_remove:
+            sets.pop(name, None)
+        sets.update(switch_sets)
+        remove = tuple(dict.fromkeys(name for name in (*remove, *switch_remove) if name not in sets))
     ops: list[WriteOp] = [
         Update(
-            JOBS,
-            {"job_id": job["job_id"]},
+            STATE,
+            {"job_id": state["job_id"]},
             condition=(
-                _job_unchanged(job),
-                eq(
-                    "next_run_at",
+                _state_unchanged(state),
+                _next_is(
                     first,
-                    "the chunk starts at the job's next occurrence: no occurrence is skipped "
-                    "or recorded twice by two detectors",
+                    "the chunk starts at the job's next occurrence: no occurrence is skipped or "
+                    "recorded twice by two detectors, or by a detector and the registrar",
                 ),
-                eq("status", "active", "a paused or invalid job is not caught up"),
+                _still_active(),
             ),
-            label="advance job past missed",
+            label="settle occurrences",
             set=sets,
             remove=remove,
         )
     ]
-    ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run, _ in fates]
+    ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run in records]
     return ops
 
 
@@ -225,15 +265,81 @@ def adhoc_run_ops(run: RunItem) -> list[WriteOp]:
     return [Put(RUNS, run, condition=(_run_is_new(),), label="create ad-hoc run")]
 
 
+def rerun_missed_op(
+    missed: RunItem, definition: Item, def_hash: str, now: int, cfg: SchedulerConfig
+) -> Update:
+    """A person backfills an occurrence recorded as missed: the record itself becomes the run
+    (same id), so the occurrence still has exactly one record and runs at most once."""
+    return Update(
+        RUNS,
+        {"run_id": missed["run_id"]},
+        condition=(
+            _run_status(RunStatus.MISSED),
+            _run_token(missed["version"]),
+        ),
+        label="rerun missed occurrence",
+        set={
+            "status": RunStatus.PENDING.value,
+            "kind": RunKind.BACKFILL.value,
+            "version": missed["version"] + 1,
+            "attempt": 1,
+            "definition": definition,
+            "def_hash": def_hash,
+            "retry_at": now,
+            "lease_expires_at": now + cfg.dispatch_lease_seconds * 1000,
+            "lease_shard": shard_of(missed["run_id"], cfg.shard_count),
+            "missed_reason": missed.get("reason", ""),
+        },
+        remove=("finished_at", "expires_at", "reason"),
+    )
+
+
+# --- registering -------------------------------------------------------------------------------
+
+
+def register_op(
+    state: StateItem | None, job_id: str, sets: Item, remove: tuple[str, ...], now: int
+) -> Update:
+    """The registrar's change of a job's state: its definition digest, timing, status and place."""
+    version = int(state["version"]) if state is not None else 0
+    return Update(
+        STATE,
+        {"job_id": job_id},
+        condition=(_state_as_read(state),),
+        label="register job",
+        set={**sets, "version": version + 1, "updated_at": now},
+        remove=tuple(name for name in remove if state is not None and name in state),
+    )
+
+
+def report_op(job_id: str, status: str, reasons: list[str] | None, def_hash: str, now: int) -> Update:
+    """The registrar's report on the job item: what a person sees with get-item. Never
+    authoritative (the state item is), so it needs no version: a stale report is corrected by
+    the stream record of whatever write overtook it."""
+    sets: Item = {"status": status, "def_hash": def_hash, "registered_at": now}
+    remove: tuple[str, ...] = ("invalid_reasons",)
+    if reasons is not None:
+        sets["invalid_reasons"] = reasons
+        remove = ()
+    return Update(
+        JOBS,
+        {"job_id": job_id},
+        condition=(exists("job_id", "a job a person deleted meanwhile is not re-created by its report"),),
+        label="report registration",
+        set=sets,
+        remove=remove,
+    )
+
+
 # --- starting, heartbeats ----------------------------------------------------------------------
 
 
 def _slot_take(job_id: str, run_id: str, now: int) -> Update:
     return Update(
-        JOBS,
+        STATE,
         {"job_id": job_id},
         condition=(
-            exists("job_id", "a deleted job has no slot to take (the run proceeds without one)"),
+            exists("job_id", "a job without a state item has no slot to take (the run proceeds without one)"),
             any_of(
                 "the previous occurrence still holds the job's overlap slot: the overlap policy "
                 "decides (skip or buffer) instead of running the two concurrently",
@@ -243,7 +349,6 @@ def _slot_take(job_id: str, run_id: str, now: int) -> Update:
         ),
         label="take overlap slot",
         set={"active_run_id": run_id, "updated_at": now},
-        add={"version": 1},
     )
 
 
@@ -319,25 +424,34 @@ def skip_at_start_ops(
     ]
 
 
-def buffer_at_start_ops(run_id: str, version: int, job: JobItem, now: int) -> list[WriteOp]:
-    """Park the run until the slot holder finishes: no lease (nothing to expire), and the job
-    records it as the one buffered run."""
+def buffer_at_start_ops(
+    run_id: str, version: int, state: StateItem, now: int, cfg: SchedulerConfig
+) -> list[WriteOp]:
+    """Park the run until the slot holder finishes, and record it as the job's one buffered run.
+    It keeps a lease, renewed by the miss detector while the holder runs: every run that is not
+    finished holds a lease, so none can wait forever unseen."""
     return [
         Update(
             RUNS,
             {"run_id": run_id},
             condition=(_run_status(RunStatus.PENDING), _run_token(version)),
             label="buffer run",
-            set={"status": RunStatus.BUFFERED.value, "version": version + 1, "buffered_at": now},
-            remove=("lease_expires_at", "lease_shard", "owner"),
+            set={
+                "status": RunStatus.BUFFERED.value,
+                "version": version + 1,
+                "buffered_at": now,
+                "lease_expires_at": now + cfg.dispatch_lease_seconds * 1000,
+                "lease_shard": shard_of(run_id, cfg.shard_count),
+            },
+            remove=("owner",),
         ),
         Update(
-            JOBS,
-            {"job_id": job["job_id"]},
+            STATE,
+            {"job_id": state["job_id"]},
             condition=(
                 eq(
                     "active_run_id",
-                    job.get("active_run_id"),
+                    state.get("active_run_id"),
                     "the slot holder has not finished since we read the job (else this run "
                     "would wait for a release that already happened)",
                 ),
@@ -345,7 +459,6 @@ def buffer_at_start_ops(run_id: str, version: int, job: JobItem, now: int) -> li
             ),
             label="buffer in job",
             set={"buffered_run_id": run_id, "updated_at": now},
-            add={"version": 1},
         ),
     ]
 
@@ -353,26 +466,50 @@ def buffer_at_start_ops(run_id: str, version: int, job: JobItem, now: int) -> li
 # --- finishing ---------------------------------------------------------------------------------
 
 
-def retention_expiry(now: int, cfg: SchedulerConfig) -> int:
-    """DynamoDB TTL is in epoch seconds."""
-    return now // 1000 + cfg.history_retention_days * 86_400
+def _promote(buffered: RunItem, now: int, cfg: SchedulerConfig) -> tuple[Update, RunItem]:
+    promoted = {
+        **buffered,
+        "status": RunStatus.PENDING.value,
+        "version": buffered["version"] + 1,
+        "lease_expires_at": now + cfg.dispatch_lease_seconds * 1000,
+        "lease_shard": shard_of(buffered["run_id"], cfg.shard_count),
+    }
+    condition: tuple[Cond, ...] = (_run_status(RunStatus.BUFFERED), _run_token(buffered["version"]))
+    update = Update(
+        RUNS,
+        {"run_id": buffered["run_id"]},
+        condition=condition,
+        label="promote buffered run",
+        set={
+            "status": RunStatus.PENDING.value,
+            "version": promoted["version"],
+            "lease_expires_at": promoted["lease_expires_at"],
+            "lease_shard": promoted["lease_shard"],
+        },
+    )
+    return update, promoted
 
 
 def slot_release_ops(
-    job: JobItem | None, run_id: str, buffered: RunItem | None, now: int, cfg: SchedulerConfig
+    state: StateItem | None,
+    job_id: str,
+    run_id: str,
+    buffered: RunItem | None,
+    now: int,
+    cfg: SchedulerConfig,
 ) -> tuple[list[WriteOp], RunItem | None]:
     """Release the job's overlap slot held by ``run_id``, promoting the buffered run if any.
 
-    ``job`` is the job as read (None: assume the common case, slot held and nothing buffered;
-    the write's conditions make a wrong assumption fail safely and the caller reads and retries).
-    Returns the ops and the promoted run item (to dispatch), if any.
+    ``state`` is the state item as read (None: assume the common case, slot held and nothing
+    buffered; the write's conditions make a wrong assumption fail safely and the caller reads
+    and retries). Returns the ops and the promoted run item (to dispatch), if any.
     """
-    if job is not None and job.get("active_run_id") != run_id:
-        return [], None  # not the slot holder (allow policy, deleted or re-put job): nothing to release
-    buffered_id = job.get("buffered_run_id") if job is not None else None
+    if state is not None and state.get("active_run_id") != run_id:
+        return [], None  # not the slot holder (allow policy, or the slot was never taken)
+    buffered_id = state.get("buffered_run_id") if state is not None else None
     release = Update(
-        JOBS,
-        {"job_id": job["job_id"] if job is not None else _job_of(run_id)},
+        STATE,
+        {"job_id": job_id},
         condition=(
             eq("active_run_id", run_id, "only the slot holder releases the job's overlap slot"),
             (
@@ -386,7 +523,6 @@ def slot_release_ops(
         label="release overlap slot",
         set={"updated_at": now, **({"active_run_id": buffered_id} if buffered_id else {})},
         remove=("buffered_run_id",) if buffered_id else ("active_run_id",),
-        add={"version": 1},
     )
     if not buffered_id:
         return [release], None
@@ -399,33 +535,10 @@ def slot_release_ops(
             release.label,
             set={"updated_at": now},
             remove=("active_run_id", "buffered_run_id"),
-            add={"version": 1},
         )
         return [release], None
-    promoted = {
-        **buffered,
-        "status": RunStatus.PENDING.value,
-        "version": buffered["version"] + 1,
-        "lease_expires_at": now + cfg.dispatch_lease_seconds * 1000,
-        "lease_shard": shard_of(buffered["run_id"], cfg.shard_count),
-    }
-    promote = Update(
-        RUNS,
-        {"run_id": buffered["run_id"]},
-        condition=(_run_status(RunStatus.BUFFERED), _run_token(buffered["version"])),
-        label="promote buffered run",
-        set={
-            "status": RunStatus.PENDING.value,
-            "version": promoted["version"],
-            "lease_expires_at": promoted["lease_expires_at"],
-            "lease_shard": promoted["lease_shard"],
-        },
-    )
+    promote, promoted = _promote(buffered, now, cfg)
     return [release, promote], promoted
-
-
-def _job_of(run_id: str) -> str:
-    return run_id.rsplit("@", 1)[0]
 
 
 def finish_ops(
@@ -488,15 +601,7 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
 
     Returns the write and the run as it will be after it (to dispatch when pending)."""
     status = RunStatus(run["status"])
-    condition = (
-        _run_status(status),
-        _run_token(run["version"]),
-        eq(
-            "lease_expires_at",
-            run["lease_expires_at"],
-            "a heartbeat renewed the lease after we read it: the worker is alive",
-        ),
-    )
+    condition = (_run_status(status), _run_token(run["version"]), _lease_as_read(run))
     after = dict(run)
     after["version"] = run["version"] + 1
     after["recoveries"] = int(run.get("recoveries", 0)) + 1
@@ -540,3 +645,57 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
         remove=("owner",),
     )
     return update, after
+
+
+def recheck_buffered_ops(
+    run: RunItem, state: StateItem | None, holder: RunItem | None, now: int, cfg: SchedulerConfig
+) -> tuple[list[WriteOp], RunItem | None]:
+    """A buffered run's lease lapsed: it is still waiting for a live slot holder (renew its
+    lease), or its wait can no longer end by a release (the holder is finished or gone, or the
+    job's state no longer names it): promote it, so that its start decides again under the
+    overlap policy. Returns the ops and the promoted run, if any."""
+    waiting = (
+        state is not None
+        and state.get("buffered_run_id") == run["run_id"]
+        and state.get("active_run_id") not in (None, run["run_id"])
+        and holder is not None
+        and holder.get("status") not in _FINISHED
+    )
+    unchanged = (_run_status(RunStatus.BUFFERED), _run_token(run["version"]), _lease_as_read(run))
+    if waiting:
+        renew = Update(
+            RUNS,
+            {"run_id": run["run_id"]},
+            condition=unchanged,
+            label="renew buffered lease",
+            set={"lease_expires_at": now + cfg.dispatch_lease_seconds * 1000},
+        )
+        return [renew], None
+    promote, promoted = _promote(run, now, cfg)
+    promote = Update(promote.table, promote.key, unchanged, promote.label, set=promote.set)
+    ops: list[WriteOp] = [promote]
+    if state is not None and state.get("buffered_run_id") == run["run_id"]:
+        holder_id = state.get("active_run_id")
+        ops.append(
+            Update(
+                STATE,
+                {"job_id": state["job_id"]},
+                condition=(
+                    eq("buffered_run_id", run["run_id"], "the job still names this run as buffered"),
+                    (
+                        eq("active_run_id", holder_id, "the finished holder still holds the slot")
+                        if holder_id
+                        else not_exists("active_run_id", "the slot is still free")
+                    ),
+                ),
+                label="clear stranded slot",
+                set={"updated_at": now},
+                remove=("buffered_run_id", "active_run_id") if holder_id else ("buffered_run_id",),
+            )
+        )
+    return ops, promoted
+
+
+_FINISHED = frozenset(
+    {RunStatus.SUCCEEDED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value, RunStatus.MISSED.value}
+)

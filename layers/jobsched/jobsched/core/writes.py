@@ -19,8 +19,9 @@ from typing import Any, Literal
 Item = dict[str, Any]
 Key = Mapping[str, Any]
 
-JOBS = "jobs"
-RUNS = "runs"
+JOBS = "jobs"  # job definitions: written by people, read by jobsched
+STATE = "state"  # each job's scheduler state: written only by jobsched (core/state.py)
+RUNS = "runs"  # one item per occurrence
 
 CondKind = Literal["exists", "not_exists", "eq", "ne", "lt", "le", "gt", "ge", "in", "or"]
 
@@ -136,8 +137,6 @@ class Check:
 
 
 WriteOp = Put | Update | Check
-
-MAX_TRANSACTION_ITEMS = 100
 
 
 def conditions_hold(conditions: Sequence[Cond], item: Mapping[str, Any] | None) -> bool:

@@ -44,9 +44,10 @@ def functions_dir() -> Path:
 
 
 def load_handler(function: str) -> Handler:
-    """``functions/<function>/app.py``'s ``lambda_handler``; the function's folder goes on
-    sys.path first, as in the Lambda package (the worker's ``import jobs``)."""
+    """``functions/<function>/app.py``'s ``lambda_handler``; the function's folder and the
+    handlers layer go on sys.path first, as in the Lambda package (``import job_handlers``)."""
     folder = functions_dir() / function
+    sys.path.insert(0, str(functions_dir().parent / "layers" / "handlers"))
     sys.path.insert(0, str(folder))
     spec = importlib.util.spec_from_file_location(f"jobsched_local_{function}_app", folder / "app.py")
     assert spec is not None and spec.loader is not None

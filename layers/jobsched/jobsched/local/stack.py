@@ -129,6 +129,7 @@ class LocalStack:
             **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
             **base,
             "JOBS_TABLE": self.resources.jobs_table,
+            "STATE_TABLE": self.resources.state_table,
             "RUNS_TABLE": self.resources.runs_table,
             "WORK_QUEUE_URL": self.resources.work_queue_url,
             "JOBS_STREAM_ARN": self.resources.jobs_stream_arn or "",
@@ -268,7 +269,11 @@ class LocalStack:
         assert self.moto is not None and self.resources is not None
         client = make_client("dynamodb", self.moto.endpoint_url, REGION)
         return DynamoStore(
-            client, self.resources.jobs_table, self.resources.runs_table, {self.ledger_table: ("pk",)}
+            client,
+            self.resources.jobs_table,
+            self.resources.state_table,
+            self.resources.runs_table,
+            {self.ledger_table: ("pk",)},
         )
 
     def operations(self) -> Operations:
@@ -284,6 +289,7 @@ class LocalStack:
             "endpoint_url": self.moto.endpoint_url,
             "region": REGION,
             "jobs_table": self.resources.jobs_table,
+            "state_table": self.resources.state_table,
             "runs_table": self.resources.runs_table,
             "work_queue_url": self.resources.work_queue_url,
             "dead_letter_queue_url": self.resources.dead_letter_queue_url,
@@ -315,6 +321,7 @@ def state_env(state: dict[str, Any]) -> dict[str, str]:
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "JOBS_TABLE": state["jobs_table"],
+        "STATE_TABLE": state["state_table"],
         "RUNS_TABLE": state["runs_table"],
         "WORK_QUEUE_URL": state["work_queue_url"],
         **state.get("settings", {}),

@@ -22,6 +22,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
 
     jobs_table: str = Field(min_length=3)
+    state_table: str = Field(min_length=3)
     runs_table: str = Field(min_length=3)
     work_queue_url: str = Field(min_length=1)
 

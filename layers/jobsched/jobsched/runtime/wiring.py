@@ -37,7 +37,12 @@ class App:
 
     @cached_property
     def store(self) -> DynamoStore:
-        return DynamoStore(make_client("dynamodb"), self.settings.jobs_table, self.settings.runs_table)
+        return DynamoStore(
+            make_client("dynamodb"),
+            self.settings.jobs_table,
+            self.settings.state_table,
+            self.settings.runs_table,
+        )
 
     @cached_property
     def queue(self) -> SqsWorkQueue:
@@ -54,7 +59,10 @@ class App:
         return MissDetector(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
 
     def registrar(self) -> Registrar:
-        return Registrar(self.store, self.telemetry, SystemClock(), self.cfg)
+        register_builtins(registry, self.settings)
+        return Registrar(
+            self.store, self.telemetry, SystemClock(), self.cfg, self.queue, known_targets=registry.names()
+        )
 
     def operations(self) -> Operations:
         return Operations(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)

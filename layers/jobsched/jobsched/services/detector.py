@@ -16,24 +16,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
+from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
-from jobsched.core.job import InvalidJob, JobDefinition, MisfirePolicy, OverlapPolicy
-from jobsched.core.policies import MisfireFate, plan_misfire
-from jobsched.core.run import RunKind, RunStatus, run_id_for
+from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
+from jobsched.core.run import RunStatus
 from jobsched.core.timing import effective_grace_ms, is_overdue
-from jobsched.core.transitions import misfire_ops, new_run_item, recover_op, slot_release_ops
-from jobsched.core.writes import JOBS, RUNS, WriteOp
+from jobsched.core.transitions import recheck_buffered_ops, recover_op, slot_release_ops
+from jobsched.core.writes import RUNS, STATE, WriteOp
 from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
-from jobsched.services.jobs import item_hash, load_job, mark_invalid
+from jobsched.services.jobs import load_job
 from jobsched.services.paging import merge_oldest_first, shard_pages
+from jobsched.services.registrar import Registrar
 from jobsched.services.results import Counters
+from jobsched.services.settle import Settler, SettleRequest
 
-# Missed occurrences computed per job per invocation: a per-second job down for a day is 86,400;
-# the rest are handled by the next invocation, from where this one left the job.
-MAX_MISSED_PER_JOB = 2_000
+# Lapsed leases counted beyond what one run can recover (a lower bound is what the alarm needs).
+BACKLOG_COUNT_LIMIT = 10_000
 
 # The shortest nap between two sweeps when woken for a lapsing lease: at most four sweeps a second.
 MIN_WAKE_GAP_MS = 250
@@ -53,6 +53,8 @@ class DetectResult(Counters):
     degraded: bool = False
     backlog: int = 0
     items: int = 0
+    buffered_promoted: int = 0
+    job_errors: int = 0
     stopped_early: bool = False
     recovery_latency_ms: list[int] = field(default_factory=list)
     sweeps: int = 1
@@ -67,9 +69,12 @@ class MissDetector:
         clock: Clock,
         cfg: SchedulerConfig,
         parallel_queries: bool = True,
+        registrar: Registrar | None = None,
     ) -> None:
         self._store = store
         self._parallel = parallel_queries
+        self._settler = Settler(store, telemetry, cfg)
+        self._registrar = registrar or Registrar(store, telemetry, clock, cfg, queue, report=False)
         # The lease expiry up to which the last run looked (see next_lease_lapse).
         self._leases_read_through = 0
         self._telemetry = telemetry
@@ -171,7 +176,7 @@ class MissDetector:
 
     # --- expired leases ----------------------------------------------------------------------
 
-    def _recover_leases(self, result: DetectResult, budget_left: Any) -> None:
+    def _recover_leases(self, result: DetectResult, budget_left: Callable[[], bool]) -> None:
         now = self._clock.now_ms()
         # A lease counts as expired only after the skew allowance: a worker whose clock runs a
         # little behind ours must not be recovered while it still believes it holds the lease.
@@ -182,26 +187,34 @@ class MissDetector:
         for run in runs:
             if not budget_left():
                 result.stopped_early = True
-                result.backlog += 1 + sum(1 for _ in runs)
+                result.backlog += 1 + sum(1 for _ in itertools.islice(runs, BACKLOG_COUNT_LIMIT))
                 break
             result.items += 1
-            recovered = self._recover(run, now, result)
+            try:
+                recovered = self._recover(run, now, result)
+            except Exception as exc:  # one run's failure must not stop the others
+                self._job_error(result, str(run.get("run_id")), exc)
+                continue
             if recovered is not None:
                 to_dispatch.append(recovered)
         if to_dispatch:
             self._dispatcher.dispatch(to_dispatch)
 
     def _recover(self, run: dict[str, Any], now: int, result: DetectResult) -> dict[str, Any] | None:
+        if run.get("status") == RunStatus.BUFFERED.value:
+            return self._recheck_buffered(run, now, result)
         max_attempts = _max_attempts(run)
         update, after = recover_op(run, now, self._cfg, max_attempts)
         ops: list[WriteOp] = [update]
         promoted = None
         if after["status"] == RunStatus.FAILED.value and _overlap(run) is not OverlapPolicy.ALLOW:
-            job = self._store.get(JOBS, {"job_id": run["job_id"]})
-            buffered_id = job.get("buffered_run_id") if job else None
+            state = self._store.get(STATE, {"job_id": run["job_id"]})
+            buffered_id = state.get("buffered_run_id") if state else None
             buffered = self._store.get(RUNS, {"run_id": buffered_id}) if buffered_id else None
             slot_ops, promoted = (
-                slot_release_ops(job, run["run_id"], buffered, now, self._cfg) if job else ([], None)
+                slot_release_ops(state, run["job_id"], run["run_id"], buffered, now, self._cfg)
+                if state
+                else ([], None)
             )
             ops += slot_ops
         try:
@@ -231,158 +244,103 @@ class MissDetector:
         )
         return after
 
+    def _recheck_buffered(self, run: dict[str, Any], now: int, result: DetectResult) -> dict[str, Any] | None:
+        """A buffered run's lease lapsed: renew it while its slot holder runs, else promote it."""
+        state = self._store.get(STATE, {"job_id": run["job_id"]})
+        holder_id = state.get("active_run_id") if state else None
+        holder = self._store.get(RUNS, {"run_id": holder_id}) if holder_id else None
+        ops, promoted = recheck_buffered_ops(run, state, holder, now, self._cfg)
+        try:
+            self._store.write(ops)
+        except ConditionFailed as lost:
+            result.recovery_conflicts += 1
+            self._telemetry.event("recovery.lost", run["run_id"], failed=lost.label)
+            return None
+        except StoreError:
+            return None
+        if promoted is not None:
+            result.buffered_promoted += 1
+            self._telemetry.event("run.promoted", run["run_id"], by="miss_detector", holder=holder_id)
+        return promoted
+
     # --- overdue occurrences -----------------------------------------------------------------
 
-    def _catch_up_overdue(self, result: DetectResult, budget_left: Any) -> None:
+    def _catch_up_overdue(self, result: DetectResult, budget_left: Callable[[], bool]) -> None:
         now = self._clock.now_ms()
         # Per-job grace is at least 0, so anything not older than `now` could be overdue; the
         # per-job rule (shared with the trigger) decides.
-        # Read at most what this invocation could use plus the degradation threshold: enough to
-        # decide whether to degrade without reading an unbounded backlog into memory.
-        overdue = (job for job in self._merged("next-run", None, now) if _overdue(job, now, self._cfg))
-        jobs = list(
-            itertools.islice(overdue, self._cfg.detector_degrade_backlog + self._cfg.detector_max_items)
-        )
+        overdue = (state for state in self._merged("next-run", None, now) if _overdue(state, now, self._cfg))
+        # Decide whether to degrade from a bounded look: read at most the degradation threshold
+        # plus what one invocation can use, never an unbounded backlog (the states stay in the
+        # index; the next invocation reads them again).
+        look = self._cfg.detector_degrade_backlog + self._cfg.detector_max_items
+        jobs = list(itertools.islice(overdue, look))
         degraded = len(jobs) > self._cfg.detector_degrade_backlog
         if degraded:
             result.degraded = True
-            self._telemetry.event("detector.degraded", "miss_detector", overdue_jobs=len(jobs))
+            self._telemetry.event("detector.degraded", "miss_detector", overdue_jobs_at_least=len(jobs))
         to_dispatch: list[dict[str, Any]] = []
-        for index, job in enumerate(jobs):
+        for index, state in enumerate(jobs):
             if not budget_left():
                 result.stopped_early = True
                 result.backlog += len(jobs) - index
                 break
-            to_dispatch += self._catch_up(job, now, degraded, result, budget_left)
+            try:
+                to_dispatch += self._catch_up(state, now, degraded, result, budget_left)
+            except Exception as exc:  # one job's failure must not stop the others
+                self._job_error(result, str(state.get("job_id")), exc)
         if to_dispatch:
             self._dispatcher.dispatch(to_dispatch)
 
     def _catch_up(
-        self, item: dict[str, Any], now: int, degraded: bool, result: DetectResult, budget_left: Any
-    ) -> list[dict[str, Any]]:
-        try:
-            job = load_job(item)
-        except InvalidJob as exc:
-            mark_invalid(self._store, self._telemetry, item, exc.reasons, now, item_hash(item))
-            return []
-        definition = job.definition
-        grace_ms = effective_grace_ms(definition.misfire.grace_seconds, self._cfg)
-        # Occurrences older than the grace are missed; the one(s) still within grace belong to
-        # the trigger again, so stop there.
-        missed = [int(item["next_run_at"])]
-        horizon = now - grace_ms
-        while len(missed) < MAX_MISSED_PER_JOB:
-            following = job.schedule.next_after(ms_to_dt(missed[-1]))
-            if following is None or dt_to_ms(following) >= horizon:
-                break
-            missed.append(dt_to_ms(following))
-        more_follow = len(missed) >= MAX_MISSED_PER_JOB
-        fates = plan_misfire(
-            definition.misfire.policy,
-            missed,
-            definition.misfire.max_catchup,
-            int(item.get("catchups", 0)),
-            degraded,
-            more_follow,
-        )
-        # Occurrences after the missed ones that are due, or due within the trigger's lookahead,
-        # are claimed here as ordinary (late) runs. Left to the trigger, which ticks once a minute,
-        # they would be overdue by its next tick whenever the grace is shorter than the tick
-        # period, and the job would never get back to the trigger after an outage: every later
-        # occurrence would go through the misfire policy (skip: never run again).
-        late: set[int] = set()
-        if not more_follow and fates:
-            cursor = fates[-1].scheduled_at
-            while len(late) < MAX_MISSED_PER_JOB:
-                upcoming = job.schedule.next_after(ms_to_dt(cursor))
-                if upcoming is None or dt_to_ms(upcoming) > now + self._cfg.lookahead_seconds * 1000:
-                    break
-                cursor = dt_to_ms(upcoming)
-                late.add(cursor)
-                fates.append(MisfireFate(cursor, RunStatus.PENDING, "late within grace"))
-        snapshot = definition.to_item()
-        dispatch: list[dict[str, Any]] = []
-        catchups = int(item.get("catchups", 0))
-        chunk_size = self._cfg.misfire_chunk
-        for start in range(0, len(fates), chunk_size):
-            if start and not budget_left():
-                result.stopped_early = True
-                result.backlog += 1
-                break
-            chunk = fates[start : start + chunk_size]
-            after_chunk = chunk[-1].scheduled_at
-            following = job.schedule.next_after(ms_to_dt(after_chunk))
-            resume_at = dt_to_ms(following) if following is not None else None
-            runs: list[tuple[dict[str, Any], RunStatus]] = []
-            for fate in chunk:
-                kind = RunKind.SCHEDULED if fate.scheduled_at in late else RunKind.CATCHUP
-                run = new_run_item(
-                    definition.job_id,
-                    run_id_for(definition.job_id, fate.scheduled_at),
-                    fate.scheduled_at,
-                    snapshot,
-                    kind,
-                    now,
-                    self._cfg,
-                    status=fate.status,
-                    reason=fate.reason,
-                )
-                if fate.status is RunStatus.PENDING:
-                    run["reason"] = fate.reason
-                runs.append((run, fate.status))
-            new_catchups = catchups + sum(
-                1 for run, status in runs if status is RunStatus.PENDING and run["scheduled_at"] not in late
-            )
-            written = self._write_chunk(item, runs, resume_at, new_catchups, now)
-            if written is None:
-                return dispatch  # lost a race: the next invocation starts from the job as it is
-            item = {**item, "version": item["version"] + 1, "catchups": new_catchups}
-            if resume_at is not None:
-                item["next_run_at"] = resume_at
-            catchups = new_catchups
-            result.items += len(written)
-            for run, status in written:
-                if status is RunStatus.MISSED:
-                    result.missed_recorded += 1
-                    self._telemetry.event(
-                        "run.missed",
-                        run["run_id"],
-                        scheduled_at=run["scheduled_at"],
-                        reason=run.get("reason"),
-                    )
-                else:
-                    result.catchups_started += 1
-                    self._telemetry.event("run.catchup", run["run_id"], scheduled_at=run["scheduled_at"])
-                    dispatch.append(run)
-        result.jobs_caught_up += 1
-        return dispatch
-
-    def _write_chunk(
         self,
-        job: dict[str, Any],
-        runs: list[tuple[dict[str, Any], RunStatus]],
-        resume_at: int | None,
-        catchups: int,
+        state: dict[str, Any],
         now: int,
-    ) -> list[tuple[dict[str, Any], RunStatus]] | None:
-        """Write one chunk; drop occurrences whose run already exists (claimed earlier, e.g. before
-        a person re-put the job) and retry, so none is recorded twice."""
-        for _ in range(3):
-            if not runs:
-                return runs
-            ops = misfire_ops(job, runs, resume_at, catchups, now)
-            try:
-                self._store.write(ops)
-                return runs
-            except ConditionFailed as lost:
-                if lost.op_index == 0:
-                    self._telemetry.event("catchup.lost", job["job_id"], failed=lost.label)
-                    return None
-                existing = runs[lost.op_index - 1][0]["run_id"]
-                runs = [(run, status) for run, status in runs if run["run_id"] != existing]
-            except StoreError:
-                return None
-        return None
+        degraded: bool,
+        result: DetectResult,
+        budget_left: Callable[[], bool],
+    ) -> list[dict[str, Any]]:
+        job = load_job(self._store, state, self._registrar.apply)
+        if job is None:
+            return []  # the job item changed: the registrar settled it; the next sweep reads it
+        misfire = job.definition.misfire
+        request = SettleRequest(
+            schedule=job.schedule,
+            misfire=misfire,
+            snapshot=job.snapshot,
+            def_hash=job.def_hash,
+            overdue_before=now - effective_grace_ms(misfire.grace_seconds, self._cfg),
+            # Occurrences after the missed ones that are due, or due within the trigger's
+            # lookahead, are claimed here as ordinary (late) runs. Left to the trigger, which ticks
+            # once a minute, they would be overdue by its next tick whenever the grace is shorter
+            # than the tick period, and the job would never get back to the trigger after an
+            # outage: every later occurrence would meet the misfire policy (skip: never run again).
+            late_until=now + self._cfg.lookahead_seconds * 1000,
+            degraded=degraded,
+        )
+        before = result.items
+
+        def left(written: int) -> bool:
+            result.items = before + written  # the budget counts this job's records as they land
+            return budget_left()
+
+        settled = self._settler.settle(state, request, now, left)
+        result.items = before + len(settled.records)
+        result.missed_recorded += len(settled.missed)
+        result.catchups_started += len(settled.to_dispatch)
+        if settled.records:
+            result.jobs_caught_up += 1
+        if not settled.complete and not settled.lost_race:
+            result.stopped_early = True
+            result.backlog += 1
+        return settled.to_dispatch
+
+    def _job_error(self, result: DetectResult, key: str, exc: Exception) -> None:
+        result.job_errors += 1
+        self._telemetry.event(
+            "job.error", key, actor="miss_detector", error=f"{type(exc).__name__}: {exc}"[:500]
+        )
+        self._telemetry.metric("JobErrors", 1)
 
     # --- shared ------------------------------------------------------------------------------
 
@@ -398,10 +356,10 @@ def _skip(_: StoreError) -> None:
     return None
 
 
-def _overdue(job: dict[str, Any], now: int, cfg: SchedulerConfig) -> bool:
-    misfire = job.get("misfire") if isinstance(job.get("misfire"), dict) else {}
+def _overdue(state: dict[str, Any], now: int, cfg: SchedulerConfig) -> bool:
+    misfire = state.get("misfire") if isinstance(state.get("misfire"), dict) else {}
     grace = int(misfire.get("grace_seconds", 60)) if misfire else 60
-    return is_overdue(int(job["next_run_at"]), now, grace, cfg)
+    return is_overdue(int(state["next_run_at"]), now, grace, cfg)
 
 
 def _max_attempts(run: dict[str, Any]) -> int:
@@ -416,6 +374,3 @@ def _overlap(run: dict[str, Any]) -> OverlapPolicy:
         return OverlapPolicy(run["definition"].get("overlap", "skip"))
     except ValueError:
         return OverlapPolicy.SKIP
-
-
-__all__ = ["DetectResult", "MisfirePolicy", "MissDetector"]

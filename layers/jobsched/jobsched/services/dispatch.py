@@ -1,5 +1,6 @@
 """Sending pending runs to the work queue: shared by the trigger, the worker (retries and
-promoted buffered runs) and the miss detector (recoveries, catch-ups)."""
+promoted buffered runs), the miss detector (recoveries, catch-ups) and the registrar (late runs
+of a changed schedule)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from typing import Any
 
 from jobsched.core.clock import Clock
 from jobsched.core.errors import QueueError
-from jobsched.core.run import RunMessage
+from jobsched.core.limits import SQS_MAX_BATCH_BYTES, SQS_MAX_BATCH_ENTRIES, chunks_by_size, message_size
+from jobsched.core.run import RunMessage, encode_body
 from jobsched.core.timing import send_delay_seconds
 from jobsched.ports import OutgoingMessage, Telemetry, WorkQueue
 
-SQS_BATCH = 10
 SEND_ATTEMPTS = 3
 
 
@@ -23,23 +24,26 @@ class Dispatcher:
         self._clock = clock
 
     def dispatch(self, runs: Sequence[dict[str, Any]]) -> int:
-        """Send runs (oldest due first), retrying only the entries SQS rejected. Returns how many
-        could not be sent: they keep their dispatch lease and the miss detector redispatches them
-        when it lapses, so a failed send delays a run but never loses it."""
+        """Send runs (oldest due first), in batches within SQS's limits by count and by bytes,
+        retrying only the entries SQS rejected. Returns how many could not be sent: they keep
+        their dispatch lease and the miss detector redispatches them when it lapses, so a failed
+        send delays a run but never loses it."""
         ordered = sorted(runs, key=_due)
-        unsent = 0
-        for start in range(0, len(ordered), SQS_BATCH):
-            unsent += self._send_batch(ordered[start : start + SQS_BATCH])
-        return unsent
+        bodies = [(run, RunMessage.from_run_item(run).to_body()) for run in ordered]
+        batches = chunks_by_size(
+            bodies,
+            lambda pair: message_size(encode_body(pair[1])),
+            SQS_MAX_BATCH_ENTRIES,
+            SQS_MAX_BATCH_BYTES,
+        )
+        return sum(self._send_batch(batch) for batch in batches)
 
-    def _send_batch(self, runs: Sequence[dict[str, Any]]) -> int:
-        by_id = {f"m{index}": run for index, run in enumerate(runs)}
+    def _send_batch(self, batch: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> int:
+        by_id = {f"m{index}": pair for index, pair in enumerate(batch)}
         now = self._clock.now_ms()
         pending = [
-            OutgoingMessage(
-                msg_id, RunMessage.from_run_item(run).to_body(), send_delay_seconds(_due(run), now)
-            )
-            for msg_id, run in by_id.items()
+            OutgoingMessage(msg_id, body, send_delay_seconds(_due(run), now))
+            for msg_id, (run, body) in by_id.items()
         ]
         for _ in range(SEND_ATTEMPTS):
             try:
@@ -49,7 +53,7 @@ class Dispatcher:
             if not pending:
                 break
         failed_ids = {message.id for message in pending}
-        for msg_id, run in by_id.items():
+        for msg_id, (run, _) in by_id.items():
             if msg_id in failed_ids:
                 self._telemetry.event("run.dispatch_failed", run["run_id"], version=run["version"])
             else:
@@ -61,7 +65,7 @@ class Dispatcher:
                     scheduled_at=run["scheduled_at"],
                     delay_s=send_delay_seconds(_due(run), now),
                 )
-        self._telemetry.metric("Dispatches", len(runs) - len(failed_ids))
+        self._telemetry.metric("Dispatches", len(batch) - len(failed_ids))
         if failed_ids:
             self._telemetry.metric("DispatchFailures", len(failed_ids))
         return len(failed_ids)

@@ -14,15 +14,18 @@ from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
-from jobsched.core.run import RunKind, manual_run_id, run_id_for
-from jobsched.core.transitions import adhoc_run_ops, new_run_item
-from jobsched.core.writes import JOBS, RUNS, Cond, Update, any_of, eq, exists, not_exists
+from jobsched.core.run import RunKind, RunStatus, manual_run_id, run_id_for
+from jobsched.core.state import Registration
+from jobsched.core.transitions import adhoc_run_ops, new_run_item, rerun_missed_op
+from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Update, eq, exists, not_exists
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.paging import query_all, scan_all
-from jobsched.services.registrar import Registrar, Registration
+from jobsched.services.registrar import Registrar
 
 MAX_BACKFILL = 1000
+# What `show` and `list` add to the job item from its state item.
+STATE_VIEW = ("status", "next_run_at", "sched_shard", "last_scheduled_at", "active_run_id", "buffered_run_id")
 
 
 class JobNotFound(LookupError):
@@ -31,8 +34,9 @@ class JobNotFound(LookupError):
 
 @dataclass(frozen=True)
 class BackfillResult:
-    created: list[str]
-    already_existed: list[str]
+    created: list[str]  # runs created for occurrences that had no record
+    rerun: list[str]  # occurrences recorded as missed, now run
+    already_existed: list[str]  # occurrences that ran (or are running) already: left alone
 
 
 class Operations:
@@ -43,7 +47,7 @@ class Operations:
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
-        self._registrar = Registrar(store, telemetry, clock, cfg)
+        self._registrar = Registrar(store, telemetry, clock, cfg, queue)
         self._dispatcher = Dispatcher(queue, telemetry, clock)
 
     def register(self, definition: JobDefinition) -> Registration:
@@ -87,7 +91,7 @@ class Operations:
             raise JobNotFound(job_id) from exc
         return self._registrar.apply(job_id)
 
-    def delete(self, job_id: str) -> None:
+    def delete(self, job_id: str) -> Registration:
         """Stop the job; its runs stay as history (until their retention ends) and in-flight runs
         finish under the definition they were claimed with."""
         current = self._store.get(JOBS, {"job_id": job_id})
@@ -110,16 +114,21 @@ class Operations:
             raise ValueError(
                 f"job {job_id} changed while it was being deleted; look again and retry"
             ) from exc
-        self._telemetry.event("job.deleted", job_id)
+        return self._registrar.apply(job_id)
 
     def get(self, job_id: str) -> dict[str, Any]:
+        """The job item with its scheduler state (status, next run, slot) merged in."""
         item = self._store.get(JOBS, {"job_id": job_id})
         if item is None:
             raise JobNotFound(job_id)
-        return item
+        return _view(item, self._store.get(STATE, {"job_id": job_id}, consistent=False))
 
     def list_jobs(self, limit: int = 1000) -> list[dict[str, Any]]:
-        return sorted(itertools.islice(scan_all(self._store, JOBS), limit), key=lambda item: item["job_id"])
+        items = sorted(itertools.islice(scan_all(self._store, JOBS), limit), key=lambda item: item["job_id"])
+        return [
+            _view(item, self._store.get(STATE, {"job_id": item["job_id"]}, consistent=False))
+            for item in items
+        ]
 
     def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
         """The job's most recent runs, newest first. The job-runs index holds keys only, so the
@@ -138,7 +147,16 @@ class Operations:
         definition = self._definition(job_id)
         now = self._clock.now_ms()
         run_id = manual_run_id(job_id, request_id or uuid.uuid4().hex[:12])
-        run = new_run_item(job_id, run_id, now, definition.to_item(), RunKind.MANUAL, now, self._cfg)
+        run = new_run_item(
+            job_id,
+            run_id,
+            now,
+            definition.to_item(),
+            definition.definition_hash(),
+            RunKind.MANUAL,
+            now,
+            self._cfg,
+        )
         try:
             self._store.write(adhoc_run_ops(run))
         except ConditionFailed:
@@ -148,33 +166,63 @@ class Operations:
         return run_id
 
     def backfill(self, job_id: str, start: datetime, end: datetime) -> BackfillResult:
-        """Run the occurrences in (start, end], each at most once ever: an occurrence that already
-        has a run (scheduled or an earlier backfill) is left alone. Overlap is respected at start."""
+        """Run the occurrences in (start, end], each at most once ever: an occurrence with no record
+        gets a run; one recorded as missed is run (its record becomes the run, conditional on it
+        still being missed, so a repeated or concurrent backfill runs it once); one that ran or
+        is running is left alone. Overlap is respected at start. Only the past: the scheduler
+        itself runs future occurrences."""
+        now = self._clock.now_ms()
+        if dt_to_ms(end) > now:
+            raise ValueError(
+                f"backfill covers past occurrences only: --to {end.isoformat()} is in the future "
+                "(the scheduler runs those itself)"
+            )
         definition = self._definition(job_id)
         schedule = definition.compiled_schedule()
         occurrences = list(schedule.occurrences(start, end, limit=MAX_BACKFILL + 1))
         if len(occurrences) > MAX_BACKFILL:
             raise ValueError(f"the range holds more than {MAX_BACKFILL} occurrences; split it")
-        now = self._clock.now_ms()
-        created, existed, runs = [], [], []
+        snapshot, digest = definition.to_item(), definition.definition_hash()
+        created: list[str] = []
+        rerun: list[str] = []
+        existed: list[str] = []
+        runs: list[Item] = []
         for occurrence in occurrences:
             at = dt_to_ms(occurrence)
             run = new_run_item(
-                job_id, run_id_for(job_id, at), at, definition.to_item(), RunKind.BACKFILL, now, self._cfg
+                job_id, run_id_for(job_id, at), at, snapshot, digest, RunKind.BACKFILL, now, self._cfg
             )
             # Backfilled runs start now, not at their (past) instant.
             run["retry_at"] = now
             run["lease_expires_at"] = now + self._cfg.dispatch_lease_seconds * 1000
-            try:
-                self._store.write(adhoc_run_ops(run))
-            except ConditionFailed:
+            outcome = self._backfill_one(run, snapshot, digest, now)
+            if outcome is None:
                 existed.append(run["run_id"])
                 continue
-            created.append(run["run_id"])
-            runs.append(run)
+            (created if outcome["version"] == 1 else rerun).append(run["run_id"])
+            runs.append(outcome)
         self._dispatcher.dispatch(runs)
-        self._telemetry.event("job.backfilled", job_id, created=len(created), existed=len(existed))
-        return BackfillResult(created, existed)
+        self._telemetry.event(
+            "job.backfilled", job_id, created=len(created), rerun=len(rerun), existed=len(existed)
+        )
+        return BackfillResult(created, rerun, existed)
+
+    def _backfill_one(self, run: Item, snapshot: Item, digest: str, now: int) -> Item | None:
+        """The run to dispatch for one occurrence, or None when it needs none."""
+        try:
+            self._store.write(adhoc_run_ops(run))
+            return run
+        except ConditionFailed as lost:
+            current = lost.current or self._store.get(RUNS, {"run_id": run["run_id"]})
+        if current is None or current.get("status") != RunStatus.MISSED.value:
+            return None
+        op = rerun_missed_op(current, snapshot, digest, now, self._cfg)
+        try:
+            after = self._store.update(op)
+        except ConditionFailed:
+            return None  # another backfill re-ran it first
+        self._telemetry.event("run.rerun", run["run_id"], was="missed")
+        return after
 
     def _definition(self, job_id: str) -> JobDefinition:
         item = self.get(job_id)
@@ -184,8 +232,14 @@ class Operations:
             raise ValueError(f"job {job_id} is invalid: {'; '.join(exc.reasons)}") from exc
 
 
+def _view(item: Item, state: Item | None) -> dict[str, Any]:
+    view = {k: v for k, v in item.items() if k not in STATE_VIEW or k == "status"}
+    if state is not None:
+        view.update({name: state[name] for name in STATE_VIEW if name in state})
+    else:
+        view["status"] = item.get("status", "unregistered")
+    return view
+
+
 def describe_time(ms: int | None) -> str:
     return "-" if ms is None else ms_to_dt(int(ms)).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-__all__ = ["BackfillResult", "JobNotFound", "Operations", "any_of"]

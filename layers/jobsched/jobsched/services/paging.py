@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from jobsched.core.errors import StoreError
-from jobsched.core.writes import JOBS, Item
-from jobsched.ports import INDEX_KEYS, INDEX_TABLE, IndexName, Store
+from jobsched.core.writes import Item
+from jobsched.ports import INDEX_KEYS, INDEX_TABLE, TABLE_KEY, IndexName, Store
 
 PAGE_SIZE = 100
 
@@ -94,6 +94,6 @@ def scan_all(store: Store, table: str, page_size: int = PAGE_SIZE) -> Iterator[I
 def merge_oldest_first(index: IndexName, shards: list[Iterator[Item]]) -> Iterator[Item]:
     """Merge per-shard iterators (each in sort order) into one, oldest first across shards."""
     sort_attr = INDEX_KEYS[index][1]
-    key_attr = "job_id" if INDEX_TABLE[index] == JOBS else "run_id"
+    key_attr = TABLE_KEY[INDEX_TABLE[index]]
     # Ties broken by the item's key, so that the order (and a simulation) is deterministic.
     return heapq.merge(*shards, key=lambda item: (item[sort_attr], item[key_attr]))

@@ -1,146 +1,206 @@
 """The registrar: makes job items written by people schedulable, or marks them invalid.
 
-It acts on the item as it is now (a consistent read), never on a stream image's view of the
-past, so replayed and reordered stream records are harmless. Its own writes leave the definition
-and hence ``def_hash`` unchanged, so the stream records they cause are recognised from the image
-alone and cost nothing: no loop.
+It always acts on the job item and the state item as they are now (consistent reads), never on a
+stream image's view of the past, so replayed, duplicated and reordered stream records are
+harmless. A record whose items already agree (its own report write, a replay) changes nothing,
+so its writes cannot start a loop. The rules for each kind of change are ``plan_registration``'s
+(core/state.py); the old timing's occurrences that came due before a change are settled first
+(services/settle.py), so that no edit, pause or delete drops one silently.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from collections.abc import Callable, Collection
 from typing import Any
 
-from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
+from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.errors import ConditionFailed
+from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.job import InvalidJob, JobDefinition
-from jobsched.core.run import shard_of
-from jobsched.core.writes import JOBS, Cond, Update, eq, not_exists
-from jobsched.ports import Store, Telemetry
-from jobsched.services.jobs import item_hash, mark_invalid, version_as_read
+from jobsched.core.state import (
+    JobStatus,
+    Registration,
+    RegistrationPlan,
+    plan_registration,
+    state_misfire,
+    state_schedule,
+)
+from jobsched.core.timing import effective_grace_ms
+from jobsched.core.transitions import register_op, report_op
+from jobsched.core.writes import JOBS, STATE, Item
+from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.dispatch import Dispatcher
+from jobsched.services.jobs import item_hash
+from jobsched.services.settle import Settler, SettleRequest
 
-TRIES = 3
+TRIES = 4
+# Reasons written back to the job item: a person reads them, and the item's 400 KB must hold them.
+MAX_REASONS = 20
+MAX_REASON_CHARS = 300
 
 
-class Registration(StrEnum):
-    UNCHANGED = "unchanged"
-    SCHEDULED = "scheduled"
-    PAUSED = "paused"
-    FINISHED = "finished"
-    INVALID = "invalid"
-    ABSENT = "absent"
-    CONFLICT = "conflict"
+class RegistrationIncomplete(TransientStoreError):
+    """The old timing's backlog is longer than one invocation settles; the stream record is
+    retried and the next attempt continues from where this one left the job."""
 
 
 class Registrar:
-    def __init__(self, store: Store, telemetry: Telemetry, clock: Clock, cfg: SchedulerConfig) -> None:
+    def __init__(
+        self,
+        store: Store,
+        telemetry: Telemetry,
+        clock: Clock,
+        cfg: SchedulerConfig,
+        queue: WorkQueue | None = None,
+        known_targets: Collection[str] | None = None,
+        report: bool = True,
+    ) -> None:
         self._store = store
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
+        self._settler = Settler(store, telemetry, cfg)
+        self._dispatcher = Dispatcher(queue, telemetry, clock) if queue is not None else None
+        # The handlers this deployment ships (the worker's registry): a target naming none of
+        # them is invalid at registration, instead of failing every attempt of every run.
+        self._known_targets = frozenset(known_targets) if known_targets is not None else None
+        # The trigger and the miss detector apply the registrar inline when a job item changed
+        # unseen; they leave the report on the job item to the registrar function (least
+        # privilege: they may only read job items).
+        self._report_enabled = report
 
     def on_stream_record(
         self, event_name: str, job_id: str, new_image: dict[str, Any] | None
     ) -> Registration:
-        if event_name == "REMOVE" or new_image is None:
-            # Deleting a job stops it; its runs stay as history and in-flight ones finish.
-            self._telemetry.event("job.deleted", job_id)
-            return Registration.ABSENT
-        if _consistent(new_image):
-            return Registration.UNCHANGED
+        """Any record (INSERT, MODIFY, REMOVE, replayed or not) leads to the same act: bring the
+        job's state in line with its job item as it is now."""
         return self.apply(job_id)
 
-    def apply(self, job_id: str) -> Registration:
+    def apply(self, job_id: str, deadline_ms: int | None = None) -> Registration:
         for _ in range(TRIES):
-            item = self._store.get(JOBS, {"job_id": job_id})
-            if item is None:
-                return Registration.ABSENT
-            if _consistent(item):
-                return Registration.UNCHANGED
+            job = self._store.get(JOBS, {"job_id": job_id})
+            state = self._store.get(STATE, {"job_id": job_id})
             try:
-                return self._register(item)
+                return self._register(job_id, job, state, deadline_ms)
             except ConditionFailed:
-                continue  # changed under us: read again
+                continue  # changed under us: read both again
         self._telemetry.event("job.registration_conflict", job_id)
         return Registration.CONFLICT
 
-    def _register(self, item: dict[str, Any]) -> Registration:
+    # --- one attempt ---------------------------------------------------------------------------
+
+    def _register(
+        self, job_id: str, job: Item | None, state: Item | None, deadline_ms: int | None
+    ) -> Registration:
         now = self._clock.now_ms()
-        try:
-            definition = JobDefinition.from_item(item)
-        except InvalidJob as exc:
-            if not mark_invalid(self._store, self._telemetry, item, exc.reasons, now, item_hash(item)):
-                raise ConditionFailed(0, "mark job invalid", None) from exc
-            return Registration.INVALID
-        sets: dict[str, Any] = {
-            "def_hash": definition.definition_hash(),
-            "version": int(item.get("version") or 0) + 1,
-            "updated_at": now,
-        }
-        remove = ["invalid_reasons"]
-        outcome: Registration
-        if not definition.enabled:
-            sets["status"] = "paused"
-            remove += ["next_run_at", "sched_shard"]
-            outcome = Registration.PAUSED
-        else:
-            # A changed schedule takes effect from its next occurrence after now (or after the
-            # last claimed one, so a re-registered job never goes back in time).
-            base = max(now, int(item.get("last_scheduled_at") or 0))
-            following = definition.compiled_schedule().next_after(ms_to_dt(base))
-            if following is None:
-                sets["status"] = "finished"
-                remove += ["next_run_at", "sched_shard"]
-                outcome = Registration.FINISHED
-            else:
-                sets.update(
-                    status="active",
-                    next_run_at=dt_to_ms(following),
-                    sched_shard=shard_of(definition.job_id, self._cfg.shard_count),
-                )
-                outcome = Registration.SCHEDULED
-        self._store.update(
-            Update(
-                JOBS,
-                {"job_id": definition.job_id},
-                condition=(version_as_read(item), *_definition_as_read(item)),
-                label="register job",
-                set=sets,
-                remove=tuple(remove),
-            )
+        definition, reasons = self._parse(job)
+        digest = item_hash(job) if job is not None else None
+        plan = plan_registration(
+            state, definition, digest, now, self._cfg.shard_count, "; ".join(reasons or [])[:200]
         )
+        if plan.outcome is Registration.ABSENT:
+            return Registration.ABSENT
+        changed = plan.changes(state)
+        if changed:
+            self._apply_plan(job_id, state, plan, definition, digest, now, deadline_ms)
+        reported = (
+            self._report_enabled
+            and job is not None
+            and digest is not None
+            and self._report(job, plan, reasons, digest, now)
+        )
+        if not (changed or reported):
+            return Registration.UNCHANGED
         self._telemetry.event(
-            f"job.{outcome.value}",
-            definition.job_id,
-            next_run_at=sets.get("next_run_at"),
-            def_hash=sets["def_hash"],
+            f"job.{plan.outcome.value}",
+            job_id,
+            next_run_at=plan.set.get("next_run_at"),
+            def_hash=digest,
+            reasons=reasons,
         )
-        return outcome
+        if plan.outcome is Registration.INVALID:
+            self._telemetry.metric("InvalidJobs", 1)
+        return plan.outcome
 
+    def _parse(self, job: Item | None) -> tuple[JobDefinition | None, list[str] | None]:
+        if job is None:
+            return None, None
+        try:
+            definition = JobDefinition.from_item(job)
+        except InvalidJob as exc:
+            return None, _bounded(exc.reasons)
+        if self._known_targets is not None and definition.target not in self._known_targets:
+            known = ", ".join(sorted(self._known_targets)) or "none"
+            return None, _bounded(
+                [f"target: no handler named {definition.target!r} in this deployment (it has: {known})"]
+            )
+        return definition, None
 
-def _definition_as_read(item: dict[str, Any]) -> tuple[Cond, ...]:
-    why = "a person changed the definition since we read it: its own stream record will bring it"
-    parts = []
-    for name in ("schedule", "timezone", "enabled"):
-        parts.append(eq(name, item[name], why) if name in item else not_exists(name, why))
-    return tuple(parts)
+    def _apply_plan(
+        self,
+        job_id: str,
+        state: Item | None,
+        plan: RegistrationPlan,
+        definition: JobDefinition | None,
+        digest: str | None,
+        now: int,
+        deadline_ms: int | None,
+    ) -> None:
+        if plan.settle is None or state is None:
+            self._store.update(register_op(state, job_id, plan.set, plan.remove, now))
+            return
+        # The old timing's occurrences that came due before this change get their records first,
+        # and the change is written with the last of them: no occurrence is dropped unseen.
+        misfire = state_misfire(state)
+        request = SettleRequest(
+            schedule=state_schedule(state),
+            misfire=misfire,
+            snapshot=definition.to_item() if definition is not None else None,
+            def_hash=str(digest or state.get("def_hash") or ""),
+            overdue_before=now - effective_grace_ms(misfire.grace_seconds, self._cfg),
+            late_until=plan.settle.until,
+            reason=plan.settle.reason,
+            switch=(plan.set, plan.remove),
+        )
+        settled = self._settler.settle(state, request, now, self._budget(deadline_ms))
+        if settled.to_dispatch and self._dispatcher is not None:
+            self._dispatcher.dispatch(settled.to_dispatch)
+        if settled.lost_race:
+            raise ConditionFailed(0, "settle before registering", None)
+        if not settled.complete:
+            raise RegistrationIncomplete(
+                f"job {job_id}: settled {len(settled.records)} occurrences, more remain"
+            )
+        if not settled.switched:
+            self._store.update(register_op(settled.state, job_id, plan.set, plan.remove, now))
 
+    def _budget(self, deadline_ms: int | None) -> Callable[[int], bool]:
+        def left(_written: int) -> bool:
+            return deadline_ms is None or self._clock.now_ms() < deadline_ms - self._cfg.deadline_margin_ms
 
-def _consistent(item: dict[str, Any]) -> bool:
-    """The scheduler state already matches the definition: nothing to do."""
-    digest = item.get("def_hash")
-    if digest is None or digest != item_hash(item):
-        return False
-    status = item.get("status")
-    if status == "invalid":
+        return left
+
+    def _report(
+        self, job: Item, plan: RegistrationPlan, reasons: list[str] | None, digest: str, now: int
+    ) -> bool:
+        """Write the outcome on the job item where it differs from what it says. Returns whether
+        a write was made."""
+        status = str(plan.set.get("status") or JobStatus.DELETED.value)
+        if (
+            job.get("status") == status
+            and job.get("def_hash") == digest
+            and job.get("invalid_reasons") == reasons
+        ):
+            return False
+        try:
+            self._store.update(report_op(str(job["job_id"]), status, reasons, digest, now))
+        except ConditionFailed:
+            return False  # deleted meanwhile: its REMOVE record brings the deletion
         return True
-    enabled = item.get("enabled", True)
-    if status == "paused":
-        return enabled is False
-    if status == "active":
-        return enabled is not False and "next_run_at" in item
-    return status == "finished"
 
 
-__all__ = ["Registrar", "Registration", "not_exists"]
+def _bounded(reasons: list[str]) -> list[str]:
+    kept = [reason[:MAX_REASON_CHARS] for reason in reasons[:MAX_REASONS]]
+    if len(reasons) > MAX_REASONS:
+        kept.append(f"... and {len(reasons) - MAX_REASONS} more")
+    return kept

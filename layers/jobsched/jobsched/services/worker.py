@@ -34,7 +34,7 @@ from jobsched.core.transitions import (
     slot_release_ops,
     start_ops,
 )
-from jobsched.core.writes import JOBS, RUNS, WriteOp
+from jobsched.core.writes import RUNS, STATE, WriteOp
 from jobsched.handlers.registry import HandlerRegistry, RunContext, RunLogger
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
@@ -43,6 +43,10 @@ from jobsched.services.messages import PoisonMessage
 # A message may arrive up to a second early (SQS delays are whole seconds); within this bound the
 # worker waits out the remainder so the start is on time, beyond it the message is re-sent.
 EARLY_WAIT_MAX_MS = 5_000
+# No sender ever sends a message this far ahead of its instant (SQS delays stop at 900 s, and so
+# does the trigger's lookahead): one that says so was not written by jobsched and would otherwise
+# be deferred again every 15 minutes forever. It goes to the dead-letter queue instead.
+NEVER_THIS_EARLY_MS = (900 + 60) * 1000
 COMMIT_TRIES = 4
 
 
@@ -73,6 +77,13 @@ class HandlerResult:
     ok: bool
     error: str | None = None
     staged: list[WriteOp] = field(default_factory=list)
+    # No attempt can succeed (the target names no handler here): fail now, without retries.
+    permanent: bool = False
+    # The worker lost its lease while the handler ran: nothing may be committed.
+    fenced: bool = False
+
+
+FENCED_OUT = HandlerResult(False, "fenced out: lease lost", fenced=True)
 
 
 class Worker:
@@ -116,6 +127,11 @@ class Worker:
 
     def begin(self, message: RunMessage, deadline_ms: int) -> Started | Outcome:
         early = message.scheduled_at - self._clock.now_ms()
+        if early > NEVER_THIS_EARLY_MS:
+            raise PoisonMessage(
+                f"run {message.run_id}: scheduled {early // 1000} s ahead; no jobsched sender sends "
+                "a message more than 900 s early"
+            )
         if message.attempt == 1 and early > EARLY_WAIT_MAX_MS:
             # Delivered far too early (should not happen with SQS delays): send it back, delayed.
             self._dispatcher.dispatch([_run_item(message)])
@@ -150,7 +166,7 @@ class Worker:
                     return self._drop_duplicate(message, lost.current)
                 job = lost.current
                 if job is None:
-                    use_slot = False  # the job was deleted: the run finishes under its snapshot
+                    use_slot = False  # the job has no state item: the run proceeds without a slot
                     continue
                 decision = decide_overlap(
                     definition.overlap, message.run_id, job.get("active_run_id"), job.get("buffered_run_id")
@@ -191,7 +207,7 @@ class Worker:
         if decision is OverlapDecision.RUN:
             return None  # the slot was freed meanwhile
         if decision is OverlapDecision.BUFFER:
-            ops = buffer_at_start_ops(message.run_id, message.version, job, now)
+            ops = buffer_at_start_ops(message.run_id, message.version, job, now, self._cfg)
             event, outcome = "run.buffered", Outcome.BUFFERED
         else:
             reason = f"overlap policy skip: {job.get('active_run_id')} still active"
@@ -248,7 +264,9 @@ class Worker:
         if handler is None:
             known = ", ".join(self._registry.names()) or "none"
             return HandlerResult(
-                False, f"no handler named {started.definition.target!r} (registered: {known})"
+                False,
+                f"no handler named {started.definition.target!r} (registered: {known})",
+                permanent=True,
             )
         outcome: dict[str, Any] = {}
         done = threading.Event()
@@ -270,7 +288,7 @@ class Worker:
                 started.context.cancelled.set()
                 return HandlerResult(False, f"timed out after {started.definition.timeout_seconds} s")
             if not self.heartbeat(started):
-                return HandlerResult(False, "fenced out: lease lost")
+                return FENCED_OUT
         if self._clock.now_ms() > timeout_at:
             return HandlerResult(False, f"timed out after {started.definition.timeout_seconds} s")
         if "error" in outcome:
@@ -278,12 +296,12 @@ class Worker:
         return HandlerResult(True, staged=list(started.context.staged))
 
     def finish(self, started: Started, result: HandlerResult) -> Outcome:
-        if started.context.cancelled.is_set() and result.error == "fenced out: lease lost":
+        if result.fenced:
             return self._fenced_out(started, None)
         if result.ok:
             return self._commit(started, RunStatus.SUCCEEDED, None, result.staged)
         error = result.error or "failed"
-        if attempts_left(started.definition.retry, started.message.attempt):
+        if not result.permanent and attempts_left(started.definition.retry, started.message.attempt):
             return self._schedule_retry(started, error)
         return self._commit(started, RunStatus.FAILED, error, [])
 
@@ -302,7 +320,9 @@ class Worker:
                 message.run_id, started.token, RunStatus.RUNNING, status, now, self._cfg, error
             )
             slot_ops, promoted = (
-                slot_release_ops(job, message.run_id, buffered, now, self._cfg) if uses_slot else ([], None)
+                slot_release_ops(job, message.job_id, message.run_id, buffered, now, self._cfg)
+                if uses_slot
+                else ([], None)
             )
             ops: list[WriteOp] = [commit, *staged, *slot_ops]
             try:
@@ -319,7 +339,7 @@ class Worker:
                         if attempts_left(started.definition.retry, message.attempt):
                             return self._schedule_retry(started, failure)
                     continue
-                job = self._store.get(JOBS, {"job_id": message.job_id})
+                job = self._store.get(STATE, {"job_id": message.job_id})
                 if job is None:
                     uses_slot = False
                     continue

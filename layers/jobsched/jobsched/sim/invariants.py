@@ -11,7 +11,7 @@ from jobsched.adapters.memory_store import MemoryStore
 from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.job import MisfirePolicy, OverlapPolicy
 from jobsched.core.run import run_id_for
-from jobsched.core.writes import JOBS, RUNS
+from jobsched.core.writes import RUNS, STATE
 from jobsched.ports import Store
 from jobsched.sim.faults import EFFECTS
 from jobsched.sim.report import ChaosReport, trace_for
@@ -46,7 +46,7 @@ def check(world: World) -> ChaosReport:
 
     inner = world.store.inner
     runs = {str(r["run_id"]): r for r in all_items(inner, RUNS)}
-    jobs = {str(j["job_id"]): j for j in all_items(inner, JOBS)}
+    jobs = {str(j["job_id"]): j for j in all_items(inner, STATE)}
     effects = all_items(inner, EFFECTS)
     now = world.clock.now_ms()
     runs_of: dict[str, list[dict[str, Any]]] = {}

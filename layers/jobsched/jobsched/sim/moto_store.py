@@ -36,4 +36,10 @@ def moto_store() -> Iterator[DynamoStore]:
             AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
-        yield DynamoStore(dynamodb, resources.jobs_table, resources.runs_table, table_keys={EFFECTS: ("pk",)})
+        yield DynamoStore(
+            dynamodb,
+            resources.jobs_table,
+            resources.state_table,
+            resources.runs_table,
+            table_keys={EFFECTS: ("pk",)},
+        )

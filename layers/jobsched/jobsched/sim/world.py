@@ -24,14 +24,14 @@ from jobsched.core.clock import ManualClock, SkewedClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.run import RunMessage
-from jobsched.core.writes import JOBS, RUNS, not_exists
+from jobsched.core.writes import RUNS, STATE, not_exists
 from jobsched.handlers.registry import HandlerRegistry
 from jobsched.ports import Store
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
 from jobsched.services.operations import Operations
 from jobsched.services.trigger import Trigger
-from jobsched.services.worker import HandlerResult, Started, Worker
+from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
 from jobsched.sim.faults import EFFECTS, FaultyStore, LeaseIndexedMemoryStore, SimCrash, SimQueue
 from jobsched.sim.invariants import check
 from jobsched.sim.report import ChaosReport, LogEntry
@@ -273,7 +273,7 @@ class World:
         from jobsched.sim.invariants import all_items
 
         runs = all_items(self.store.inner, RUNS)
-        jobs = all_items(self.store.inner, JOBS)
+        jobs = all_items(self.store.inner, STATE)
         open_runs = any(
             r["scheduled_at"] <= self.window_end and r.get("status") not in TERMINAL_STATUSES for r in runs
         )
@@ -412,7 +412,7 @@ class World:
         if not ok:
             return
         if not alive:
-            self._finish(inv, HandlerResult(False, "fenced out: lease lost"))
+            self._finish(inv, FENCED_OUT)
             return
         self._next_step(inv)
 

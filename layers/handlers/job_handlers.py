@@ -1,7 +1,11 @@
 """This deployment's job handlers. Add yours here: a job item's ``target`` names one.
 
-The built-ins (``log``, ``sqs_send``, ``eventbridge_put``, ``lambda_invoke``) are registered by
-jobsched itself; the examples below show the handler contract and are used by the demo.
+This module ships in its own Lambda layer (``HandlersLayer`` in template.yaml), carried by the
+worker, which runs the handlers, and by the registrar, which marks a job whose target names no
+handler here as invalid at registration. Keep its imports light: both functions load it at a cold
+start. The built-ins (``log``, ``sqs_send``, ``eventbridge_put``, ``lambda_invoke``) are
+registered by jobsched itself; the examples below show the handler contract and are used by the
+demo.
 """
 
 import time
