@@ -100,7 +100,7 @@ class Env:
         )
 
     def registrar(self) -> Registrar:
-        return Registrar(self.store, self.telemetry, self.clock, self.cfg)
+        return Registrar(self.store, self.telemetry, self.clock, self.cfg, self.queue)
 
     def worker(self, worker_id: str = "w1") -> Worker:
         return Worker(

@@ -1,0 +1,304 @@
+"""What people do to jobs while runs are in flight (issue 12): re-put a job item whole, edit it
+while it is behind, change its schedule under a running tick, store ``enabled`` as a string,
+delete it with a run buffered, backfill missed occurrences, name an unknown target. Each case
+once broke the promise that every due occurrence runs or is recorded; each test names it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from harness import KINDS, MINUTE, T0, Counter, Env, build, default_cfg, job, register_raw
+from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
+from jobsched.core.run import run_id_for
+from jobsched.core.state import Registration
+from jobsched.core.writes import JOBS, Put, Update, WriteOp
+from jobsched.services.messages import parse_run_message
+from jobsched.services.registrar import Registrar
+from jobsched.services.worker import Outcome, Started
+
+HOUR = 60 * MINUTE
+DEADLINE = 15 * MINUTE
+
+
+def short_lookahead(kind: str) -> Any:
+    # Claims 10 s ahead: each tick below claims exactly the occurrence it is about.
+    return build(kind, default_cfg(lookahead_seconds=10))
+
+
+@pytest.fixture(params=KINDS)
+def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+    with short_lookahead(request.param) as built:
+        yield built
+
+
+def put_item(env: Env, item: dict[str, Any]) -> None:
+    """A person's put-item: the whole item replaced, with whatever attributes they give."""
+    env.store.write([Put(JOBS, item, condition=(), label="person puts job")])
+
+
+def stream(env: Env, job_id: str) -> Registration:
+    """The jobs stream delivers the change to the registrar."""
+    return env.registrar().apply(job_id)
+
+
+def runs(env: Env, job_id: str) -> dict[int, dict[str, Any]]:
+    return {int(r["scheduled_at"]): r for r in env.runs_of(job_id)}
+
+
+# --- 3. a whole-item put or a delete cannot corrupt the scheduler's state ----------------------
+
+
+def test_re_putting_a_skip_job_while_it_runs_does_not_start_a_second_run(env: Env) -> None:
+    env.registry.add("t", Counter())
+    definition = job("s", "rate(1 minute)", overlap=OverlapPolicy.SKIP)
+    register_raw(env, definition.to_item())
+    env.clock.set(T0 + MINUTE)
+    env.trigger().tick("t1")
+    (first,) = (parse_run_message(body) for body in env.receive_all())
+    started = env.worker("w1").begin(first, env.clock.now_ms() + DEADLINE)
+    assert isinstance(started, Started)
+    before = env.state("s")
+    # The README's own command, run again: the item is replaced whole, no scheduler attribute kept.
+    put_item(env, definition.to_item())
+    stream(env, "s")  # the report is written again; the state does not move
+    assert env.state("s") == before and before["active_run_id"] == first.run_id
+    env.clock.set(T0 + 2 * MINUTE)
+    env.trigger().tick("t2")
+    (second,) = (parse_run_message(body) for body in env.receive_all())
+    assert env.worker("w2").process(second, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED
+    assert env.run(second.run_id)["reason"].startswith("overlap policy skip")
+
+
+def test_deleting_a_job_with_a_buffered_run_still_promotes_it(env: Env) -> None:
+    counter = Counter()
+    env.registry.add("t", counter)
+    register_raw(env, job("b", "rate(1 minute)", overlap=OverlapPolicy.BUFFER_ONE).to_item())
+    env.clock.set(T0 + 2 * MINUTE)
+    env.detector().run("late")  # T0+1min is late: the detector claims it and T0+2min with it
+    env.trigger().tick("t1")
+    first, second = sorted(
+        (parse_run_message(body) for body in env.receive_all()), key=lambda m: m.scheduled_at
+    )
+    worker = env.worker()
+    started = worker.begin(first, env.clock.now_ms() + DEADLINE)
+    assert isinstance(started, Started)
+    assert worker.process(second, env.clock.now_ms() + DEADLINE) is Outcome.BUFFERED
+    env.store.delete(JOBS, {"job_id": "b"})
+    assert stream(env, "b") is Registration.DELETED
+    assert worker.finish(started, worker.execute(started)) is Outcome.SUCCEEDED
+    promoted = env.run(second.run_id)
+    assert promoted["status"] == "pending" and "lease_expires_at" in promoted
+    assert [o.value for o in env.drain(worker)] == ["succeeded"]
+    assert counter.calls == [first.run_id, second.run_id]  # each once; nothing left waiting
+
+
+def test_a_buffered_run_whose_slot_was_lost_is_promoted_by_the_detector(env: Env) -> None:
+    """The safety net: every unfinished run holds a lease. A buffered run whose holder finished
+    without promoting it (here: its slot entry wiped) is found when its lease lapses."""
+    env.registry.add("t", Counter())
+    register_raw(env, job("b", "rate(1 minute)", overlap=OverlapPolicy.BUFFER_ONE).to_item())
+    env.clock.set(T0 + 2 * MINUTE)
+    env.detector().run("late")  # T0+1min is late: the detector claims it and T0+2min with it
+    env.trigger().tick("t1")
+    first, second = sorted(
+        (parse_run_message(body) for body in env.receive_all()), key=lambda m: m.scheduled_at
+    )
+    worker = env.worker()
+    started = worker.begin(first, env.clock.now_ms() + DEADLINE)
+    assert isinstance(started, Started) and worker.process(second, T0 + DEADLINE) is Outcome.BUFFERED
+    env.store.update(
+        Update("state", {"job_id": "b"}, (), "lose the slot", remove=("buffered_run_id", "active_run_id"))
+    )
+    assert worker.finish(started, worker.execute(started)) is Outcome.SUCCEEDED
+    assert env.run(second.run_id)["status"] == "buffered"  # nobody promoted it
+    env.clock.set(env.run(second.run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1)
+    result = env.detector().run("d")
+    assert result.buffered_promoted == 1 and env.run(second.run_id)["status"] == "pending"
+    assert [o.value for o in env.drain(worker)] == ["succeeded"]
+
+
+def test_a_buffered_run_renews_its_lease_while_the_holder_runs(env: Env) -> None:
+    env.registry.add("t", Counter())
+    register_raw(env, job("b", "rate(1 minute)", overlap=OverlapPolicy.BUFFER_ONE).to_item())
+    env.clock.set(T0 + 2 * MINUTE)
+    env.detector().run("late")  # T0+1min is late: the detector claims it and T0+2min with it
+    env.trigger().tick("t1")
+    first, second = sorted(
+        (parse_run_message(body) for body in env.receive_all()), key=lambda m: m.scheduled_at
+    )
+    worker = env.worker()
+    started = worker.begin(first, env.clock.now_ms() + DEADLINE)
+    assert isinstance(started, Started) and worker.process(second, T0 + DEADLINE) is Outcome.BUFFERED
+    lapse = env.run(second.run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1
+    env.clock.set(lapse)
+    assert worker.heartbeat(started)  # the holder is alive
+    result = env.detector().run("d")
+    waiting = env.run(second.run_id)
+    assert result.buffered_promoted == 0 and waiting["status"] == "buffered"
+    assert waiting["lease_expires_at"] > lapse
+
+
+# --- 4. an edit while the job is behind keeps its place --------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_edit_that_leaves_the_timing_alone_loses_no_occurrence(kind: str) -> None:
+    with short_lookahead(kind) as env:
+        misfire = Misfire(policy=MisfirePolicy.SKIP, grace_seconds=60)
+        definition = job("e", "rate(1 minute)", misfire=misfire, overlap=OverlapPolicy.ALLOW)
+        register_raw(env, definition.to_item())
+        env.clock.set(T0 + 10 * MINUTE)  # ten minutes without a trigger
+        put_item(env, {**definition.to_item(), "description": "now documented"})
+        assert stream(env, "e") is Registration.SCHEDULED
+        assert env.state("e")["next_run_at"] == T0 + MINUTE  # the place is kept
+        env.detector().run("d")
+        env.trigger().tick("t")
+        recorded = runs(env, "e")
+        assert sorted(t for t in recorded if t <= T0 + 10 * MINUTE) == [T0 + m * MINUTE for m in range(1, 11)]
+        assert all(recorded[T0 + m * MINUTE]["status"] == "missed" for m in range(1, 9))
+
+
+def test_a_timing_change_while_behind_records_what_it_skips(env: Env) -> None:
+    misfire = Misfire(policy=MisfirePolicy.RUN_ONCE, grace_seconds=60)
+    register_raw(env, job("c", "rate(1 minute)", misfire=misfire, overlap=OverlapPolicy.ALLOW).to_item())
+    env.clock.set(T0 + 10 * MINUTE + 30_000)
+    put_item(env, job("c", "rate(1 hour)", misfire=misfire, overlap=OverlapPolicy.ALLOW).to_item())
+    assert stream(env, "c") is Registration.SCHEDULED
+    recorded = runs(env, "c")
+    assert sorted(recorded) == [T0 + m * MINUTE for m in range(1, 11)]  # every old one has a record
+    statuses = [recorded[T0 + m * MINUTE]["status"] for m in range(1, 11)]
+    # run_once: one catch-up for the overdue ones; the one within grace runs as a late run.
+    assert statuses.count("missed") == 8 and statuses.count("pending") == 2
+    assert all(r.get("reason") for r in recorded.values())
+    assert env.state("c")["next_run_at"] == T0 + HOUR  # the new schedule from now
+    assert {body["run_id"] for body in env.receive_all()} == {
+        run_id_for("c", T0 + 9 * MINUTE),
+        run_id_for("c", T0 + 10 * MINUTE),
+    }
+
+
+def test_pausing_and_deleting_a_job_that_is_behind_records_its_due_occurrences(env: Env) -> None:
+    for job_id in ("p", "d"):
+        register_raw(env, job(job_id, "rate(1 minute)").to_item())
+    env.clock.set(T0 + 3 * MINUTE + 1)
+    put_item(env, job("p", "rate(1 minute)", enabled=False).to_item())
+    env.store.delete(JOBS, {"job_id": "d"})
+    assert stream(env, "p") is Registration.PAUSED and stream(env, "d") is Registration.DELETED
+    for job_id, why in (("p", "paused"), ("d", "deleted")):
+        recorded = runs(env, job_id)
+        assert sorted(recorded) == [T0 + m * MINUTE for m in (1, 2, 3)]
+        assert all(r["status"] == "missed" and why in r["reason"] for r in recorded.values())
+    assert env.trigger().tick("t").claimed == 0 and env.detector().run("d").items == 0
+
+
+# --- 5. a schedule change racing a tick -------------------------------------------------------
+
+
+class ChangeBeforeClaim:
+    """A store through which the trigger claims: just before its first claim lands, a person
+    changes the job and the registrar applies it (the change races the tick)."""
+
+    def __init__(self, env: Env, change: Any) -> None:
+        self._env = env
+        self._change = change
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env.store, name)
+
+    def write(self, ops: Sequence[WriteOp]) -> None:
+        if self._change is not None and any(op.label == "advance job" for op in ops):
+            change, self._change = self._change, None
+            change()
+        self._env.store.write(ops)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_schedule_change_racing_a_tick_runs_only_the_new_schedule(kind: str) -> None:
+    """The change lands between the trigger's index read and its claim. The claim loses, and the
+    trigger must derive everything afresh: the new schedule's occurrence, with the new payload,
+    and the new schedule's next one after it."""
+    from jobsched.services.trigger import Trigger
+
+    with build(kind) as env:  # a 90 s lookahead: the new schedule's 00:06 is inside the window
+        register_raw(env, job("r", "rate(5 minutes)", payload={"v": "old"}).to_item())
+        env.clock.set(T0 + 5 * MINUTE - 5_000)
+
+        def change() -> None:
+            put_item(env, job("r", "cron(6,36 * * * ? *)", payload={"v": "new"}).to_item())
+            assert stream(env, "r") is Registration.SCHEDULED
+
+        store = ChangeBeforeClaim(env, change)
+        trigger = Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False)  # type: ignore[arg-type]
+        assert trigger.tick("t").claimed == 1
+        assert sorted(runs(env, "r")) == [T0 + 6 * MINUTE]  # not 00:05, an old occurrence
+        env.clock.set(T0 + 6 * MINUTE)
+        (body,) = env.receive_all()
+        assert body["scheduled_at"] == T0 + 6 * MINUTE and body["definition"]["payload"] == '{"v":"new"}'
+        assert env.state("r")["next_run_at"] == T0 + 36 * MINUTE  # the new schedule's next
+
+
+# --- 6. enabled stored as a string or a number -------------------------------------------------
+
+
+@pytest.mark.parametrize("stored", ["false", 0, "0", False])
+def test_enabled_stored_any_way_registers_once_and_stops(env: Env, stored: object) -> None:
+    put_item(env, {**job("q").to_item(), "enabled": stored})
+    assert stream(env, "q") is Registration.PAUSED
+    # The registrar's own report comes back through the stream: it changes nothing (no loop).
+    for _ in range(3):
+        assert stream(env, "q") is Registration.UNCHANGED
+    assert env.job_item("q")["status"] == "paused"  # type: ignore[index]
+
+
+# --- 7. backfill -----------------------------------------------------------------------------
+
+
+def test_backfill_reruns_missed_occurrences_once_and_rejects_the_future(env: Env) -> None:
+    counter = Counter()
+    env.registry.add("t", counter)
+    misfire = Misfire(policy=MisfirePolicy.SKIP, grace_seconds=30)
+    register_raw(env, job("m", "rate(1 minute)", misfire=misfire, overlap=OverlapPolicy.ALLOW).to_item())
+    env.clock.set(T0 + 5 * MINUTE + 40_000)
+    env.detector().run("d")
+    missed = sorted(t for t, r in runs(env, "m").items() if r["status"] == "missed")
+    assert missed == [T0 + m * MINUTE for m in range(1, 6)]
+    ops = env.ops()
+    from jobsched.core.clock import ms_to_dt
+
+    result = ops.backfill("m", ms_to_dt(T0), ms_to_dt(T0 + 3 * MINUTE))
+    assert sorted(result.rerun) == [run_id_for("m", T0 + m * MINUTE) for m in (1, 2, 3)]
+    assert result.created == [] and result.already_existed == []
+    again = ops.backfill("m", ms_to_dt(T0), ms_to_dt(T0 + 3 * MINUTE))
+    assert again.rerun == [] and len(again.already_existed) == 3  # at most once
+    outcomes = env.drain(env.worker())
+    assert [o.value for o in outcomes] == ["succeeded"] * 3
+    assert sorted(counter.calls) == sorted(result.rerun)  # the three re-runs, once each
+    assert runs(env, "m")[T0 + MINUTE]["missed_reason"] == "misfire policy skip"
+    with pytest.raises(ValueError, match="past occurrences only"):
+        ops.backfill("m", ms_to_dt(T0), ms_to_dt(T0 + HOUR))
+
+
+# --- 8. an unknown target -----------------------------------------------------------------------
+
+
+def test_an_unknown_target_is_invalid_and_names_the_known_ones(env: Env) -> None:
+    registrar = Registrar(
+        env.store, env.telemetry, env.clock, env.cfg, known_targets={"log", "billing.invoice"}
+    )
+    put_item(env, job("u", target="bliling.invoice").to_item())
+    assert registrar.apply("u") is Registration.INVALID
+    (reason,) = env.job_item("u")["invalid_reasons"]  # type: ignore[index]
+    assert "bliling.invoice" in reason and "billing.invoice, log" in reason
+    put_item(env, job("u", target="billing.invoice").to_item())
+    assert registrar.apply("u") is Registration.SCHEDULED
+
+
+def test_a_run_whose_target_is_unknown_fails_without_retries(env: Env) -> None:
+    register_raw(env, job("x", target="nowhere", retry={"max_attempts": 5}).to_item())
+    env.clock.set(T0 + MINUTE)
+    env.trigger().tick("t")
+    assert [o.value for o in env.drain(env.worker())] == ["failed"]
+    failed = env.run(run_id_for("x", T0 + MINUTE))
+    assert failed["attempt"] == 1 and "no handler named 'nowhere'" in failed["last_error"]
