@@ -192,6 +192,8 @@ class MissDetector:
             result.items += 1
             try:
                 recovered = self._recover(run, now, result)
+            except StoreError:
+                continue  # throttled or unknown: the lease is still expired next time
             except Exception as exc:  # one run's failure must not stop the others
                 self._job_error(result, str(run.get("run_id")), exc)
                 continue
@@ -287,6 +289,8 @@ class MissDetector:
                 break
             try:
                 to_dispatch += self._catch_up(state, now, degraded, result, budget_left)
+            except StoreError:
+                result.backlog += 1  # throttled or unknown: the job is still overdue next time
             except Exception as exc:  # one job's failure must not stop the others
                 self._job_error(result, str(state.get("job_id")), exc)
         if to_dispatch:

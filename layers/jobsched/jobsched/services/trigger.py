@@ -213,20 +213,22 @@ class Trigger:
         job_id = str(state.get("job_id"))
         for attempt in range(TRANSIENT_TRIES):
             try:
+                if attempt:
+                    # After an unknown outcome (a timeout, a lost response): read the job again
+                    # and go on from where it stands. A claim that did land is recognised as
+                    # this tick's own (claimed_by).
+                    fresh = self._read_state(job_id)
+                    if fresh is None:
+                        break
+                    state = fresh
                 self._claim_job(state, tick, local, claimed)
                 break
             except Throttled:
                 local.throttled += 1  # the job stays due; the next tick picks it up
                 break
             except TransientStoreError as exc:
-                # Unknown outcome (a timeout, a lost response): read the job again and go on from
-                # where it stands. A claim that did land is recognised as this tick's own.
                 local.transient += 1
                 self._telemetry.event("claim.transient", job_id, attempt=attempt + 1, error=str(exc)[:300])
-                fresh = self._read_state(job_id)
-                if fresh is None:
-                    break
-                state = fresh
             except Exception as exc:  # one job's bug must not stop the others
                 local.job_errors += 1
                 self._telemetry.event(

@@ -18,7 +18,7 @@ from jobsched.adapters.memory_queue import MemoryWorkQueue
 from jobsched.adapters.memory_store import MemoryStore
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
-from jobsched.core.writes import RUNS, Check, Cond, Item, Put, Update, WriteOp, conditions_hold
+from jobsched.core.writes import JOBS, RUNS, STATE, Check, Cond, Item, Put, Update, WriteOp, conditions_hold
 from jobsched.ports import INDEX_KEYS, IndexName, OutgoingMessage, Page, SendResult, Store
 from jobsched.sim.scenario import FaultRates
 
@@ -29,6 +29,16 @@ class SimCrash(BaseException):
     """The simulated process dies here. A BaseException, so no service's ``except`` swallows it."""
 
 
+@dataclass(frozen=True)
+class StateMark:
+    """A job's state item as one write left it: what the invariants need of its history."""
+
+    at: int
+    status: str
+    timing: tuple[tuple[str, str], ...]
+    next_run_at: int | None
+
+
 @dataclass
 class Ledger:
     """What the store saw, kept by the simulation (not by the services)."""
@@ -36,6 +46,14 @@ class Ledger:
     commits: dict[str, list[tuple[int, str, int, str]]] = field(default_factory=dict)
     fenced_commits: list[tuple[str, str]] = field(default_factory=list)  # (run_id, detail)
     effect_conflicts: list[tuple[str, str]] = field(default_factory=list)  # (run_id, actor)
+    # Each job's state as every write left it (status, timing, next occurrence), in order.
+    states: dict[str, list[StateMark]] = field(default_factory=dict)
+    # Writes that created a run record, per run id: more than one means a record was overwritten.
+    creations: Counter[str] = field(default_factory=Counter)
+    # Violations seen at the moment of a write (kind, key, detail).
+    seen: list[tuple[str, str, str]] = field(default_factory=list)
+    # Runs in `running` whose overlap policy keeps a slot, per job.
+    running: dict[str, set[str]] = field(default_factory=dict)
 
 
 class FaultyStore:
@@ -49,7 +67,7 @@ class FaultyStore:
         rates: FaultRates,
         counts: Counter[str],
         clock: Clock,
-        log: Callable[[str, str, str], None],
+        log: Callable[[str, str, str, str], None],
     ) -> None:
         self.inner = inner
         self.rng = rng
@@ -64,6 +82,12 @@ class FaultyStore:
         self.interleave: Callable[[], None] | None = None
         # Set by the world: the next heartbeat write crashes its worker ("before" or "after" it lands).
         self.heartbeat_crash: str | None = None
+        # Set by the world: called with a job id after every write to a job item (the stream).
+        self.on_job_write: Callable[[str], None] | None = None
+        # Set by the world: called with a run id just before the detector's recovery write.
+        self.before_recovery: Callable[[str], None] | None = None
+        # How far any actor's clock may be off: a recovery of a lease renewed beyond it is live.
+        self.skew_bound_ms = 0
 
     # --- faults --------------------------------------------------------------------------------
 
@@ -72,17 +96,17 @@ class FaultyStore:
             return
         if self.rng.random() < self.rates.store_throttle:
             self.counts["store_throttle"] += 1
-            self.log(self.actor, "fault.store_throttle", what)
+            self.log(self.actor, "fault.store_throttle", what, "")
             raise Throttled(f"injected throttling on {what}")
         if self.rng.random() < self.rates.store_transient:
             self.counts["store_transient"] += 1
-            self.log(self.actor, "fault.store_transient", what)
+            self.log(self.actor, "fault.store_transient", what, "")
             raise TransientStoreError(f"injected transient error on {what}")
 
     def _after_write(self, what: str) -> None:
         if self.enabled and self.rng.random() < self.rates.store_lost_response:
             self.counts["store_lost_response"] += 1
-            self.log(self.actor, "fault.store_lost_response", what)
+            self.log(self.actor, "fault.store_lost_response", what, "")
             raise TransientStoreError(f"injected lost response: {what} was applied")
 
     # --- Store ---------------------------------------------------------------------------------
@@ -109,6 +133,7 @@ class FaultyStore:
     def delete(self, table: str, key: Item, condition: tuple[Cond, ...] = (), label: str = "delete") -> None:
         self._before_call(f"delete {_key_text(key)}")
         self.inner.delete(table, key, condition, label)
+        self._observe_delete(table, key)
 
     def write(self, ops: Sequence[WriteOp]) -> None:
         what = ", ".join(f"{op.label} {_op_key(op)}" for op in ops[:3]) + (" ..." if len(ops) > 3 else "")
@@ -116,13 +141,19 @@ class FaultyStore:
         if self.interleave is not None and any(op.label == "advance job" for op in ops):
             interleave, self.interleave = self.interleave, None
             interleave()
+        if self.before_recovery is not None and self.actor == "detector":
+            for op in ops:
+                if op.label == "recover run" and isinstance(op, Update):
+                    self.before_recovery(str(op.key["run_id"]))
         pre = self._commit_preimages(ops)
+        runs_before = self._run_preimages(ops)
         try:
             self.inner.write(ops)
         except ConditionFailed as lost:
             self._note_effect_conflict(ops, lost)
             raise
         self._record_commits(ops, pre)
+        self._observe(ops, runs_before)
         self._after_write(what)
 
     def update(self, op: Update) -> Item:
@@ -134,12 +165,89 @@ class FaultyStore:
                 raise SimCrash("worker crashed sending its heartbeat")
         self._before_call(what)
         pre = self._commit_preimages([op])
+        runs_before = self._run_preimages([op])
         result = self.inner.update(op)
         self._record_commits([op], pre)
+        self._observe([op], runs_before)
         if crash == "after":
             raise SimCrash("worker crashed right after its heartbeat landed")
         self._after_write(what)
         return result
+
+    # --- what every write did, seen by the simulation ------------------------------------------
+
+    def _run_preimages(self, ops: Sequence[WriteOp]) -> dict[str, Item | None]:
+        return {
+            str(_run_key(op)): self.inner.get(RUNS, {"run_id": _run_key(op)})
+            for op in ops
+            if op.table == RUNS and not isinstance(op, Check)
+        }
+
+    def _observe(self, ops: Sequence[WriteOp], runs_before: dict[str, Item | None]) -> None:
+        """After a write landed: note the state items and runs it changed, and any invariant it
+        broke at that moment (a record created twice, two slot-holding runs of one job running,
+        an unfinished run without a lease, a recovery of a lease a heartbeat had renewed)."""
+        now = self.clock.now_ms()
+        for op in ops:
+            if op.table == STATE and not isinstance(op, Check):
+                job_id = str(op.item["job_id"] if isinstance(op, Put) else op.key["job_id"])
+                self.note_state(job_id, self.inner.get(STATE, {"job_id": job_id}))
+            elif op.table == JOBS and self.on_job_write is not None:
+                self.on_job_write(str(op.item["job_id"] if isinstance(op, Put) else op.key["job_id"]))
+        for op in ops:
+            if op.table != RUNS or isinstance(op, Check):
+                continue
+            run_id = str(_run_key(op))
+            before, after = runs_before.get(run_id), self.inner.get(RUNS, {"run_id": run_id})
+            if isinstance(op, Put):
+                self.ledger.creations[run_id] += 1
+                if before is not None:
+                    self._violate("record_overwritten", run_id, f"{self.actor}'s {op.label} replaced it")
+            if after is not None:
+                self._observe_run(run_id, op.label, before, after, now)
+
+    def _observe_run(self, run_id: str, label: str, before: Item | None, after: Item, now: int) -> None:
+        status = after.get("status")
+        job_id = str(after.get("job_id"))
+        holders = self.ledger.running.setdefault(job_id, set())
+        was_running = before is not None and before.get("status") == "running"
+        if status == "running" and not was_running and _keeps_slot(after):
+            others = sorted(holders - {run_id})
+            if others:
+                self._violate("overlap_violated", run_id, f"started while {others[0]} runs (overlap policy)")
+            holders.add(run_id)
+        elif status != "running":
+            holders.discard(run_id)
+        if status not in ("succeeded", "failed", "skipped", "missed") and "lease_expires_at" not in after:
+            self._violate("run_without_lease", run_id, f"{status} after {self.actor}'s {label}")
+        if label == "recover run" and before is not None:
+            renewed = int(before.get("lease_expires_at") or 0)
+            if renewed > now + self.skew_bound_ms:
+                self._violate(
+                    "live_lease_recovered", run_id, f"its lease ran to {renewed} ({renewed - now} ms ahead)"
+                )
+
+    def note_state(self, job_id: str, state: Item | None) -> None:
+        if state is None:
+            return
+        timing = tuple(sorted((state.get("timing") or {}).items()))
+        next_run = state.get("next_run_at")
+        mark = StateMark(self.clock.now_ms(), str(state.get("status")), timing, next_run)
+        marks = self.ledger.states.setdefault(job_id, [])
+        if not marks or (marks[-1].status, marks[-1].timing, marks[-1].next_run_at) != (
+            mark.status,
+            mark.timing,
+            mark.next_run_at,
+        ):
+            marks.append(mark)
+
+    def _observe_delete(self, table: str, key: Item) -> None:
+        if table == JOBS and self.on_job_write is not None:
+            self.on_job_write(str(key["job_id"]))
+
+    def _violate(self, kind: str, key: str, detail: str) -> None:
+        self.ledger.seen.append((kind, key, detail))
+        self.log(self.actor, f"ledger.{kind}", key, detail)
 
     # --- the ledger ----------------------------------------------------------------------------
 
@@ -158,7 +266,7 @@ class FaultyStore:
             run_id = str(op.key["run_id"])
             held = int(op.set["version"]) - 1
             self.ledger.commits.setdefault(run_id, []).append((now, self.actor, held, op.label))
-            self.log(self.actor, "ledger.commit", f"{run_id} {op.label} token={held}")
+            self.log(self.actor, "ledger.commit", f"{run_id} {op.label} token={held}", "")
             current = None if before is None else before.get("version")
             status = None if before is None else before.get("status")
             if before is None or current != held or status not in ("running", "pending"):
@@ -174,7 +282,7 @@ class FaultyStore:
             first = ops[0]
             run_id = str(first.key["run_id"]) if isinstance(first, Update) else "?"
             self.ledger.effect_conflicts.append((run_id, self.actor))
-            self.log(self.actor, "ledger.effect_conflict", run_id)
+            self.log(self.actor, "ledger.effect_conflict", run_id, "")
 
 
 class LeaseIndexedMemoryStore(MemoryStore):
@@ -197,6 +305,7 @@ class LeaseIndexedMemoryStore(MemoryStore):
         with self._lock:
             self._count("UpdateItem")
             current = self._table(op.table).get(self._target(op))
+            self._check_sizes([op], [current], single=True)
             if not conditions_hold(op.condition, current):
                 raise ConditionFailed(0, op.label, _copy(current))
             updated: Item = _copy(self._apply(op))
@@ -328,6 +437,15 @@ class SimQueue(MemoryWorkQueue):
             super().send([OutgoingMessage("dup", body, delay_seconds)])
         finally:
             self.enabled = enabled
+
+
+def _run_key(op: WriteOp) -> Any:
+    return op.item["run_id"] if isinstance(op, Put) else op.key["run_id"]
+
+
+def _keeps_slot(run: Item) -> bool:
+    definition = run.get("definition") or {}
+    return bool(definition) and definition.get("overlap", "skip") != "allow"
 
 
 def _copy(value: Any) -> Any:

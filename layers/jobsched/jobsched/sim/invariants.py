@@ -1,19 +1,29 @@
 """The invariants checked after every run, from the store's run records, the effects table and
 the simulation's own ledger. Each violation names its kind and its run or job, so the trace can
-be filtered to it."""
+be filtered to it.
+
+What is due comes from the ledger's history of each job's state item, not from the services'
+bookkeeping: the stretches in which the job was active with one timing (``Segment``). Every
+occurrence of that timing from the stretch's first occurrence up to its end came due while the
+job was active, and must end with a record (docs/design.md, "What a change to a job does").
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from jobsched.adapters.memory_store import MemoryStore
 from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.job import MisfirePolicy, OverlapPolicy
 from jobsched.core.run import run_id_for
+from jobsched.core.schedule import Schedule
+from jobsched.core.state import state_schedule
 from jobsched.core.writes import RUNS, STATE
 from jobsched.ports import Store
-from jobsched.sim.faults import EFFECTS
+from jobsched.sim.faults import EFFECTS, StateMark
 from jobsched.sim.report import ChaosReport, trace_for
 
 if TYPE_CHECKING:
@@ -21,6 +31,8 @@ if TYPE_CHECKING:
 
 COMMITTED = ("succeeded", "failed")
 POLICY = ("skipped", "missed")
+ADHOC = ("manual", "backfill")
+NEVER = 2**62
 
 
 def all_items(store: Store, table: str) -> list[dict[str, Any]]:
@@ -36,140 +48,245 @@ def all_items(store: Store, table: str) -> list[dict[str, Any]]:
         cursor = page.cursor
 
 
+@dataclass(frozen=True)
+class Segment:
+    """A stretch in which a job was active with one timing: from its first occurrence ``start``
+    up to ``end`` (the instant the change that ended it was applied)."""
+
+    timing: tuple[tuple[str, str], ...]
+    start: int
+    opened: int
+    end: int
+
+
+def segments(marks: list[StateMark], window_end: int) -> list[Segment]:
+    found: list[Segment] = []
+    current: StateMark | None = None
+    for mark in marks:
+        if mark.status == "active" and (current is None or current.timing != mark.timing):
+            if current is not None:
+                found.append(_segment(current, mark.at))
+            current = mark
+        elif mark.status != "active" and current is not None:
+            # A finished schedule has nothing after its last occurrence, whenever it was claimed.
+            found.append(_segment(current, window_end if mark.status == "finished" else mark.at))
+            current = None
+    if current is not None:
+        found.append(_segment(current, window_end))
+    return found
+
+
+def _segment(mark: StateMark, end: int) -> Segment:
+    return Segment(mark.timing, int(mark.next_run_at or NEVER), mark.at, end)
+
+
+@cache
+def _schedule(timing: tuple[tuple[str, str], ...]) -> Schedule:
+    return state_schedule({"timing": dict(timing)})
+
+
+def occurrences(timing: tuple[tuple[str, str], ...], first: int, last: int) -> list[int]:
+    if first > last:
+        return []
+    schedule = _schedule(timing)
+    found = [dt_to_ms(t) for t in schedule.occurrences(ms_to_dt(first - 1), ms_to_dt(last))]
+    return [t for t in found if first <= t <= last]
+
+
+@dataclass
+class Checker:
+    world: World
+    report: ChaosReport
+    runs: dict[str, dict[str, Any]]
+    states: dict[str, dict[str, Any]]
+    effects: list[dict[str, Any]]
+    violations: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def violate(self, kind: str, key: str, detail: str) -> None:
+        self.violations.append((kind, key, detail))
+
+    def runs_of(self, job_id: str) -> list[dict[str, Any]]:
+        return [r for r in self.runs.values() if r["job_id"] == job_id]
+
+    # 1. at most one commit per occurrence, and never by a fenced-out actor (the ledger).
+    def commits(self) -> None:
+        ledger = self.world.store.ledger
+        for run_id, commits in ledger.commits.items():
+            if len(commits) > 1:
+                self.report.duplicate_commits += len(commits) - 1
+                who = "; ".join(
+                    f"{actor} token {token} at {iso_z(at - at % 1000)}" for at, actor, token, _ in commits
+                )
+                self.violate("duplicate_commit", run_id, f"{len(commits)} commits: {who}")
+        for run_id, detail in ledger.fenced_commits:
+            self.report.fenced_commits += 1
+            self.violate("fenced_out_commit", run_id, detail)
+
+    # 2. effects exactly once per succeeded run, none without one.
+    def effects_once(self) -> None:
+        effect_runs: Counter[str] = Counter()
+        for effect in self.effects:
+            effect_runs[str(effect.get("run_id") or effect["pk"])] += int(effect.get("count", 1))
+        for run_id, actor in self.world.store.ledger.effect_conflicts:
+            self.report.duplicate_effects += 1
+            self.violate(
+                "duplicate_effect", run_id, f"{actor} passed the commit fence but the effect existed"
+            )
+        for run_id, count in effect_runs.items():
+            run = self.runs.get(run_id)
+            if count > 1:
+                self.report.duplicate_effects += count - 1
+                self.violate("duplicate_effect", run_id, f"effect applied {count} times")
+            if run is None or run.get("status") != "succeeded":
+                self.violate(
+                    "effect_without_success", run_id, f"run is {None if run is None else run.get('status')}"
+                )
+        for run in self.runs.values():
+            if run.get("status") == "succeeded" and effect_runs[str(run["run_id"])] != 1:
+                self.violate(
+                    "success_without_effect",
+                    str(run["run_id"]),
+                    f"effect count {effect_runs[str(run['run_id'])]}",
+                )
+
+    # 3. every occurrence due while the job was active has exactly one record; nothing else ran.
+    def nothing_lost(self) -> None:
+        world = self.world
+        ahead = world.sched_cfg.lookahead_seconds * 1000 + 2 * world.rates.clock_skew_max_ms + 2_000
+        for job_id in world.by_id:
+            spans = segments(world.store.ledger.states.get(job_id, []), world.window_end)
+            due: set[int] = set()
+            allowed: set[int] = set()
+            for span in spans:
+                due.update(occurrences(span.timing, span.start, min(span.end, world.window_end)))
+                # Claimed ahead before the change ended the stretch: run under the old timing.
+                allowed.update(occurrences(span.timing, span.start, span.end + ahead))
+            for occurrence in sorted(due):
+                self._settled(run_id_for(job_id, occurrence))
+            for run in self.runs_of(job_id):
+                at = int(run["scheduled_at"])
+                if run.get("kind") not in ADHOC and at <= world.window_end and at not in allowed:
+                    self.violate(
+                        "run_not_due", str(run["run_id"]), "a run for an instant that was no due occurrence"
+                    )
+            if job_id not in world.operated:
+                self._run_all_complete(job_id, sorted(due))
+
+    def _settled(self, run_id: str) -> None:
+        self.report.occurrences_due += 1
+        found = self.runs.get(run_id)
+        status = None if found is None else found.get("status")
+        if status in COMMITTED:
+            self.report.committed_runs += 1
+            if status == "succeeded":
+                self.report.succeeded_runs += 1
+            else:
+                self.report.failed_runs += 1
+        elif status in POLICY:
+            self.report.policy_misses += 1
+            if not found or not found.get("reason"):
+                self.violate("miss_without_reason", run_id, f"{status} with no reason")
+        else:
+            self.report.lost_occurrences += 1
+            self.violate("lost_occurrence", run_id, f"run is {status or 'absent'} after the drain")
+
+    def _run_all_complete(self, job_id: str, due: list[int]) -> None:
+        """A run_all + allow job whose outages each held at most max_catchup occurrences (and
+        that no person touched) has every occurrence committed."""
+        definition = self.world.by_id[job_id].definition
+        if (
+            definition.misfire.policy is not MisfirePolicy.RUN_ALL
+            or definition.overlap is not OverlapPolicy.ALLOW
+        ):
+            return
+        grace = definition.misfire.grace_seconds * 1000
+        worst = max(
+            (sum(1 for t in due if a - grace - 120_000 <= t <= b + 120_000) for a, b in self.world.outages),
+            default=0,
+        )
+        if worst > definition.misfire.max_catchup:
+            return
+        self.report.run_all_jobs_checked += 1
+        committed = sum(1 for t in due if self.runs.get(run_id_for(job_id, t), {}).get("status") in COMMITTED)
+        if committed != len(due):
+            self.violate(
+                "run_all_incomplete",
+                job_id,
+                f"{committed} of {len(due)} occurrences committed (worst outage {worst} "
+                f"<= max_catchup {definition.misfire.max_catchup})",
+            )
+
+    # 4. an active job's pointer is its timing's next occurrence after the last one recorded.
+    def pointers(self) -> None:
+        for job_id, state in self.states.items():
+            if state.get("status") != "active":
+                continue
+            last = int(state.get("last_scheduled_at") or 0)
+            scheduled = [int(r["scheduled_at"]) for r in self.runs_of(job_id) if r.get("kind") not in ADHOC]
+            next_run = state.get("next_run_at")
+            schedule = state_schedule(state)
+            following = schedule.next_after(ms_to_dt(next_run - 1)) if next_run is not None else None
+            if next_run is None or following is None or dt_to_ms(following) != next_run:
+                self.violate("next_run_inconsistent", job_id, f"next_run_at {next_run} is no occurrence")
+            elif next_run <= last:
+                self.violate(
+                    "next_run_inconsistent", job_id, f"next_run_at {iso_z(next_run)} <= last {iso_z(last)}"
+                )
+            elif scheduled and max(scheduled) > last:
+                self.violate(
+                    "next_run_inconsistent",
+                    job_id,
+                    f"a record at {iso_z(max(scheduled))} after last {iso_z(last)}",
+                )
+
+    # 5. no lease left expired at the end (the detector runs every minute, faults are off).
+    def leases(self) -> None:
+        world = self.world
+        bound = world.clock.now_ms() - world.sched_cfg.clock_skew_allowance_ms - 2 * 60_000
+        for run in self.runs.values():
+            expires = run.get("lease_expires_at")
+            if expires is not None and int(expires) < bound:
+                self.violate(
+                    "lease_left_expired",
+                    str(run["run_id"]),
+                    f"{run.get('status')}, lease expired {iso_z(int(expires))}",
+                )
+
+    # 6. what the ledger saw at the moment of a write: a record created twice, two slot-holding
+    # runs of one job running at once, an unfinished run without a lease, a live lease recovered;
+    # and every exception a service met that was not a store or queue error (one job's failure
+    # the services isolated is still a bug to report).
+    def seen(self) -> None:
+        ledger = self.world.store.ledger
+        self.violations += ledger.seen
+        for run_id, count in ledger.creations.items():
+            if count > 1:
+                self.violate("record_created_twice", run_id, f"{count} writes created it")
+        for event in self.world.job_errors:
+            self.violate("job_error", event[0], event[1])
+        self.violations += [
+            ("unexpected_exception", v.split(" ", 2)[1].rstrip(":"), v) for v in self.world.unexpected
+        ]
+
+
 def check(world: World) -> ChaosReport:
     cfg = world.cfg
     report = ChaosReport(cfg.seed, cfg.jobs, cfg.hours, cfg.store, start=iso_z(world.start_ms))
-    violations: list[tuple[str, str, str]] = []  # (kind, key, detail)
-
-    def violate(kind: str, key: str, detail: str) -> None:
-        violations.append((kind, key, detail))
-
     inner = world.store.inner
-    runs = {str(r["run_id"]): r for r in all_items(inner, RUNS)}
-    jobs = {str(j["job_id"]): j for j in all_items(inner, STATE)}
-    effects = all_items(inner, EFFECTS)
-    now = world.clock.now_ms()
-    runs_of: dict[str, list[dict[str, Any]]] = {}
-    for run in runs.values():
-        runs_of.setdefault(str(run["job_id"]), []).append(run)
-
-    # 1. at most one commit per occurrence, and never by a fenced-out actor (the ledger).
-    for run_id, commits in world.store.ledger.commits.items():
-        if len(commits) > 1:
-            report.duplicate_commits += len(commits) - 1
-            who = "; ".join(
-                f"{actor} token {token} at {iso_z(at - at % 1000)}" for at, actor, token, _ in commits
-            )
-            violate("duplicate_commit", run_id, f"{len(commits)} commits: {who}")
-    for run_id, detail in world.store.ledger.fenced_commits:
-        report.fenced_commits += 1
-        violate("fenced_out_commit", run_id, detail)
-
-    # 2. effects exactly once per succeeded run, none without one.
-    effect_runs: Counter[str] = Counter()
-    for effect in effects:
-        run_id = str(effect.get("run_id") or effect["pk"])
-        count = int(effect.get("count", 1))
-        effect_runs[run_id] += count
-    for run_id, actor in world.store.ledger.effect_conflicts:
-        report.duplicate_effects += 1
-        violate("duplicate_effect", run_id, f"{actor} passed the commit fence but the effect existed already")
-    for run_id, count in effect_runs.items():
-        effect_run = runs.get(run_id)
-        if count > 1:
-            report.duplicate_effects += count - 1
-            violate("duplicate_effect", run_id, f"effect applied {count} times")
-        if effect_run is None or effect_run.get("status") != "succeeded":
-            status = None if effect_run is None else effect_run.get("status")
-            violate("effect_without_success", run_id, f"run is {status}")
-    for run in runs.values():
-        if run.get("status") == "succeeded" and effect_runs[str(run["run_id"])] != 1:
-            violate(
-                "success_without_effect",
-                str(run["run_id"]),
-                f"effect count {effect_runs[str(run['run_id'])]}",
-            )
-
-    # 3. every due occurrence is committed or recorded with a reason; nothing else was run.
-    for job_id, sim in world.by_id.items():
-        definition = sim.definition
-        schedule = definition.compiled_schedule()
-        registered = world.registered_at[job_id]
-        due = [dt_to_ms(t) for t in schedule.occurrences(ms_to_dt(registered), ms_to_dt(world.window_end))]
-        due_ids = set()
-        committed = 0
-        for occurrence in due:
-            run_id = run_id_for(job_id, occurrence)
-            due_ids.add(run_id)
-            report.occurrences_due += 1
-            found = runs.get(run_id)
-            status = None if found is None else found.get("status")
-            if status in COMMITTED:
-                committed += 1
-                report.committed_runs += 1
-                if status == "succeeded":
-                    report.succeeded_runs += 1
-                else:
-                    report.failed_runs += 1
-            elif status in POLICY:
-                report.policy_misses += 1
-                if not found or not found.get("reason"):
-                    violate("miss_without_reason", run_id, f"{status} with no reason")
-            else:
-                report.lost_occurrences += 1
-                violate("lost_occurrence", run_id, f"run is {status or 'absent'} after the drain")
-        for run in runs_of.get(job_id, []):
-            if run["scheduled_at"] <= world.window_end and str(run["run_id"]) not in due_ids:
-                violate("run_not_due", str(run["run_id"]), "a run for an instant that is no occurrence")
-        # 3b. run_all + allow with no outage beyond max_catchup: every occurrence committed.
-        if definition.misfire.policy is MisfirePolicy.RUN_ALL and definition.overlap is OverlapPolicy.ALLOW:
-            grace = definition.misfire.grace_seconds * 1000
-            worst = max(
-                (sum(1 for t in due if a - grace - 120_000 <= t <= b + 120_000) for a, b in world.outages),
-                default=0,
-            )
-            if worst <= definition.misfire.max_catchup:
-                report.run_all_jobs_checked += 1
-                if committed != len(due):
-                    violate(
-                        "run_all_incomplete",
-                        job_id,
-                        f"{committed} of {len(due)} occurrences committed (worst outage {worst} "
-                        f"<= max_catchup {definition.misfire.max_catchup})",
-                    )
-        # 4. the job's pointer is the next occurrence after its last claimed one.
-        item = jobs.get(job_id)
-        claimed = [int(r["scheduled_at"]) for r in runs_of.get(job_id, [])]
-        last = max(claimed, default=registered)
-        expected = schedule.next_after(ms_to_dt(last))
-        if item is None:
-            violate("job_missing", job_id, "the job item is gone")
-        elif item.get("status") == "active":
-            if expected is None or item.get("next_run_at") != dt_to_ms(expected):
-                violate(
-                    "next_run_inconsistent",
-                    job_id,
-                    f"next_run_at {item.get('next_run_at')} but the next occurrence after the last "
-                    f"claimed {iso_z(last)} is {expected}",
-                )
-        elif item.get("status") == "finished":
-            if expected is not None:
-                violate("finished_early", job_id, f"finished, but {expected} is still to come")
-        else:
-            violate("job_status", job_id, f"job is {item.get('status')}")
-
-    # 5. no lease left expired at the end (the detector runs every minute, faults are off).
-    bound = now - world.sched_cfg.clock_skew_allowance_ms - 2 * 60_000
-    for run in runs.values():
-        expires = run.get("lease_expires_at")
-        if expires is not None and int(expires) < bound:
-            violate(
-                "lease_left_expired",
-                str(run["run_id"]),
-                f"{run.get('status')}, lease expired {iso_z(int(expires))}",
-            )
-
-    violations += [("unexpected_exception", v.split(" ", 2)[1].rstrip(":"), v) for v in world.unexpected]
+    checker = Checker(
+        world,
+        report,
+        runs={str(r["run_id"]): r for r in all_items(inner, RUNS)},
+        states={str(s["job_id"]): s for s in all_items(inner, STATE)},
+        effects=all_items(inner, EFFECTS),
+    )
+    checker.commits()
+    checker.effects_once()
+    checker.nothing_lost()
+    checker.pointers()
+    checker.leases()
+    checker.seen()
+    violations = checker.violations
     report.invariant_violations = [f"{kind} {key}: {detail}" for kind, key, detail in violations]
     report.violation_keys = list(dict.fromkeys(key for _, key, _ in violations))
     report.leases_recovered = world.leases_recovered

@@ -45,9 +45,35 @@ class FaultRates:
     store_throttle: float = 0.005  # per store call
     store_transient: float = 0.005  # per store call, before the write happens
     store_lost_response: float = 0.005  # per write: applied, then the response is lost
+    worker_stall: float = 0.03  # per invocation: frozen past its lease, then goes on heartbeating
+    heartbeat_races_recovery: float = 0.5  # a stalled worker's late heartbeat lands between the
+    # detector's read of its lapsed lease and the recovery write
     clock_skew_max_ms: int = 5_000  # each actor's clock is off by up to this
     detector_overloads: int = 2  # stretches with a tiny detector_max_items
     trigger_outages: int = 2  # stretches of 20-90 minutes with no ticks
+    # What people do to their jobs, per job and simulated hour (docs/design.md, "What a change
+    # to a job does"): each is a put-item, update-item or delete on the job item, delivered to
+    # the registrar through a simulated stream.
+    operator_edit: float = 0.02  # update-item of the description only
+    operator_reput: float = 0.02  # put-item of the same definition, whole (scheduler attributes gone)
+    operator_retime: float = 0.02  # put-item with another schedule
+    operator_pause: float = 0.015  # enabled: false, resumed 5-40 minutes later
+    operator_delete: float = 0.01  # delete-item, re-created 5-40 minutes later
+    operator_malformed: float = 0.015  # a broken or oversized item, fixed 2-20 minutes later
+    operator_backfill: float = 0.01  # a backfill of the last minutes (also at each outage's end)
+    stream_delay: float = 0.05  # per stream record: the registrar sees it 10-120 s late
+    stream_duplicate: float = 0.05  # per stream record: delivered twice (a retried batch)
+    large_payload_jobs: float = 0.05  # fraction of jobs with a 30-60 KB payload
+
+    OPERATOR_ACTIONS = (
+        "operator_edit",
+        "operator_reput",
+        "operator_retime",
+        "operator_pause",
+        "operator_delete",
+        "operator_malformed",
+        "operator_backfill",
+    )
 
     @classmethod
     def none(cls) -> FaultRates:
@@ -96,14 +122,62 @@ def start_instant(rng: random.Random) -> int:
     return dt_to_ms(rng.choice(START_INSTANTS))
 
 
-def build_jobs(rng: random.Random, count: int, start_ms: int, hours: float) -> list[SimJob]:
+def build_jobs(
+    rng: random.Random, count: int, start_ms: int, hours: float, large_payloads: float = 0.0
+) -> list[SimJob]:
     jobs = []
     for index in range(count):
-        jobs.append(_job(rng, index, start_ms, hours))
+        jobs.append(_job(rng, index, start_ms, hours, large_payloads))
     return jobs
 
 
-def _job(rng: random.Random, index: int, start_ms: int, hours: float) -> SimJob:
+def retimed(rng: random.Random, schedule: str) -> str | None:
+    """Another schedule of the same kind, as a person would change it (None: leave it)."""
+    if schedule.startswith("rate("):
+        return rng.choice(
+            [s for s in ("rate(1 minute)", "rate(2 minutes)", "rate(5 minutes)") if s != schedule]
+        )
+    if schedule.startswith("cron("):
+        step = rng.choice([2, 3, 5, 10, 15])
+        return f"cron({rng.randrange(step)}/{step} * * * ? *)"
+    return None
+
+
+def malformed(rng: random.Random, item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A broken variant of a job item, of a kind people write (issue 12): what and the item."""
+    kind = rng.choice(
+        [
+            "bad cron",
+            "end beyond 9999",
+            "deep payload",
+            "huge integer",
+            "oversized payload",
+            "unknown field",
+            "unknown target",
+            "enabled as text",
+        ]
+    )
+    broken = dict(item)
+    if kind == "bad cron":
+        broken["schedule"] = "cron(61 * * * ? *)"
+    elif kind == "end beyond 9999":
+        broken["end"] = "9999-12-31T23:59:59-05:00"
+    elif kind == "deep payload":
+        broken["payload"] = "[" * 5000 + "]" * 5000
+    elif kind == "huge integer":
+        broken["payload"] = '{"n": ' + "9" * 5000 + "}"
+    elif kind == "oversized payload":
+        broken["payload"] = '{"blob": "' + "x" * 70_000 + '"}'
+    elif kind == "unknown field":
+        broken["scheduel"] = broken.pop("schedule")
+    elif kind == "unknown target":
+        broken["target"] = "sim.nope"
+    else:
+        broken["enabled"] = "false"  # valid: pauses the job, stored as text
+    return kind, broken
+
+
+def _job(rng: random.Random, index: int, start_ms: int, hours: float, large_payloads: float) -> SimJob:
     kind = rng.choices(["rate1", "rate5", "cron", "hourly", "at"], weights=[20, 30, 30, 12, 8], k=1)[0]
     zone = "UTC"
     if kind == "rate1":
@@ -144,12 +218,17 @@ def _job(rng: random.Random, index: int, start_ms: int, hours: float) -> SimJob:
         duration = rng.randrange(200, 25_000)
     duration = min(duration, 280_000)
     fail = rng.choices([0.0, 0.1, 0.3, 1.0], weights=[60, 20, 15, 5], k=1)[0]
+    payload: dict[str, Any] = {"i": index}
+    if rng.random() < large_payloads:
+        # Large but valid (the limit is 64 KiB): the outage's settle chunks and the dispatch
+        # batches must then be sized by bytes, or DynamoDB and SQS reject them.
+        payload["blob"] = "x" * rng.randrange(30_000, 60_000)
     definition = JobDefinition(
         job_id=f"job-{index:04d}-{kind}",
         schedule=schedule,
         timezone=zone,
         target="sim.effect",
-        payload={"i": index},
+        payload=payload,
         retry=retry,
         timeout_seconds=timeout,
         misfire=misfire,
@@ -187,6 +266,3 @@ def windows(
             taken.append(candidate)
             found.append(candidate)
     return sorted(found)
-
-
-__all__ = ["Behaviour", "ChaosConfig", "FaultRates", "SimJob", "build_jobs", "start_instant", "windows"]

@@ -20,24 +20,35 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from jobsched.core.clock import ManualClock, SkewedClock
+from jobsched.core.clock import ManualClock, SkewedClock, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.run import RunMessage
-from jobsched.core.writes import RUNS, STATE, not_exists
+from jobsched.core.writes import JOBS, RUNS, STATE, Put, Update, not_exists
 from jobsched.handlers.registry import HandlerRegistry
 from jobsched.ports import Store
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
-from jobsched.services.operations import Operations
+from jobsched.services.operations import JobNotFound, Operations
+from jobsched.services.registrar import Registrar
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
 from jobsched.sim.faults import EFFECTS, FaultyStore, LeaseIndexedMemoryStore, SimCrash, SimQueue
 from jobsched.sim.invariants import check
 from jobsched.sim.report import ChaosReport, LogEntry
-from jobsched.sim.scenario import ChaosConfig, SimJob, build_jobs, start_instant, windows
+from jobsched.sim.scenario import (
+    ChaosConfig,
+    FaultRates,
+    SimJob,
+    build_jobs,
+    malformed,
+    retimed,
+    start_instant,
+    windows,
+)
 
 T = TypeVar("T")
+STREAM_RETRIES = 10  # the registrar's event source mapping's MaximumRetryAttempts (template.yaml)
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "skipped", "missed"})
 MINUTE = 60_000
 
@@ -58,6 +69,8 @@ class SimTelemetry:
 
     def event(self, name: str, correlation_id: str, **fields: Any) -> None:
         self.counts[name] += 1
+        if name == "job.error":
+            self._world.job_errors.append((correlation_id, str(fields.get("error"))))
         if name in ("tick.started", "tick.finished", "detector.started", "detector.finished"):
             if name.endswith("finished") and any(fields.get(k) for k in ("claimed", "leases_recovered")):
                 self._world.log(self._world.store.actor, name, correlation_id, _short(fields))
@@ -85,6 +98,8 @@ class Invocation:
     pause_at: int | None = None
     pause_for: int = 0
     crash_after_effect: bool = False
+    stall_at: int | None = None  # the worker freezes here (elapsed ms) ...
+    stalled_until: int | None = None  # ... until this instant (base clock), then goes on
 
 
 @dataclass(order=True)
@@ -111,7 +126,7 @@ class World:
         self.store = FaultyStore(inner, self.rng, rates, self.counts, self.clock, self.log)
         self.queue = SimQueue(self.clock, cfg.visibility_timeout_seconds, self.rng, rates, self.counts)
         self.telemetry = SimTelemetry(self)
-        self.jobs = build_jobs(self.rng, cfg.jobs, self.start_ms, cfg.hours)
+        self.jobs = build_jobs(self.rng, cfg.jobs, self.start_ms, cfg.hours, rates.large_payload_jobs)
         self.by_id = {job.definition.job_id: job for job in self.jobs}
         outage_len = (20 * MINUTE, 90 * MINUTE)
         self.outages = windows(self.rng, rates.trigger_outages, self.start_ms, self.window_end, *outage_len)
@@ -176,6 +191,20 @@ class World:
             for n in range(cfg.workers)
         ]
         self.ops = Operations(self.store, self.queue, self.telemetry, self.clock, self.sched_cfg)
+        # The registrar function, fed by the jobs table's stream (simulated below): it knows the
+        # deployment's handlers, so an item naming another target is invalid.
+        self.registrar = Registrar(
+            self.store, self.telemetry, self.clock, self.sched_cfg, self.queue, known_targets={"sim.effect"}
+        )
+        self.stream: list[tuple[int, str]] = []  # (deliverable at, job id), in write order
+        self.stream_failures = 0  # of the record at the head
+        self.store.on_job_write = self._stream_record
+        self.store.before_recovery = self._heartbeat_races_recovery
+        self.store.skew_bound_ms = 2 * rates.clock_skew_max_ms + 1000
+        # What a person last wrote as each job's (valid) definition item.
+        self.person_items = {job.definition.job_id: job.definition.to_item() for job in self.jobs}
+        self.operated: set[str] = set()  # jobs a person changed during the run
+        self.live: dict[str, Invocation] = {}  # started invocations, by run id
         self.registered_at: dict[str, int] = {}
         self._heap: list[_Event] = []
         self._seq = 0
@@ -183,6 +212,7 @@ class World:
         self.leases_recovered = 0
         self.outcomes: Counter[str] = Counter()
         self.unexpected: list[str] = []
+        self.job_errors: list[tuple[str, str]] = []  # (job or run id, error) the services isolated
 
     # --- plumbing ------------------------------------------------------------------------------
 
@@ -241,6 +271,7 @@ class World:
         first_minute = (self.start_ms // MINUTE + 1) * MINUTE
         self.at(first_minute + self.rng.randrange(2000), self._tick)
         self.at(first_minute + 30_000 + self.rng.randrange(2000), self._detect)
+        self._schedule_operators()
         self.at(self.window_end, self._faults_off)
         self.at(self.window_end + 10 * MINUTE, self._drain_check)
         while True:
@@ -360,6 +391,7 @@ class World:
         inv.began_at = self.clock.now_ms()
         if self.roll("worker_crash_after_start", self.rates.worker_crash_after_start, key):
             return
+        self.live[key] = inv
         behaviour = job.behaviour
         duration = behaviour.duration_ms + self.rng.randrange(behaviour.jitter_ms)
         limit = min(
@@ -374,6 +406,8 @@ class World:
             inv.pause_at = self.rng.randrange(inv.run_for + 1)
             lease = self.sched_cfg.lease_seconds * 1000 + self.sched_cfg.clock_skew_allowance_ms
             inv.pause_for = self.rng.randrange(lease + 70_000, lease + 200_000)
+        elif self.roll("worker_stall", self.rates.worker_stall, key):
+            inv.stall_at = self.rng.randrange(inv.run_for + 1)
         elif self.rng.random() < self.rates.worker_crash_after_effect and self.faults_on:
             inv.crash_after_effect = True
         self._next_step(inv)
@@ -387,6 +421,8 @@ class World:
             targets.append(inv.crash_at)
         if inv.pause_at is not None:
             targets.append(inv.pause_at)
+        if inv.stall_at is not None:
+            targets.append(inv.stall_at)
         self.at(inv.began_at + max(elapsed, min(targets)), lambda: self._step(inv))
 
     def _step(self, inv: Invocation) -> None:
@@ -396,12 +432,29 @@ class World:
         elapsed = self.clock.now_ms() - inv.began_at
         if inv.crash_at is not None and elapsed >= inv.crash_at:
             self.log(inv.name, "crashed", key, "mid-handler")
+            self._gone(inv)
             return
         if inv.pause_at is not None and elapsed >= inv.pause_at:
+            self._gone(inv)
             self.log(inv.name, "zombie.paused", key, f"for {inv.pause_for} ms, token {started.token}")
             inv.pause_at = None
             self.at(self.clock.now_ms() + inv.pause_for, lambda: self._zombie_resume(inv))
             return
+        now = self.clock.now_ms()
+        if inv.stall_at is not None and elapsed >= inv.stall_at:
+            # The whole invocation freezes (a long GC pause, a starved host) past its lease, then
+            # goes on where it was: its first act is the heartbeat that is now late.
+            inv.stall_at = None
+            stall = self.sched_cfg.lease_seconds * 1000 + self.sched_cfg.clock_skew_allowance_ms
+            stall += self.rng.randrange(2_000, 20_000)
+            inv.stalled_until = now + stall
+            inv.run_for += stall
+            self.log(inv.name, "worker.stalled", key, f"for {stall} ms")
+            self.at(inv.stalled_until, lambda: self._step(inv))
+            return
+        if inv.stalled_until is not None and now < inv.stalled_until:
+            return  # frozen (an interleaved late heartbeat may have ended it early: see below)
+        inv.stalled_until = None
         if elapsed >= inv.run_for:
             self._complete(inv)
             return
@@ -410,6 +463,7 @@ class World:
         ok, alive = self.call(inv.name, lambda: inv.worker.heartbeat(started), key)
         self.store.heartbeat_crash = None
         if not ok:
+            self._gone(inv)
             return
         if not alive:
             self._finish(inv, FENCED_OUT)
@@ -446,6 +500,7 @@ class World:
     def _complete(self, inv: Invocation) -> None:
         result = self._result(inv)
         if inv.crash_after_effect and result.ok:
+            self._gone(inv)
             self.counts["worker_crash_after_effect"] += 1
             self.log(inv.name, "fault.worker_crash_after_effect", inv.message.run_id)
             return
@@ -454,6 +509,7 @@ class World:
     def _finish(self, inv: Invocation, result: HandlerResult, zombie: bool = False) -> None:
         assert inv.started is not None
         started = inv.started
+        self._gone(inv)
         ok, outcome = self.call(inv.name, lambda: inv.worker.finish(started, result), inv.message.run_id)
         if not ok:
             return
@@ -461,6 +517,162 @@ class World:
         if zombie:
             self.log(inv.name, "zombie.outcome", inv.message.run_id, str(outcome))
         self.queue.delete(inv.receipt)  # the invocation returned: Lambda deletes the message
+
+    def _gone(self, inv: Invocation) -> None:
+        if self.live.get(inv.message.run_id) is inv:
+            del self.live[inv.message.run_id]
+
+    def _heartbeat_races_recovery(self, run_id: str) -> None:
+        """Called just before the detector's recovery write: a stalled worker's late heartbeat
+        may land in between (the race the recovery's lease-as-read condition stops)."""
+        inv = self.live.get(run_id)
+        now = self.clock.now_ms()
+        if inv is None or inv.started is None or inv.stalled_until is None or now >= inv.stalled_until:
+            return
+        if not self.roll("heartbeat_races_recovery", self.rates.heartbeat_races_recovery, run_id):
+            return
+        inv.stalled_until = None
+        started = inv.started
+        self.call(inv.name, lambda: inv.worker.heartbeat(started), run_id)
+
+    # --- the jobs table's stream and the registrar -------------------------------------------------
+
+    def _stream_record(self, job_id: str) -> None:
+        """A write to a job item: its stream record reaches the registrar after a short lag."""
+        lag = self.rng.randrange(200, 2_000)
+        if self.roll("stream_delay", self.rates.stream_delay, job_id):
+            lag = self.rng.randrange(10_000, 120_000)
+        due = self.clock.now_ms() + lag
+        self.stream.append((due, job_id))
+        self.at(due, self._registrar_poll)
+
+    def _registrar_poll(self) -> None:
+        """The event source mapping: records in order; a failed one is retried, in order, before
+        any later one (a shard's iterator does not move past it)."""
+        while self.stream and self.stream[0][0] <= self.clock.now_ms():
+            _, job_id = self.stream[0]
+            deliver = functools.partial(self.registrar.on_stream_record, "MODIFY", job_id, None)
+            ok, _ = self.call("registrar", deliver, job_id)
+            if not ok:
+                self.stream_failures += 1
+                if self.stream_failures <= STREAM_RETRIES:
+                    self.at(self.clock.now_ms() + 5_000, self._registrar_poll)
+                    return
+                # The mapping's MaximumRetryAttempts: the record goes to the failure queue and the
+                # job's change is not applied. Only a bug gets here (store faults are rare).
+                self.unexpected.append(
+                    f"registration_dropped {job_id}: registrar failed {STREAM_RETRIES + 1} times"
+                )
+            self.stream_failures = 0
+            self.stream.pop(0)
+            if self.roll("stream_duplicate", self.rates.stream_duplicate, job_id):
+                self.stream.insert(0, (self.clock.now_ms() + 1_000, job_id))
+                self.at(self.clock.now_ms() + 1_000, self._registrar_poll)
+                return
+
+    # --- people -------------------------------------------------------------------------------------
+
+    def _schedule_operators(self) -> None:
+        """Every operator action of the run, at seeded instants in the window (none in its first
+        ten and last twenty minutes), plus backfills just before each outage ends."""
+        hours = self.cfg.hours
+        begin, end = self.start_ms + 10 * MINUTE, self.window_end - 20 * MINUTE
+        if end <= begin:
+            return
+        for kind in FaultRates.OPERATOR_ACTIONS:
+            expected = float(getattr(self.rates, kind)) * len(self.jobs) * hours
+            count = int(expected) + (1 if self.rng.random() < expected - int(expected) else 0)
+            for _ in range(count):
+                when = self.rng.randrange(begin, end)
+                job_id = self.rng.choice(self.jobs).definition.job_id
+                self.at(when, functools.partial(self._operate, kind, job_id))
+        if self.rates.operator_backfill > 0:
+            for _, outage_end in self.outages:
+                for _ in range(8):
+                    job_id = self.rng.choice(self.jobs).definition.job_id
+                    when = outage_end - self.rng.randrange(10_000, 120_000)
+                    self.at(when, functools.partial(self._operate, "operator_backfill", job_id))
+
+    def _person_writes(
+        self, job_id: str, item: dict[str, Any] | None, change: dict[str, Any] | None = None
+    ) -> bool:
+        """A person's put-item (``item``), update-item (``change``) or delete (neither), straight
+        to the table as the console or the AWS CLI would; the stream tells the registrar."""
+        inner = self.store.inner
+        exists = inner.get(JOBS, {"job_id": job_id}) is not None
+        if item is not None:
+            inner.write([Put(JOBS, item, condition=(), label="person puts job")])
+        elif change is not None:
+            if not exists:
+                return False  # the person sees the job is gone and does nothing
+            inner.update(Update(JOBS, {"job_id": job_id}, (), "person updates job", set=change))
+        else:
+            if not exists:
+                return False
+            inner.delete(JOBS, {"job_id": job_id})
+        self.operated.add(job_id)
+        self._stream_record(job_id)
+        return True
+
+    def _operate(self, kind: str, job_id: str) -> None:
+        if not self.faults_on:
+            return
+        person = self.person_items[job_id]
+        detail = ""
+        if kind == "operator_edit":
+            done = self._person_writes(job_id, None, {"description": f"edited at {self.clock.now_ms()}"})
+        elif kind == "operator_reput":
+            done = self._person_writes(job_id, dict(person))
+        elif kind == "operator_retime":
+            schedule = retimed(self.rng, str(person["schedule"]))
+            done = schedule is not None
+            if schedule is not None:
+                person["schedule"] = detail = schedule
+                done = self._person_writes(job_id, dict(person))
+        elif kind == "operator_pause":
+            done = self._person_writes(job_id, None, {"enabled": False})
+            self.at(
+                self.clock.now_ms() + self.rng.randrange(5, 40) * MINUTE,
+                functools.partial(self._resume, job_id),
+            )
+        elif kind == "operator_delete":
+            done = self._person_writes(job_id, None)
+            recreate = functools.partial(self._recreate, job_id)
+            self.at(self.clock.now_ms() + self.rng.randrange(5, 40) * MINUTE, recreate)
+        elif kind == "operator_malformed":
+            detail, broken = malformed(self.rng, person)
+            done = self._person_writes(job_id, broken)
+            self.at(
+                self.clock.now_ms() + self.rng.randrange(2, 20) * MINUTE,
+                functools.partial(self._recreate, job_id),
+            )
+        else:
+            done = self._backfill(job_id)
+        if done:
+            self.counts[kind] += 1
+            self.log("operator", kind, job_id, detail)
+
+    def _resume(self, job_id: str) -> None:
+        self._person_writes(job_id, None, {"enabled": True})
+
+    def _recreate(self, job_id: str) -> None:
+        self._person_writes(job_id, dict(self.person_items[job_id]))
+
+    def _backfill(self, job_id: str) -> bool:
+        now = self.clock.now_ms()
+        since = now - self.rng.randrange(2, 30) * MINUTE
+
+        def backfill() -> object:
+            try:
+                return self.ops.backfill(job_id, ms_to_dt(since), ms_to_dt(now))
+            except (ValueError, JobNotFound):
+                return None  # the job is invalid or gone: the person reads the error
+
+        ok, result = self.call("operator", backfill, job_id)
+        if ok and result is not None:
+            self.operated.add(job_id)
+            return True
+        return False
 
 
 def run_chaos(cfg: ChaosConfig) -> ChaosReport:
