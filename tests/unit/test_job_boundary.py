@@ -123,8 +123,14 @@ def test_payload_must_be_an_object(text: str, kind: str) -> None:
 def test_payload_with_a_lone_surrogate_escape() -> None:
     # Not Unicode text, so it could not be written back as a DynamoDB string.
     assert_invalid(base_item(payload='{"a": "\\ud800"}'), "payload", "not valid JSON")
+    # Only a payload built in Python can hold a lone surrogate itself.
     with pytest.raises(InvalidJob, match="payload: contains an unpaired surrogate"):
-        JobDefinition.from_item(base_item(payload={"a": "\ud800"}))  # built in Python
+        JobDefinition.from_item(base_item(payload={"a": "\ud800"}))
+    with pytest.raises(InvalidJob, match="payload: is not valid Unicode text"):
+        JobDefinition.from_item(base_item(payload='{"a": "\ud800"}'))
+    with pytest.raises(InvalidJob, match=r"description: .*unicode string"):  # pydantic's own check
+        JobDefinition.from_item(base_item(description="\ud800"))
+    assert definition_digest(base_item(description="\ud800")).startswith("invalid-")
 
 
 # --- numbers where whole seconds are wanted -----------------------------------------------------

@@ -268,11 +268,13 @@ class JobDefinition(_Strict):
         ``adapters.dynamodb_store.to_plain``, or a stream image through ``plain_values``).
 
         Deliberately lenient where a person's intent is plain, as pydantic's lax mode reads it:
-        ``enabled`` takes true/false, 0/1 and the strings "true"/"false", "yes"/"no", "on"/"off",
-        "1"/"0"; whole numbers may be written as strings ("60") or as 60.0; ``start``/``end`` take
-        ISO 8601 text with an offset or Unix seconds; ``payload`` is a JSON object written as
-        JSON text (the canonical form) or as a map, where a set becomes a sorted list and a binary
-        value its base64 text. ``to_item`` writes the canonical form of each.
+        ``enabled`` takes true/false, 0/1 and the strings true/false, yes/no, on/off, t/f, y/n,
+        1/0 in any case; whole numbers may be written as strings ("60") or as 60.0;
+        ``start``/``end`` take ISO 8601 text with an offset or a number of Unix time (seconds, or
+        milliseconds above 2e10); ``payload`` is a JSON object written as JSON text (the
+        canonical form) or as a map, where a set becomes a sorted list and a binary value its
+        base64 text. ``to_item`` writes the canonical form of each, so the leniency never
+        changes a definition's hash.
 
         Strict where a value cannot be scheduled or handed on: a payload nested more than
         ``MAX_PAYLOAD_DEPTH`` levels, with NaN/Infinity or an integer of more than
@@ -405,6 +407,10 @@ def _decode_payload(text: str) -> Any:
         return {}
     try:
         value = from_json(text, allow_inf_nan=True)
+    except TypeError:
+        # jiter's answer to text it cannot encode as UTF-8: a lone surrogate, which only a
+        # payload built in Python can hold (DynamoDB strings are UTF-8).
+        raise ValueError("is not valid Unicode text (it holds an unpaired surrogate)") from None
     except ValueError as exc:
         message = str(exc)
         if "recursion limit" in message:
