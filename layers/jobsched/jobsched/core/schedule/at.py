@@ -6,6 +6,7 @@ import re
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from .cron import MAX_YEAR, MIN_YEAR
 from .cron_eval import wall_to_utc
 from .errors import ScheduleError
 
@@ -18,8 +19,14 @@ def parse_at(body: str, zone: ZoneInfo, zone_name: str) -> datetime:
     match = _AT.fullmatch(text)
     if match is None:
         raise ScheduleError(f"at() needs a local time as yyyy-mm-ddThh:mm:ss, got {text!r}")
+    year, month, day, hour, minute, second = (int(group) for group in match.groups())
+    # The cron years bound at() too: converting a year-1 or year-9999 wall time to UTC can
+    # leave datetime's range, and the engine answers nothing beyond its 2199 horizon anyway.
+    if not MIN_YEAR <= year <= MAX_YEAR:
+        raise ScheduleError(
+            f"at() year {year} is outside {MIN_YEAR}-{MAX_YEAR}, the years jobsched schedules in"
+        )
     try:
-        year, month, day, hour, minute, second = (int(group) for group in match.groups())
         # Deliberately naive: a wall time in the schedule's zone, resolved by wall_to_utc.
         wall = datetime(year, month, day, hour, minute, second)  # noqa: DTZ001
     except ValueError as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import ScheduleError
+from .errors import ScheduleError, clip
 
 FIELD_NAMES = ("minutes", "hours", "day-of-month", "month", "day-of-week", "year")
 
@@ -139,10 +139,21 @@ def _parse_item(item: str, field: _Field) -> set[int]:
     return set(range(low, high + 1, step))
 
 
+# Every number in a cron field fits in 4 digits; a longer text (leading zeros aside) is out of
+# range whatever the field, and int() of thousands of digits is slow, or refused past 4300.
+_MAX_DIGITS = 9
+
+
+def _small_int(text: str) -> int:
+    """``text`` (ASCII digits) as an int, or a value above every field's range if it is long."""
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) <= _MAX_DIGITS else 10**_MAX_DIGITS
+
+
 def _parse_number(text: str, field: _Field, what: str) -> int:
     if not text.isascii() or not text.isdigit():
         raise ScheduleError(f"{field.name} {what} {text!r} is not a number")
-    return int(text)
+    return _small_int(text)
 
 
 def _parse_value(text: str, field: _Field) -> int:
@@ -154,9 +165,10 @@ def _parse_value(text: str, field: _Field) -> int:
             keys = list(field.names)
             names = f" or a name {keys[0]}-{keys[-1]}"
         raise ScheduleError(f"{field.name} value {text!r} is not a number {field.low}-{field.high}{names}")
-    value = int(text)
+    value = _small_int(text)
     if not field.low <= value <= field.high:
-        raise ScheduleError(f"{field.name} {value} is out of range {field.low}-{field.high}")
+        shown = value if value < 10**_MAX_DIGITS else clip(text, 12)
+        raise ScheduleError(f"{field.name} {shown} is out of range {field.low}-{field.high}")
     return value
 
 
@@ -182,7 +194,7 @@ def _parse_day_of_month(text: str) -> DayOfMonthRule:
         if upper == "LW":
             return DayOfMonthRule(last_weekday=True)
         if match := _LAST_MINUS.fullmatch(upper):
-            offset = int(match.group(1))
+            offset = _small_int(match.group(1))
             if offset > 30:
                 raise ScheduleError(f"day-of-month offset L-{offset} is out of range L-0 to L-30")
             return DayOfMonthRule(last_minus=offset)

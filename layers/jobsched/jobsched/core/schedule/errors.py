@@ -9,3 +9,8 @@ class ScheduleError(ValueError):
     Subclasses ValueError so callers validating user input can catch either; the
     message always names the offending field so it can be shown to users verbatim.
     """
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters: messages echo user input, which may be huge."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -9,17 +9,20 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from .at import parse_at
-from .cron import CronFields, parse_cron_fields
+from .cron import MAX_YEAR, CronFields, parse_cron_fields
 from .cron_eval import first_cron_at_or_after
 from .errors import ScheduleError
 from .rate import EPOCH, first_rate_at_or_after, parse_rate
 from .zones import load_zone, require_aware
 
 _ONE_SECOND = timedelta(seconds=1)
-# Cron years are 1970-2199; clamping query instants just outside that range keeps the
-# local-time conversions away from datetime's overflow limits without changing answers.
-_CRON_FLOOR = datetime(1969, 12, 30, tzinfo=UTC)
-_CRON_CEILING = datetime(2200, 1, 2, tzinfo=UTC)
+# The engine's horizon: cron years are 1970-2199 and at() takes the same years, so every
+# occurrence lies between these instants (a day beyond each end covers every zone's offset).
+# Clamping query instants to it keeps the local-time conversions away from datetime's overflow
+# limits without changing answers, and capping results to it (rates included) leaves callers
+# thousands of years of headroom for their own arithmetic on an occurrence.
+HORIZON_START = datetime(1969, 12, 30, tzinfo=UTC)
+HORIZON_END = datetime(2200, 1, 2, tzinfo=UTC)
 
 _EXPRESSION = re.compile(r"(at|rate|cron)\((.*)\)", re.DOTALL)
 
@@ -30,9 +33,9 @@ class _CronRule:
     zone: ZoneInfo
 
     def first_at_or_after(self, earliest: datetime) -> datetime | None:
-        if earliest >= _CRON_CEILING:
+        if earliest >= HORIZON_END:
             return None
-        return first_cron_at_or_after(self.fields, self.zone, max(earliest, _CRON_FLOOR))
+        return first_cron_at_or_after(self.fields, self.zone, max(earliest, HORIZON_START))
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,9 @@ class Schedule:
         return isinstance(self._rule, _AtRule)
 
     def next_after(self, t: datetime) -> datetime | None:
-        """First occurrence strictly after aware ``t`` within [start, end], in UTC, or None."""
+        """First occurrence strictly after aware ``t`` within [start, end], in UTC, or None.
+
+        Never raises for an aware ``t``, whatever its value; None also past the horizon."""
         require_aware(t, "next_after() instant")
         try:
             earliest = _floor_second(t.astimezone(UTC)) + _ONE_SECOND
@@ -84,10 +89,20 @@ class Schedule:
             return None
         if self.start is not None and earliest < self.start:
             earliest = self.start
-        found = self._rule.first_at_or_after(earliest)
+        found = self._first_at_or_after(earliest)
         if found is None or (self.end is not None and found > self.end):
             return None
         return found
+
+    def first_occurrence(self) -> datetime | None:
+        """The first occurrence at or after ``start`` (or the horizon's start) regardless of
+        ``end``, or None when the schedule has none before the end of 2199: a cron that can
+        never match (``cron(0 0 30 2 ? *)``), or whose matches all precede ``start``."""
+        return self._first_at_or_after(self.start or HORIZON_START)
+
+    def _first_at_or_after(self, earliest: datetime) -> datetime | None:
+        found = self._rule.first_at_or_after(earliest)
+        return found if found is not None and found < HORIZON_END else None
 
     def occurrences(self, after: datetime, until: datetime, limit: int | None = None) -> Iterator[datetime]:
         """Occurrences in (after, until], ascending, as aware UTC datetimes."""
@@ -122,6 +137,10 @@ def parse_schedule(
         require_aware(start, "start")
     if end is not None:
         require_aware(end, "end")
+    if start is not None and start >= HORIZON_END:
+        raise ScheduleError(
+            f"start {start.isoformat()} is after {MAX_YEAR}, the last year jobsched schedules in"
+        )
     if start is not None and end is not None and end <= start:
         raise ScheduleError(f"end {end.isoformat()} must be after start {start.isoformat()}")
     text = expression.strip()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import zoneinfo
 from datetime import datetime
 
-from .errors import ScheduleError
+from .errors import ScheduleError, clip
 
 
 def load_zone(name: str) -> zoneinfo.ZoneInfo:
@@ -15,7 +15,7 @@ def load_zone(name: str) -> zoneinfo.ZoneInfo:
     # ZoneInfo raises ValueError (not ZoneInfoNotFoundError) for keys that are not
     # even path-like, e.g. "" or "../x"; both mean the same thing to a user.
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
-        raise ScheduleError(f"unknown time zone {name!r}") from None
+        raise ScheduleError(f"unknown time zone {clip(repr(name), 80)}") from None
 
 
 def require_aware(value: datetime, what: str) -> None:
