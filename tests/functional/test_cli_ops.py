@@ -111,7 +111,7 @@ def test_backfill_runs_each_occurrence_once_ever(
         "nightly-report@2026-11-02T02:00:00Z",
         "nightly-report@2026-11-03T02:00:00Z",
     ]
-    assert again == {"created": [], "already_existed": first["created"]}
+    assert again == {"created": [], "rerun": [], "already_existed": first["created"]}
 
 
 def test_invalid_job_is_refused_with_reasons(

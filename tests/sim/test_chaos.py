@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,15 +13,14 @@ from jobsched.adapters.memory_queue import MemoryWorkQueue
 from jobsched.adapters.memory_store import MemoryStore
 from jobsched.adapters.memory_telemetry import MemoryTelemetry
 from jobsched.cli.main import main
-from jobsched.core import transitions
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition, Misfire, MisfirePolicy, OverlapPolicy
-from jobsched.core.writes import Cond
 from jobsched.services.detector import MissDetector
 from jobsched.services.operations import Operations
 from jobsched.services.trigger import Trigger
-from jobsched.sim import ChaosConfig, FaultRates, run_chaos
+from jobsched.sim import ChaosConfig, ChaosReport, FaultRates, run_chaos
+from jobsched.sim.mutants import MUTANTS, mutant
 
 SEEDS = (1, 2, 3)
 FAULT_KINDS = (
@@ -44,6 +44,11 @@ FAULT_KINDS = (
     "store_lost_response",
     "clock_skew",
     "detector_overload",
+    "worker_stall",
+    "heartbeat_races_recovery",
+    "stream_delay",
+    "stream_duplicate",
+    *FaultRates.OPERATOR_ACTIONS,
 )
 
 
@@ -96,15 +101,18 @@ def test_moto_store_holds_the_invariants() -> None:
     assert sum(report.faults_injected.values()) > 0
 
 
+def violation_kinds(report: ChaosReport) -> set[str]:
+    return {v.split(" ", 1)[0] for v in report.invariant_violations}
+
+
 def test_a_broken_fencing_condition_is_caught(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The fencing token check that always holds: a zombie worker's commit gets through.
-    monkeypatch.setattr(transitions, "_run_token", lambda version: Cond("ne", "version", "broken", -1))
     faults = FaultRates(zombie_worker=0.3, worker_crash_mid_handler=0.1)
-    report = run_chaos(ChaosConfig(seed=5, jobs=20, hours=1, faults=faults))
-    assert report.invariant_violations
-    assert report.fenced_commits > 0 or report.duplicate_commits > 0 or report.duplicate_effects > 0
+    with mutant("fencing"):
+        report = run_chaos(ChaosConfig(seed=5, jobs=20, hours=1, faults=faults))
+    assert report.fenced_commits > 0 and "fenced_out_commit" in violation_kinds(report)
     assert report.trace  # the events of the offending run, to debug from the seed
     # The CLI says so: exit status 1, the violations and the trace in the summary.
     monkeypatch.setattr(
@@ -112,10 +120,44 @@ def test_a_broken_fencing_condition_is_caught(
         lambda **kwargs: ChaosConfig(**kwargs, faults=faults),
     )
     with pytest.raises(SystemExit) as exit_info:
-        main(["chaos", "--seed", "5", "--jobs", "20", "--hours", "1"])
+        main(["chaos", "--seed", "5", "--jobs", "20", "--hours", "1", "--mutant", "fencing"])
     assert exit_info.value.code == 1
     out = capsys.readouterr().out
     assert "INVARIANT VIOLATIONS" in out and "trace (re-run with --seed 5" in out
+
+
+# Each removed condition, the faults that exercise it, and the invariant that must report it.
+# (The default `jobsched chaos` run catches all four too: docs/chaos.md, "Mutation checks".)
+MUTANT_RUNS = {
+    "lease": (
+        ChaosConfig(
+            seed=5, jobs=20, hours=1, faults=FaultRates(worker_stall=0.3, heartbeat_races_recovery=1.0)
+        ),
+        "live_lease_recovered",
+    ),
+    "slot": (ChaosConfig(seed=5, jobs=20, hours=1), "overlap_violated"),
+    "claim": (
+        ChaosConfig(seed=3, jobs=20, hours=1.5, faults=FaultRates(operator_backfill=0.5)),
+        "record_overwritten",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTANT_RUNS))
+def test_each_removed_condition_is_caught(name: str) -> None:
+    config, expected = MUTANT_RUNS[name]
+    assert run_chaos(config).invariant_violations == []  # the same run holds with the condition
+    with mutant(name):
+        report = run_chaos(config)
+    assert expected in violation_kinds(report), report.invariant_violations[:5]
+
+
+def test_the_cli_offers_every_mutant() -> None:
+    from jobsched.cli import cmd_chaos
+
+    assert set(MUTANTS) == {"fencing", "lease", "slot", "claim"}
+    source = Path(cmd_chaos.__file__).read_text()
+    assert all(f'"{name}"' in source for name in MUTANTS)
 
 
 def test_a_job_returns_to_the_trigger_after_an_outage() -> None:

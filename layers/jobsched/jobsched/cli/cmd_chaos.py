@@ -24,12 +24,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--jobs", type=int, default=150, help="number of jobs (default 150)")
     parser.add_argument("--hours", type=float, default=12.0, help="simulated hours (default 12)")
     parser.add_argument("--store", choices=("memory", "moto"), default="memory")
+    parser.add_argument(
+        "--mutant",
+        choices=("fencing", "lease", "slot", "claim"),
+        help="remove one condition on purpose; the run must then report violations (sim/mutants.py)",
+    )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    report = run_chaos(ChaosConfig(seed=args.seed, jobs=args.jobs, hours=args.hours, store=args.store))
+    config = ChaosConfig(seed=args.seed, jobs=args.jobs, hours=args.hours, store=args.store)
+    if args.mutant:
+        from jobsched.sim.mutants import mutant
+
+        with mutant(args.mutant):
+            report = run_chaos(config)
+    else:
+        report = run_chaos(config)
     if args.json:
         if report.invariant_violations:
             print("\n".join(report.trace))

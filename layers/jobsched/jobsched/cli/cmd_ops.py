@@ -138,9 +138,14 @@ def _parse_instant(value: str) -> datetime:
 
 def _cmd_backfill(args: argparse.Namespace) -> int:
     result = _operations(args).backfill(args.job_id, _parse_instant(args.start), _parse_instant(args.end))
-    data = {"created": result.created, "already_existed": result.already_existed}
+    data = {"created": result.created, "rerun": result.rerun, "already_existed": result.already_existed}
     return _emit(
-        args, data, lambda d: f"created {len(d['created'])} runs; {len(d['already_existed'])} existed already"
+        args,
+        data,
+        lambda d: (
+            f"created {len(d['created'])} runs, re-ran {len(d['rerun'])} missed; "
+            f"{len(d['already_existed'])} ran already"
+        ),
     )
 
 
@@ -198,7 +203,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     trigger = command("trigger", _cmd_trigger, "run a job now, outside its schedule")
     trigger.add_argument("job_id", metavar="JOB")
     trigger.add_argument("--request-id", help="idempotency: the same id runs once")
-    backfill = command("backfill", _cmd_backfill, "run the occurrences in (FROM, TO], each at most once")
+    backfill = command(
+        "backfill",
+        _cmd_backfill,
+        "run the past occurrences in (FROM, TO], missed ones too, each at most once",
+    )
     backfill.add_argument("job_id", metavar="JOB")
     backfill.add_argument("--from", dest="start", required=True, metavar="ISO8601")
     backfill.add_argument("--to", dest="end", required=True, metavar="ISO8601")

@@ -3,13 +3,10 @@ state was registered from, read from the job item and checked against the state'
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from jobsched.core.job import STATE_FIELDS, InvalidJob, JobDefinition
+from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.schedule import Schedule
 from jobsched.core.state import state_schedule
 from jobsched.core.writes import JOBS, Item
@@ -44,16 +41,3 @@ def load_job(store: Store, state: Item, repair: Callable[[str], object]) -> Load
     return LoadedJob(
         state, definition, definition.to_item(), definition.definition_hash(), state_schedule(state)
     )
-
-
-def item_hash(item: dict[str, Any]) -> str:
-    """The digest of an item's definition, or of its raw definition attributes when invalid."""
-    try:
-        return JobDefinition.from_item(item).definition_hash()
-    except InvalidJob:
-        # Every attribute but jobsched's own: fixing a misspelled field changes the digest.
-        raw = {k: v for k, v in item.items() if k not in STATE_FIELDS}
-        return (
-            "invalid-"
-            + hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        )

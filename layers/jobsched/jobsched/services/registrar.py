@@ -16,7 +16,7 @@ from typing import Any
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
-from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.job import InvalidJob, JobDefinition, bound_reasons, definition_digest
 from jobsched.core.state import (
     JobStatus,
     Registration,
@@ -30,13 +30,9 @@ from jobsched.core.transitions import register_op, report_op
 from jobsched.core.writes import JOBS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
-from jobsched.services.jobs import item_hash
 from jobsched.services.settle import Settler, SettleRequest
 
 TRIES = 4
-# Reasons written back to the job item: a person reads them, and the item's 400 KB must hold them.
-MAX_REASONS = 20
-MAX_REASON_CHARS = 300
 
 
 class RegistrationIncomplete(TransientStoreError):
@@ -94,7 +90,7 @@ class Registrar:
     ) -> Registration:
         now = self._clock.now_ms()
         definition, reasons = self._parse(job)
-        digest = item_hash(job) if job is not None else None
+        digest = definition_digest(job) if job is not None else None
         plan = plan_registration(
             state, definition, digest, now, self._cfg.shard_count, "; ".join(reasons or [])[:200]
         )
@@ -128,10 +124,10 @@ class Registrar:
         try:
             definition = JobDefinition.from_item(job)
         except InvalidJob as exc:
-            return None, _bounded(exc.reasons)
+            return None, exc.reasons
         if self._known_targets is not None and definition.target not in self._known_targets:
             known = ", ".join(sorted(self._known_targets)) or "none"
-            return None, _bounded(
+            return None, bound_reasons(
                 [f"target: no handler named {definition.target!r} in this deployment (it has: {known})"]
             )
         return definition, None
@@ -197,10 +193,3 @@ class Registrar:
         except ConditionFailed:
             return False  # deleted meanwhile: its REMOVE record brings the deletion
         return True
-
-
-def _bounded(reasons: list[str]) -> list[str]:
-    kept = [reason[:MAX_REASON_CHARS] for reason in reasons[:MAX_REASONS]]
-    if len(reasons) > MAX_REASONS:
-        kept.append(f"... and {len(reasons) - MAX_REASONS} more")
-    return kept

@@ -1,0 +1,80 @@
+"""Conditions removed on purpose, to show the simulation can fail.
+
+Each mutant takes one named condition part out of ``core/transitions.py`` (it always holds) for
+the length of a ``with`` block. A chaos run under a mutant must report violations of the
+invariant that condition protects; ``jobsched chaos --mutant NAME`` runs one, and
+tests/sim/test_chaos.py keeps a test for each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from jobsched.core import transitions
+from jobsched.core.writes import Cond, Put, Update, WriteOp
+
+# What each removed condition lets through, and the invariant that must then report it.
+MUTANTS: dict[str, str] = {
+    "fencing": "the commit's fencing token: a zombie worker commits (fenced_out_commit)",
+    "lease": "recovery's lease-as-read: a live, renewed lease is recovered (live_lease_recovered)",
+    "slot": "start's overlap slot free-or-ours: two runs of a skip job run at once (overlap_violated)",
+    "claim": "the claim's run-is-new: a claim overwrites a backfilled run (record_overwritten)",
+}
+
+
+def _holds(why: str) -> Cond:
+    # A comparison with a value no item has: true whenever the attribute is there or not.
+    return Cond("ne", "version", f"mutant: {why}", -1)
+
+
+def _without_fencing(version: int) -> Cond:
+    return _holds("no fencing token")
+
+
+def _without_lease_check(run: dict[str, Any]) -> Cond:
+    return _holds("no lease-as-read")
+
+
+def _slot_take_unchecked(original: Callable[..., Update]) -> Callable[..., Update]:
+    def take(job_id: str, run_id: str, now: int) -> Update:
+        op = original(job_id, run_id, now)
+        return Update(op.table, op.key, op.condition[:1], op.label, op.set)  # exists only
+
+    return take
+
+
+def _claim_unchecked(original: Callable[..., list[WriteOp]]) -> Callable[..., list[WriteOp]]:
+    def claim(*args: Any, **kwargs: Any) -> list[WriteOp]:
+        ops = original(*args, **kwargs)
+        return [Put(op.table, op.item, (), op.label) if isinstance(op, Put) else op for op in ops]
+
+    return claim
+
+
+@contextmanager
+def mutant(name: str) -> Iterator[None]:
+    """Run the block with one condition removed (see ``MUTANTS``)."""
+    import jobsched.services.trigger as trigger
+
+    patches: list[tuple[Any, str, Any]] = []
+    if name == "fencing":
+        patches.append((transitions, "_run_token", _without_fencing))
+    elif name == "lease":
+        patches.append((transitions, "_lease_as_read", _without_lease_check))
+    elif name == "slot":
+        patches.append((transitions, "_slot_take", _slot_take_unchecked(transitions._slot_take)))
+    elif name == "claim":
+        unchecked = _claim_unchecked(transitions.claim_ops)
+        patches += [(transitions, "claim_ops", unchecked), (trigger, "claim_ops", unchecked)]
+    else:
+        raise ValueError(f"unknown mutant {name!r}; one of {', '.join(MUTANTS)}")
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]
+    try:
+        for owner, attr, replacement in patches:
+            setattr(owner, attr, replacement)
+        yield
+    finally:
+        for owner, attr, original in saved:
+            setattr(owner, attr, original)
