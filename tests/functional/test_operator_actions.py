@@ -302,3 +302,30 @@ def test_a_run_whose_target_is_unknown_fails_without_retries(env: Env) -> None:
     assert [o.value for o in env.drain(env.worker())] == ["failed"]
     failed = env.run(run_id_for("x", T0 + MINUTE))
     assert failed["attempt"] == 1 and "no handler named 'nowhere'" in failed["last_error"]
+
+
+# --- 1. the items of issue 12 that used to crash the registrar, the trigger and the detector ----
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("end", "9999-12-31T23:59:59-05:00", "end"),
+        ("payload", "[" * 5000 + "]" * 5000, "payload"),
+        ("payload", '{"n": ' + "9" * 5000 + "}", "payload"),
+    ],
+)
+def test_an_item_that_used_to_crash_is_marked_invalid_and_others_run(
+    env: Env, field: str, value: str, says: str
+) -> None:
+    register_raw(env, job("good").to_item())
+    register_raw(env, job("bad").to_item())
+    env.clock.set(T0 + 10 * MINUTE)  # both are behind: the detector meets them too
+    put_item(env, {**job("bad").to_item(), field: value})
+    assert env.trigger().tick("t").job_errors == 0  # repaired inline: out of the index
+    assert env.detector().run("d").job_errors == 0
+    assert stream(env, "bad") is Registration.INVALID
+    (reason,) = env.job_item("bad")["invalid_reasons"]  # type: ignore[index]
+    assert reason.startswith(says)
+    assert env.state("good")["next_run_at"] > T0 + 10 * MINUTE  # the other job went on
+    assert all(r.get("reason") for r in env.runs_of("bad"))  # what came due is recorded
