@@ -386,6 +386,7 @@ def test_transaction_is_all_or_nothing_and_names_the_failing_op(store: Store, fa
         store.write(ops)
     assert lost.value.op_index == failing
     assert lost.value.label == ops[failing].label
+    assert lost.value.op is ops[failing]  # the very operation: services ask "was it my commit?"
     expected_current = {
         0: JOB,
         1: {"run_id": "old", "status": "running", "version": 7},

@@ -204,7 +204,7 @@ def test_a_conflicting_write_is_a_condition_failure_not_a_crash(env: Env) -> Non
         def on_write(self, ops: Sequence[WriteOp]) -> None:
             if not self.done:
                 self.done = True
-                raise ConditionFailed(0, ops[0].label, None)
+                raise ConditionFailed(0, ops[0], None)
             self.env.store.write(ops)
 
     assert trigger_on(env, PersonWritesFirst(env)).tick("t").claimed == 1

@@ -461,7 +461,7 @@ def _raise_mapped(error: Exception, op: WriteOp | None = None) -> NoReturn:
         code = _code(error)
         if code == "ConditionalCheckFailedException" and op is not None:
             item = cast(dict[str, Any], error.response).get("Item")
-            raise ConditionFailed(0, op.label, deserialize_item(item) if item else None) from error
+            raise ConditionFailed(0, op, deserialize_item(item) if item else None) from error
         if code in THROTTLING_CODES:
             raise Throttled(f"{code}: {error}") from error
         if code == "ValidationException":
@@ -476,9 +476,7 @@ def _raise_cancelled(error: ClientError, ops: Sequence[WriteOp]) -> NoReturn:
     for index, reason in enumerate(reasons):
         if reason.get("Code") == "ConditionalCheckFailed" and index < len(ops):
             item = reason.get("Item")
-            raise ConditionFailed(
-                index, ops[index].label, deserialize_item(item) if item else None
-            ) from error
+            raise ConditionFailed(index, ops[index], deserialize_item(item) if item else None) from error
     codes = {str(reason.get("Code")) for reason in reasons} - {"None"}
     if codes & THROTTLING_REASONS:
         raise Throttled(f"transaction cancelled: {sorted(codes)}") from error

@@ -168,7 +168,7 @@ class MemoryStore:
             self._check_sizes(ops, currents, single)
             for index, op in enumerate(ops):
                 if not conditions_hold(op.condition, currents[index]):
-                    raise ConditionFailed(index, op.label, copy.deepcopy(currents[index]))
+                    raise ConditionFailed(index, op, copy.deepcopy(currents[index]))
             for op in ops:
                 self._apply(op)
 
@@ -179,7 +179,7 @@ class MemoryStore:
             current = self._table(op.table).get(self._target(op))
             self._check_sizes([op], [current], single=True)
             if not conditions_hold(op.condition, current):
-                raise ConditionFailed(0, op.label, copy.deepcopy(current))
+                raise ConditionFailed(0, op, copy.deepcopy(current))
             return copy.deepcopy(self._apply(op))
 
     def delete(self, table: str, key: Item, condition: tuple[Cond, ...] = (), label: str = "delete") -> None:
@@ -187,7 +187,7 @@ class MemoryStore:
             self._count("DeleteItem")
             current = self._table(table).get(self._key_value(table, key))
             if not conditions_hold(condition, current):
-                raise ConditionFailed(0, label, copy.deepcopy(current))
+                raise ConditionFailed(0, Check(table, key, condition, label), copy.deepcopy(current))
             self._table(table).pop(self._key_value(table, key), None)
 
     def _check_sizes(self, ops: Sequence[WriteOp], currents: Sequence[Item | None], single: bool) -> None:

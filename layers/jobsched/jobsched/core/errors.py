@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobsched.core.writes import WriteOp
 
 
 class StoreError(Exception):
@@ -12,17 +15,22 @@ class StoreError(Exception):
 class ConditionFailed(StoreError):
     """A conditional write lost: the item was not as the writer read it.
 
-    ``op_index`` is the failing operation in a transaction (0 for a single write), ``label`` its
-    name, and ``current`` the item as it is now where the store could return it (DynamoDB's
-    ``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so the caller can tell a lost race from its
-    own earlier write whose response was lost.
+    ``op`` is the operation whose condition failed (the very object the caller passed, so a
+    service asks "was it my commit?" with ``lost.op is commit``, never by its position in the
+    transaction), ``op_index`` its position, and ``current`` the item as it is now where the
+    store could return it (DynamoDB's ``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so the
+    caller can tell a lost race from its own earlier write whose response was lost.
     """
 
-    def __init__(self, op_index: int, label: str, current: dict[str, Any] | None) -> None:
-        super().__init__(f"condition failed on {label} (operation {op_index})")
+    def __init__(self, op_index: int, op: WriteOp, current: dict[str, Any] | None) -> None:
+        super().__init__(f"condition failed on {op.label} (operation {op_index})")
         self.op_index = op_index
-        self.label = label
+        self.op = op
         self.current = current
+
+    @property
+    def label(self) -> str:
+        return self.op.label
 
 
 class Throttled(StoreError):

@@ -35,6 +35,10 @@ from jobsched.services.settle import Settler, SettleRequest
 TRIES = 4
 
 
+class _LostRace(Exception):
+    """Another writer moved the state while this attempt settled: read both items again."""
+
+
 class RegistrationIncomplete(TransientStoreError):
     """The old timing's backlog is longer than one invocation settles; the stream record is
     retried and the next attempt continues from where this one left the job."""
@@ -78,7 +82,7 @@ class Registrar:
             state = self._store.get(STATE, {"job_id": job_id})
             try:
                 return self._register(job_id, job, state, deadline_ms)
-            except ConditionFailed:
+            except (ConditionFailed, _LostRace):
                 continue  # changed under us: read both again
         self._telemetry.event("job.registration_conflict", job_id)
         return Registration.CONFLICT
@@ -162,7 +166,7 @@ class Registrar:
         if settled.to_dispatch and self._dispatcher is not None:
             self._dispatcher.dispatch(settled.to_dispatch)
         if settled.lost_race:
-            raise ConditionFailed(0, "settle before registering", None)
+            raise _LostRace(f"job {job_id}: the state moved while the old timing was settled")
         if not settled.complete:
             raise RegistrationIncomplete(
                 f"job {job_id}: settled {len(settled.records)} occurrences, more remain"

@@ -177,7 +177,9 @@ class Settler:
             try:
                 self._store.write(ops)
             except ConditionFailed as lost:
-                existing = next((run for run in records if lost.label == f"record {run['run_id']}"), None)
+                existing = next(
+                    (run for run, op in zip(records, ops[1:], strict=True) if lost.op is op), None
+                )
                 if existing is None:
                     self._telemetry.event("settle.lost", str(state["job_id"]), failed=lost.label)
                     return None

@@ -311,13 +311,14 @@ class Trigger:
             self._cfg,
             claimed_by=claimed_by,
         )
+        ops = claim_ops(state, run, occurrence, next_occurrence, tick.now)
         try:
-            self._store.write(claim_ops(state, run, occurrence, next_occurrence, tick.now))
+            self._store.write(ops)
         except ConditionFailed as lost:
             existing = self._store.get(RUNS, {"run_id": run_id})
             if existing is not None and existing.get("claimed_by") == claimed_by:
                 return self._claimed(run, existing, tick, result)  # our own earlier attempt landed
-            if lost.label != "create run":
+            if lost.op.table != RUNS:  # the state's advance lost: the job moved on
                 raise _Lost from lost
             # The occurrence has a record already (a backfill, or the miss detector): move the
             # job on without a second run.

@@ -162,9 +162,9 @@ class Worker:
             try:
                 self._write_unsure(ops, lambda: self._is_own_start(message, owner))
             except ConditionFailed as lost:
-                if lost.op_index == 0:
+                if lost.op is ops[0]:  # the run's own start: a duplicate or stale message
                     return self._drop_duplicate(message, lost.current)
-                job = lost.current
+                job = lost.current  # the overlap slot's: the job's state as it is
                 if job is None:
                     use_slot = False  # the job has no state item: the run proceeds without a slot
                     continue
@@ -216,7 +216,7 @@ class Worker:
         try:
             self._store.write(ops)
         except ConditionFailed as lost:
-            if lost.op_index == 0:
+            if lost.op is ops[0]:  # the run's own write: it moved on meanwhile
                 return self._drop_duplicate(message, lost.current)
             return None  # the job moved on: decide again
         self._telemetry.event(event, message.run_id, active_run_id=job.get("active_run_id"))
@@ -328,9 +328,9 @@ class Worker:
             try:
                 self._write_unsure(ops, functools.partial(self._is_own_commit, started, status))
             except ConditionFailed as lost:
-                if lost.op_index == 0:
+                if lost.op is commit:
                     return self._fenced_out(started, lost.current)
-                if lost.op_index <= len(staged):
+                if any(lost.op is effect for effect in staged):
                     # A staged effect's own condition failed: the effect and the commit are one
                     # transaction, so neither happened. Treat it as the handler failing.
                     failure = f"staged write {lost.label!r} failed its condition"

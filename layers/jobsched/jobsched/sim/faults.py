@@ -276,7 +276,7 @@ class FaultyStore:
                 self.ledger.fenced_commits.append((run_id, detail))
 
     def _note_effect_conflict(self, ops: Sequence[WriteOp], lost: ConditionFailed) -> None:
-        if 0 < lost.op_index < len(ops) and ops[lost.op_index].table == EFFECTS:
+        if lost.op is not ops[0] and lost.op.table == EFFECTS:
             # The fenced commit (operation 0) held, yet the effect was applied already: a second
             # commit of the same run got through the fence.
             first = ops[0]
@@ -307,7 +307,7 @@ class LeaseIndexedMemoryStore(MemoryStore):
             current = self._table(op.table).get(self._target(op))
             self._check_sizes([op], [current], single=True)
             if not conditions_hold(op.condition, current):
-                raise ConditionFailed(0, op.label, _copy(current))
+                raise ConditionFailed(0, op, _copy(current))
             updated: Item = _copy(self._apply(op))
             return updated
 
