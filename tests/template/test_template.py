@@ -19,6 +19,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from jobsched.adapters.provision import find_template, load_template, provision, table_specs
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.runtime.settings import Settings
 from moto import mock_aws
 
 ROOT = find_template().parent
@@ -327,28 +328,55 @@ def test_every_function_gets_every_setting(template: dict[str, Any], function: s
     assert template["Parameters"]["LocalEndpointUrl"]["Default"] == ""
 
 
-def test_parameter_defaults_match_the_settings_defaults(template: dict[str, Any]) -> None:
-    defaults = {name: template["Parameters"][p]["Default"] for name, p in SETTINGS_ENV.items()}
-    assert defaults == {
-        "SHARD_COUNT": 8,
-        "LOOKAHEAD_SECONDS": 90,
-        "TRIGGER_LOOKBACK_SECONDS": 300,
-        "LEASE_SECONDS": 30,
-        "HEARTBEAT_SECONDS": 10,
-        "DISPATCH_LEASE_SECONDS": 60,
-        "MAX_CLAIMS_PER_TICK": 50000,
-        "CLAIM_CONCURRENCY": 16,
-        "DEADLINE_MARGIN_MS": 3000,
-        "DETECTOR_MAX_ITEMS": 1000,
-        "DETECTOR_DEGRADE_BACKLOG": 5000,
-        "DETECTOR_SWEEP_SECONDS": 10,
-        "WORKER_RECORD_CONCURRENCY": 10,
-        "HISTORY_RETENTION_DAYS": 30,
-        "CLOCK_SKEW_ALLOWANCE_MS": 2000,
-        "MIN_RATE_SECONDS": 10,
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-    }
+def _bounds(field: Any) -> tuple[int | None, int | None]:
+    lower = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
+    upper = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
+    return lower, upper
+
+
+def _parameter_for(env_var: str) -> str:
+    return "".join(part.capitalize() for part in env_var.lower().split("_"))
+
+
+def _settings_sources() -> dict[str, Any]:
+    """Every setting's one source: SchedulerConfig for the scheduler's tunables, Settings for the
+    runtime's own (worker threads), by environment variable."""
+    fields = dict(SchedulerConfig.model_fields)
+    fields["worker_record_concurrency"] = Settings.model_fields["worker_record_concurrency"]
+    return {name.upper(): field for name, field in fields.items()}
+
+
+def test_every_setting_is_a_template_parameter_with_the_source_s_default_and_bounds(
+    template: dict[str, Any],
+) -> None:
+    """The template's Default, MinValue and MaxValue of each setting come from its one source,
+    and every function's environment passes it (issue 17: defaults once, the rest derived)."""
+    sources = _settings_sources()
+    globals_env = template["Globals"]["Function"]["Environment"]["Variables"]
+    for env_var, field in sources.items():
+        parameter = _parameter_for(env_var)
+        assert SETTINGS_ENV.get(env_var) == parameter, env_var
+        assert globals_env[env_var] == {"Ref": parameter}, env_var
+        spec = template["Parameters"][parameter]
+        lower, upper = _bounds(field)
+        assert (spec["Default"], spec.get("MinValue"), spec.get("MaxValue")) == (
+            field.default,
+            lower,
+            upper,
+        ), parameter
+    assert set(SETTINGS_ENV) - {"POWERTOOLS_LOG_LEVEL"} == set(sources)
     assert template["Parameters"]["LookaheadSeconds"]["MaxValue"] == 900  # SQS delay limit
+
+
+def test_the_deploy_guide_states_each_source_default(template: dict[str, Any]) -> None:
+    """docs/deploy.md's parameter table: one row per setting, with the source's default."""
+    rows = {}
+    for line in (ROOT / "docs" / "deploy.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("`") and cells[2].startswith("`"):
+            rows[cells[2].strip("`")] = cells[1]
+    for env_var, field in _settings_sources().items():
+        assert rows.get(env_var) == str(field.default), env_var
 
 
 def test_work_queue_visibility_is_six_worker_timeouts(template: dict[str, Any]) -> None:

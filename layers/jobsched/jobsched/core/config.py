@@ -13,19 +13,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class SchedulerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    shard_count: int = Field(8, ge=1, le=1024, description="Partitions of the next-run and lease indexes.")
+    shard_count: int = Field(8, ge=1, le=256, description="Partitions of the next-run and lease indexes.")
     lookahead_seconds: int = Field(
         90,
         ge=1,
         le=900,
         description="The trigger claims occurrences due this far ahead (SQS delay limit 900).",
     )
-    lease_seconds: int = Field(30, ge=2, le=900, description="A running worker's lease between heartbeats.")
+    lease_seconds: int = Field(30, ge=5, le=900, description="A running worker's lease between heartbeats.")
     heartbeat_seconds: int = Field(
         10, ge=1, le=300, description="How often a running worker renews its lease."
     )
     dispatch_lease_seconds: int = Field(
-        60, ge=2, le=900, description="How long a claimed run may wait for a worker to start it."
+        60, ge=5, le=900, description="How long a claimed run may wait for a worker to start it."
     )
     trigger_lookback_seconds: int = Field(
         300,
@@ -55,14 +55,16 @@ class SchedulerConfig(BaseModel):
         "recovery does not wait for the next once-a-minute schedule.",
     )
     detector_degrade_backlog: int = Field(
-        5000, ge=1, description="Above this backlog, run_all catch-up is coalesced to run_once."
+        5000,
+        ge=1,
+        le=10_000_000,
+        description="Above this backlog, run_all catch-up is coalesced to run_once.",
     )
     history_retention_days: int = Field(30, ge=1, le=3650)
     clock_skew_allowance_ms: int = Field(
         2000, ge=0, le=60_000, description="A lease counts as expired only this long after its expiry."
     )
     min_rate_seconds: int = Field(10, ge=1, le=3600)
-    misfire_chunk: int = Field(99, ge=1, le=99, description="Missed occurrences written per transaction.")
 
     @model_validator(mode="after")
     def _heartbeat_within_lease(self) -> SchedulerConfig:

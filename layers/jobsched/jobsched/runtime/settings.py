@@ -1,15 +1,27 @@
 """Deploy-time configuration: the template's parameters arrive as environment variables and are
 parsed and validated here, once, at cold start. A bad value fails the function's first invocation
-with a message naming the variable, instead of quietly weakening a guarantee."""
+with a message naming the variable, instead of quietly weakening a guarantee.
+
+One source for every scheduler tunable: ``SchedulerConfig`` (core/config.py) holds each one's
+default, bounds and meaning. The settings below take their scheduler fields from it (one
+environment variable per field, upper-cased), and tests/template/test_template.py checks that
+every template parameter and the docs/deploy.md table agree with it.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, create_model
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobsched.core.config import SchedulerConfig
+
+# Read as plain values here and validated with their bounds when the SchedulerConfig is built,
+# so a bad value's error names the field and its limits once, in one place.
+_SCHEDULER_FIELDS: dict[str, Any] = {
+    name: (field.annotation, field.default) for name, field in SchedulerConfig.model_fields.items()
+}
 
 
 def _split(value: object) -> list[str]:
@@ -18,29 +30,15 @@ def _split(value: object) -> list[str]:
     return [part.strip() for part in str(value or "").split(",") if part.strip()]
 
 
-class Settings(BaseSettings):
+class _RuntimeSettings(BaseSettings):
+    """What only the Lambda runtime needs: resource names, the worker's threads, allow-lists."""
+
     model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
 
     jobs_table: str = Field(min_length=3)
     state_table: str = Field(min_length=3)
     runs_table: str = Field(min_length=3)
     work_queue_url: str = Field(min_length=1)
-
-    shard_count: int = 8
-    lookahead_seconds: int = 90
-    lease_seconds: int = 30
-    heartbeat_seconds: int = 10
-    dispatch_lease_seconds: int = 60
-    max_claims_per_tick: int = 50_000
-    claim_concurrency: int = 16
-    deadline_margin_ms: int = 3000
-    detector_max_items: int = 1000
-    detector_degrade_backlog: int = 5000
-    detector_sweep_seconds: int = 10
-    history_retention_days: int = 30
-    clock_skew_allowance_ms: int = 2000
-    min_rate_seconds: int = 10
-    trigger_lookback_seconds: int = 300
 
     # Records of one SQS batch processed at once by a worker invocation (1: one after another).
     worker_record_concurrency: int = Field(10, ge=1, le=100)
@@ -53,21 +51,12 @@ class Settings(BaseSettings):
         for name in ("allowed_queue_arns", "allowed_event_bus_arns", "allowed_function_arns"):
             object.__setattr__(self, name, _split(getattr(self, name)))
 
+
+_WithScheduler: type[_RuntimeSettings] = create_model(
+    "_WithScheduler", __base__=_RuntimeSettings, **_SCHEDULER_FIELDS
+)
+
+
+class Settings(_WithScheduler):
     def scheduler_config(self) -> SchedulerConfig:
-        return SchedulerConfig(
-            shard_count=self.shard_count,
-            lookahead_seconds=self.lookahead_seconds,
-            lease_seconds=self.lease_seconds,
-            heartbeat_seconds=self.heartbeat_seconds,
-            dispatch_lease_seconds=self.dispatch_lease_seconds,
-            max_claims_per_tick=self.max_claims_per_tick,
-            claim_concurrency=self.claim_concurrency,
-            deadline_margin_ms=self.deadline_margin_ms,
-            detector_max_items=self.detector_max_items,
-            detector_degrade_backlog=self.detector_degrade_backlog,
-            detector_sweep_seconds=self.detector_sweep_seconds,
-            history_retention_days=self.history_retention_days,
-            clock_skew_allowance_ms=self.clock_skew_allowance_ms,
-            min_rate_seconds=self.min_rate_seconds,
-            trigger_lookback_seconds=self.trigger_lookback_seconds,
-        )
+        return SchedulerConfig(**{name: getattr(self, name) for name in SchedulerConfig.model_fields})
