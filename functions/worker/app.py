@@ -3,8 +3,11 @@
 The records of a batch run concurrently, each on its own thread: one long job must not delay
 the other occurrences that arrived in its batch. A record is acknowledged only once its outcome
 is durably recorded (committed, retry scheduled, recognised as a duplicate). A record that
-raises is reported as a batch item failure and redelivered by SQS; one that cannot be parsed at
-all ends in the dead-letter queue.
+raises is logged (``batch.record_failed``, with its message id and the reason), counted
+(``FailedRecords``, and ``PoisonRecords`` for a body that is not a run message) and reported as
+a batch item failure, so SQS redelivers it; one that cannot be parsed at all ends in the
+dead-letter queue. The invocation itself succeeds even when
+every record failed: a batch of foreign messages is not an infrastructure failure.
 """
 
 import asyncio
@@ -20,10 +23,11 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.runtime.lambda_context import deadline_ms
+from jobsched.runtime.records import report_failed_record
 from jobsched.runtime.wiring import app, logger, metrics
 from jobsched.services.messages import parse_run_message
 
-processor = AsyncBatchProcessor(event_type=EventType.SQS)
+processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @logger.inject_lambda_context
@@ -34,9 +38,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     running = asyncio.Semaphore(app().settings.worker_record_concurrency)
 
     async def record_handler(record: SQSRecord) -> str:
-        message = parse_run_message(record.body)
-        async with running:
-            outcome = await asyncio.to_thread(worker.process, message, deadline)
+        try:
+            message = parse_run_message(record.body)
+            async with running:
+                outcome = await asyncio.to_thread(worker.process, message, deadline)
+        except Exception as exc:
+            report_failed_record(logger, app().telemetry, record.message_id, exc)
+            raise
         return outcome.value
 
     return async_process_partial_response(
