@@ -14,12 +14,12 @@ import contextlib
 import json
 import logging
 import os
-import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +58,8 @@ DETECTOR_INVOCATION_SECONDS = 60
 # killed worker should come back sooner.
 LOCAL_VISIBILITY_TIMEOUT = "30"
 
+EVENTS_KEPT = 10_000
+
 Event = dict[str, Any]
 Sink = Callable[[str, Event], None]
 
@@ -95,7 +97,8 @@ class LocalStack:
     def __init__(self, options: StackOptions | None = None, sink: Sink | None = None) -> None:
         self.options = options or StackOptions()
         self.sink = sink
-        self.events: queue.Queue[tuple[str, Event]] = queue.Queue()
+        # The latest events (all of them go to the sink): bounded, as `jobsched local` runs for hours.
+        self.events: deque[tuple[str, Event]] = deque(maxlen=EVENTS_KEPT)
         self.moto: LocalMoto | None = None
         self.resources: Resources | None = None
         self.ledger_table = f"{self.options.prefix}-ledger"
@@ -107,7 +110,9 @@ class LocalStack:
 
     def start(self) -> None:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per moto request otherwise
-        self.moto = start_moto_server(self.options.port)
+        # lean: without moto_fast the server keeps every table backup of every transaction (3 GB
+        # after 15 minutes at the demo's load).
+        self.moto = start_moto_server(self.options.port, lean=True)
         base = {
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
@@ -193,7 +198,7 @@ class LocalStack:
             if "_aws" in event:  # an EMF metrics blob
                 continue
             event["proc"] = name
-            self.events.put((name, event))
+            self.events.append((name, event))
             if self.sink is not None:
                 self.sink(name, event)
 
