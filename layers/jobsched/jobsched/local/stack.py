@@ -14,9 +14,11 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -29,7 +31,7 @@ from jobsched.adapters.aws import make_client
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.adapters.local_moto import LocalMoto, start_moto_server
 from jobsched.adapters.memory_telemetry import MemoryTelemetry
-from jobsched.adapters.provision import Resources, provision
+from jobsched.adapters.provision import Resources, load_template, provision
 from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.config import SchedulerConfig
 from jobsched.runtime.clock import SystemClock
@@ -104,6 +106,7 @@ class LocalStack:
         self.ledger_table = f"{self.options.prefix}-ledger"
         self.procs: dict[str, Proc] = {}
         self.env: dict[str, str] = {}
+        self._scratch: Path | None = None  # the registrar's stream checkpoint lives here
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
@@ -137,6 +140,7 @@ class LocalStack:
             "RUNS_TABLE": self.resources.runs_table,
             "WORK_QUEUE_URL": self.resources.work_queue_url,
             "JOBS_STREAM_ARN": self.resources.jobs_stream_arn or "",
+            "REGISTRAR_FAILURE_QUEUE_URL": self.resources.registrar_failure_queue_url,
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_SERVICE_NAME": "jobsched",
             "POWERTOOLS_METRICS_NAMESPACE": "JobschedLocal",
@@ -157,7 +161,12 @@ class LocalStack:
         minute = str(DETECTOR_INVOCATION_SECONDS)
         self.add("detector", "detector-1", ["--every", minute, "--timeout", minute])
         if o.registrar and self.resources.jobs_stream_arn:
-            self.add("registrar", "registrar-1", [])
+            self._scratch = Path(tempfile.mkdtemp(prefix="jobsched-local-"))
+            self.add(
+                "registrar",
+                "registrar-1",
+                [*registrar_mapping_args(), "--checkpoint", str(self._scratch / "registrar-checkpoint.json")],
+            )
         for i in range(1, o.workers + 1):
             self.add("worker", f"worker-{i}", [])
 
@@ -243,6 +252,8 @@ class LocalStack:
             self.moto.stop()
         if self.options.state_file is not None:
             self.options.state_file.unlink(missing_ok=True)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> LocalStack:
         self.start()
@@ -304,6 +315,21 @@ class LocalStack:
 
     def write_state(self, path: Path) -> None:
         path.write_text(json.dumps(self.state(), indent=2) + "\n", encoding="utf-8")
+
+
+# The registrar's DynamoDB stream event source mapping in template.yaml: the local stack's stream
+# reader uses its batch size and retry bound.
+REGISTRAR_MAPPING_ID = "RegistrarFunctionJobChanges"
+
+
+def registrar_mapping_args() -> list[str]:
+    props = load_template()["Resources"][REGISTRAR_MAPPING_ID]["Properties"]
+    return [
+        "--batch-size",
+        str(int(props.get("BatchSize", 100))),
+        "--max-retries",
+        str(int(props.get("MaximumRetryAttempts", 10))),
+    ]
 
 
 def read_state(path: Path | str = STATE_FILE) -> dict[str, Any]:
