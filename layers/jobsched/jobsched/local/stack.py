@@ -299,6 +299,8 @@ class LocalStack:
         return {
             "endpoint_url": self.moto.endpoint_url,
             "region": REGION,
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
             "jobs_table": self.resources.jobs_table,
             "runs_table": self.resources.runs_table,
             "work_queue_url": self.resources.work_queue_url,
