@@ -60,7 +60,7 @@ DETECTOR_INVOCATION_SECONDS = 60
 # killed worker should come back sooner.
 LOCAL_VISIBILITY_TIMEOUT = "30"
 
-EVENTS_KEPT = 10_000
+EVENTS_KEPT = 1_000
 
 Event = dict[str, Any]
 Sink = Callable[[str, Event], None]
