@@ -104,6 +104,8 @@ _SHOWN = {
     "lease.recovered": "LEASE RECOVERED by miss detector",
     "run.catchup": "catch-up",
     "local.invocation_failed": "invocation failed",
+    "batch.record_failed": "RECORD FAILED (reported to the event source)",
+    "local.stream_record_discarded": "stream record passed over after its retries",
 }
 
 
@@ -120,7 +122,7 @@ def describe(event: Event, t0_ms: int) -> str | None:
         return None
     subject = str(event.get("correlation_id", ""))
     details = []
-    for key in ("attempt", "lag_ms", "owner", "duration_ms", "error", "was", "lease_expired_at"):
+    for key in ("attempt", "lag_ms", "owner", "duration_ms", "error", "reason", "was", "lease_expired_at"):
         if key in event and event[key] not in (None, ""):
             value = event[key]
             if key == "error":
