@@ -16,10 +16,14 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
 	  { echo "error: jobsched needs Python 3.11 or newer; set PY=/path/to/python3.11+"; exit 1; }
-	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	@echo "make install: jobsched and its development tools into $(VENV)/ (about 2 minutes the first time)"
+	@test -x $(BIN)/python || { echo "make install: creating $(VENV)/ with $(PY)"; $(PY) -m venv $(VENV); }
+	@echo "make install: upgrading pip"
+	@$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
+	@echo "make install: installing jobsched[dev] (boto3, Powertools, moto, SAM CLI, AWS CLI, pytest, ...); pip lists each package"
+	$(BIN)/pip install --progress-bar off --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
+	@echo "make install: done ($(BIN)/jobsched, $(BIN)/aws, $(BIN)/sam)"
 
 demo: install
 	$(BIN)/jobsched demo

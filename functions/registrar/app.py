@@ -2,7 +2,10 @@
 
 Each record is handled on its own (partial batch responses), so one bad record never blocks the
 others; an invalid definition is marked invalid (not retried), so only infrastructure errors
-retry, and the event source's bisect-on-error and failure destination bound those.
+retry, and the event source's bisect-on-error and failure destination bound those. A record that
+fails is logged (``batch.record_failed``, with its sequence number and the reason) and counted
+(``FailedRecords``; ``PoisonRecords`` for one that is not a change to a job item, such as AWS's
+sample event), and the invocation still succeeds for the rest of the batch.
 """
 
 from typing import Any
@@ -13,9 +16,23 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.core.job import plain_values
+from jobsched.runtime.records import ForeignRecord, report_failed_record
 from jobsched.runtime.wiring import app, logger, metrics
 
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
+
+
+def job_change(record: DynamoDBRecord) -> tuple[str, str, dict[str, Any] | None]:
+    """(event name, job id, new image) of a jobs-table stream record, or ForeignRecord."""
+    change = record.dynamodb
+    if change is None or record.event_name is None:
+        raise ForeignRecord("not a DynamoDB stream record (no dynamodb change or eventName)")
+    keys = plain_values(change.keys or {})
+    job_id = keys.get("job_id")
+    if not isinstance(job_id, str):
+        raise ForeignRecord(f"not a jobs-table change: its keys are {sorted(keys)}, not job_id")
+    image = plain_values(change.new_image) if change.new_image else None
+    return record.event_name.name, job_id, image
 
 
 @logger.inject_lambda_context
@@ -24,11 +41,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     registrar = app().registrar()
 
     def record_handler(record: DynamoDBRecord) -> str:
-        change = record.dynamodb
-        assert change is not None and record.event_name is not None
-        job_id = str(plain_values(change.keys)["job_id"])
-        image = plain_values(change.new_image) if change.new_image else None
-        return registrar.on_stream_record(record.event_name.name, job_id, image).value
+        try:
+            event_name, job_id, image = job_change(record)
+            return registrar.on_stream_record(event_name, job_id, image).value
+        except Exception as exc:
+            identifier = (record.dynamodb.sequence_number if record.dynamodb else None) or record.event_id
+            report_failed_record(logger, app().telemetry, str(identifier), exc)
+            raise
 
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

@@ -1,13 +1,17 @@
 """Worker: SQS batch of run messages -> fenced execution, with partial batch responses.
 
-The records of a batch run concurrently, each on its own thread: one long job must not delay
-the other occurrences that arrived in its batch. A record is acknowledged only once its outcome
-is durably recorded (committed, retry scheduled, recognised as a duplicate). A record that
-raises is reported as a batch item failure and redelivered by SQS; one that cannot be parsed at
-all ends in the dead-letter queue.
+The records of a batch run concurrently, each on its own thread of a pool of
+``WorkerRecordConcurrency`` threads: one long job must not delay the other occurrences that
+arrived in its batch. A record is acknowledged only once its outcome is durably recorded
+(committed, retry scheduled, recognised as a duplicate). A record that raises is logged
+(``batch.record_failed``, with its message id and the reason), counted (``FailedRecords``, and
+``PoisonRecords`` for a body that is not a run message) and reported as a batch item failure, so
+SQS redelivers it; one that cannot be parsed at all ends in the dead-letter queue. The invocation
+itself succeeds even when every record failed: foreign messages are not an infrastructure failure.
 """
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import job_handlers  # noqa: F401  # registers this deployment's own handlers (HandlersLayer)
@@ -20,10 +24,25 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.runtime.lambda_context import deadline_ms
+from jobsched.runtime.records import report_failed_record
 from jobsched.runtime.wiring import app, logger, metrics
 from jobsched.services.messages import parse_run_message
 
-processor = AsyncBatchProcessor(event_type=EventType.SQS)
+processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+# The records' threads. Not asyncio.to_thread: the loop's default pool has min(32, CPUs + 4)
+# threads (6 on a 2-vCPU Lambda), which would silently cap WorkerRecordConcurrency.
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def record_pool(size: int) -> ThreadPoolExecutor:
+    """One pool per execution environment, with exactly ``size`` threads."""
+    global _pool
+    if _pool is None or _pool[0] != size:
+        if _pool is not None:
+            _pool[1].shutdown(wait=False)
+        _pool = (size, ThreadPoolExecutor(max_workers=size, thread_name_prefix="record"))
+    return _pool[1]
 
 
 @logger.inject_lambda_context
@@ -31,12 +50,17 @@ processor = AsyncBatchProcessor(event_type=EventType.SQS)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     worker = app().worker(context.aws_request_id)
     deadline = deadline_ms(context)
-    running = asyncio.Semaphore(app().settings.worker_record_concurrency)
+    pool = record_pool(app().settings.worker_record_concurrency)
 
     async def record_handler(record: SQSRecord) -> str:
-        message = parse_run_message(record.body)
-        async with running:
-            outcome = await asyncio.to_thread(worker.process, message, deadline)
+        try:
+            message = parse_run_message(record.body)
+            outcome = await asyncio.get_running_loop().run_in_executor(
+                pool, worker.process, message, deadline
+            )
+        except Exception as exc:
+            report_failed_record(logger, app().telemetry, record.message_id, exc)
+            raise
         return outcome.value
 
     return async_process_partial_response(

@@ -40,7 +40,7 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
         "--count-runs=10",
         "--lag-seconds=2",
         "--crashes=1",
-        "--lease-seconds=2",
+        "--lease-seconds=5",
     ]
     with pytest.raises(SystemExit) as exit_info:
         main(argv)

@@ -38,4 +38,6 @@ def test_demo_recovers_a_killed_worker_without_duplicates_or_losses(tmp_path: Pa
         or figures["runs_succeeded"] > 0
     )
     assert figures["recovery_s_max"] is not None, figures
+    assert figures["verdict"] == "PASS", figures
+    assert lines[-2].startswith("demo: PASS - "), lines[-2]  # the verdict, just before the JSON
     assert done.returncode == 0, done.stdout[-3000:]

@@ -13,6 +13,8 @@ The CLI's commands are thin wrappers over the same object.
 
 from __future__ import annotations
 
+from typing import Any
+
 from jobsched.cli.target import Target, TargetError, stack_target
 from jobsched.services.operations import Operations
 
@@ -39,7 +41,6 @@ def connect(
 
 
 def operations_for(target: Target, shard_count: int | None = None) -> Operations:
-    from jobsched.adapters.aws import make_client
     from jobsched.adapters.dynamodb_store import DynamoStore
     from jobsched.adapters.memory_telemetry import MemoryTelemetry
     from jobsched.adapters.sqs_queue import SqsWorkQueue
@@ -50,8 +51,22 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
     if shards is None:
         # A job written to a shard the trigger does not query would never run: never guess.
         raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
-    store = DynamoStore(
-        make_client("dynamodb", target.endpoint_url), target.jobs_table, target.state_table, target.runs_table
-    )
-    queue = SqsWorkQueue(make_client("sqs", target.endpoint_url), target.queue_url)
+    store = DynamoStore(_client("dynamodb", target), target.jobs_table, target.state_table, target.runs_table)
+    queue = SqsWorkQueue(_client("sqs", target), target.queue_url)
     return Operations(store, queue, MemoryTelemetry(), SystemClock(), SchedulerConfig(shard_count=shards))
+
+
+def _client(service: str, target: Target) -> Any:
+    """A client for the target: with its own region and credentials when it has them (the local
+    stack), else as boto3 finds them."""
+    from jobsched.adapters.aws import client_config, make_client
+
+    if target.credentials is None and target.region is None:
+        return make_client(service, target.endpoint_url)
+    import boto3
+
+    key_id, secret = target.credentials or (None, None)
+    session = boto3.session.Session(
+        aws_access_key_id=key_id, aws_secret_access_key=secret, region_name=target.region
+    )
+    return session.client(service, endpoint_url=target.endpoint_url, config=client_config())  # type: ignore[call-overload]

@@ -161,9 +161,18 @@ def _long_polls_see_delayed_messages() -> None:
     _long_poll_patched = True
 
 
-def start_moto_server(port: int = 0, host: str = "127.0.0.1", access_log: bool = False) -> LocalMoto:
+def start_moto_server(
+    port: int = 0, host: str = "127.0.0.1", access_log: bool = False, lean: bool = False
+) -> LocalMoto:
     """Start a moto server on ``host:port`` (0: any free port) in a daemon thread.
-    ``access_log`` prints werkzeug's line per request on stderr."""
+    ``access_log`` prints werkzeug's line per request on stderr. ``lean`` applies
+    ``moto_fast`` to this process (item-level transaction backups, no instance tracking,
+    expiring stream iterators): what a server that runs for hours needs, such as the local
+    stack's."""
+    if lean:
+        from jobsched.adapters import moto_fast
+
+        moto_fast.apply()
     _long_polls_see_delayed_messages()
     server = _SerializedThreadedMotoServer(ip_address=host, port=port, access_log=access_log)
     server.start()
@@ -224,14 +233,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--fast-transactions",
         action="store_true",
-        help="back up only the items a transaction names (see adapters/moto_fast.py); benchmarks only",
+        help="back up only the items a transaction names, keep no model instances, expire stream "
+        "iterators (adapters/moto_fast.py): for a server that runs for long",
     )
     args = parser.parse_args(argv)
-    if args.fast_transactions:
-        from jobsched.adapters import moto_fast
-
-        moto_fast.apply()
-    moto = start_moto_server(args.port, args.host, access_log=args.access_log)
+    moto = start_moto_server(args.port, args.host, access_log=args.access_log, lean=args.fast_transactions)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -1,22 +1,34 @@
-"""Make moto's ``TransactWriteItems`` cost what DynamoDB's does: independent of the table's size.
+"""Make a long-running moto server cost what DynamoDB does: memory and time independent of how
+long it has run and how big its tables are.
 
-moto backs up every table a transaction names with ``copy.deepcopy`` before applying it, so each
-transaction costs time proportional to the whole table (about 100 ms at a few hundred items):
-a benchmark of the trigger, whose claim is a transaction, would measure moto's backup rather
-than our code. This patch (applied by ``jobsched bench`` to its moto server process, never in
-tests) backs up just the items the transaction names and restores them if it is cancelled,
-which is the same rollback for our tables (hash key only; a transaction writes only the items
-it names). Stream records of a cancelled transaction are not rolled back; the bench runs no
-stream consumer.
+Three patches to moto's internals, applied with ``apply()`` to the process that hosts the server
+(the local stack, ``python -m jobsched.adapters.local_moto --fast-transactions`` and the bench's
+server process). They change what moto keeps, never what it answers:
+
+* **Transactions back up only the items they name.** moto backs up every table a
+  ``TransactWriteItems`` names with ``copy.deepcopy`` before applying it, so each transaction costs
+  time proportional to the whole table (and its stream), about 100 ms at a few hundred items; a
+  cancelled one then *replaces* the table object with the copy. Here the backup is of the named
+  items, restored if the transaction is cancelled, together with the stream records the cancelled
+  transaction appended (DynamoDB never streams a cancelled transaction). Tables with a sort key,
+  or any operation that does not name its hash key, keep moto's own whole-table backup.
+* **No instance tracking.** Every moto model object (each table backup, item, stream record,
+  shard iterator, SQS message) is appended to a class-level ``instances_tracked`` list that only
+  moto's debug dashboard reads and that nothing empties but a reset. With whole-table backups
+  per transaction, the local stack grew from 120 MB to 3 GB in 15 minutes.
+* **Stream shard iterators expire** 15 minutes after they are issued, as DynamoDB's do. moto keeps
+  every iterator (one more per ``GetRecords``) in a dict forever, each holding its shard.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
+import time
 import types
 from typing import Any
 
+ITERATOR_TTL_S = 15 * 60
 _applied = False
 _local = threading.local()
 
@@ -25,6 +37,13 @@ def apply() -> None:
     global _applied
     if _applied:
         return
+    _fast_transactions()
+    _no_instance_tracking()
+    _expiring_shard_iterators()
+    _applied = True
+
+
+def _fast_transactions() -> None:
     from moto.dynamodb import models
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import Table
@@ -48,6 +67,7 @@ def apply() -> None:
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
         saved: list[tuple[Any, Any, Any]] = []
+        streams: dict[int, tuple[Any, int]] = {}  # id(shard) -> (shard, records before)
         fast = True
         for entry in transact_items:
             _, op = next(iter(entry.items()))
@@ -58,6 +78,9 @@ def apply() -> None:
                 break
             hash_value = DynamoType(attrs[table.hash_key_attr])
             saved.append((table, hash_value, real_deepcopy(table.items.get(hash_value))))
+            shard = table.stream_shard
+            if shard is not None:
+                streams.setdefault(id(shard), (shard, len(shard.items)))
         _local.fast = fast
         try:
             original(self, transact_items)
@@ -68,9 +91,45 @@ def apply() -> None:
                         table.items.pop(hash_value, None)
                     else:
                         table.items[hash_value] = item
+                for shard, length in streams.values():
+                    del shard.items[length:]
             raise
         finally:
             _local.fast = False
 
     models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
-    _applied = True
+
+
+def _no_instance_tracking() -> None:
+    from moto.core.common_models import BaseModel
+
+    def untracked_new(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
+        return super(BaseModel, cls).__new__(cls)
+
+    BaseModel.__new__ = staticmethod(untracked_new)  # type: ignore[method-assign]
+
+
+def _expiring_shard_iterators() -> None:
+    from moto.dynamodbstreams import models
+
+    backend = models.DynamoDBStreamsBackend
+    original_get_iterator = backend.get_shard_iterator
+    issued: dict[int, dict[str, float]] = {}  # per backend: iterator arn -> issued at
+
+    def forget_expired(self: Any) -> None:
+        now = time.monotonic()
+        times = issued.setdefault(id(self), {})
+        for arn in list(self.shard_iterators):
+            times.setdefault(arn, now)
+        expired = [arn for arn, at in times.items() if now - at > ITERATOR_TTL_S]
+        for arn in expired:
+            times.pop(arn, None)
+            self.shard_iterators.pop(arn, None)
+
+    def get_shard_iterator(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # Issuing one is where the expired ones go (a reader that follows NextShardIterator for
+        # 15 minutes without asking for a new one keeps its chain; ours ask on every read).
+        forget_expired(self)
+        return original_get_iterator(self, *args, **kwargs)
+
+    backend.get_shard_iterator = get_shard_iterator  # type: ignore[method-assign]

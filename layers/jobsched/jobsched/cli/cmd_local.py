@@ -49,7 +49,9 @@ def register(subparsers: Any) -> None:
         description=(
             "Registers sample jobs, runs them on the local stack, SIGKILLs the worker running a sleep "
             "job (its lease stays held), shows the miss detector recover the run for another worker, "
-            "drains and prints a summary measured from the run records."
+            "drains and prints a summary measured from the run records, then one verdict line. "
+            "Exit status 0 when the verdict is PASS (nothing duplicated, lost or left unfinished, and "
+            "every killed run recovered), 1 when it is FAIL."
         ),
     )
     demo.add_argument(

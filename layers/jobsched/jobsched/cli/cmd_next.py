@@ -2,7 +2,8 @@
 
 Other tools parse this output, so the format is a contract: one UTC instant per line
 as ``YYYY-MM-DDTHH:MM:SSZ``; on bad input, exit status 2 and a stderr line starting
-``error:``.
+``error:``. When the schedule has fewer occurrences left than asked for (an ``at`` in the past,
+a ``cron`` whose years are over), stderr says so and the exit status is still 0.
 """
 
 from __future__ import annotations
@@ -45,12 +46,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     current = after
+    printed = 0
     for _ in range(count):
         found = schedule.next_after(current)
         if found is None:
             break
         print(found.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        printed += 1
         current = found
+    if printed < count:
+        instant = current.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        what = "no occurrences" if printed == 0 else "no more occurrences"
+        print(f"{what} of {args.expression} after {instant}", file=sys.stderr)
     return 0
 
 

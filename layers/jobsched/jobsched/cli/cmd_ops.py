@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from jobsched.cli.target import TargetError, add_target_options, resolve_target
+from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.services.operations import JobNotFound, Operations, describe_time
 
@@ -160,12 +161,32 @@ def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
     def run(args: argparse.Namespace) -> int:
         try:
             return func(args)
-        except (TargetError, JobNotFound, ValueError, OSError) as exc:
-            what = f"no job {exc}" if isinstance(exc, JobNotFound) else str(exc)
+        except Exception as exc:
+            what = _readable(exc)
+            if what is None:
+                raise
             print(f"error: {what}", file=sys.stderr)
             return 2
 
     return run
+
+
+def _readable(exc: Exception) -> str | None:
+    """What to tell a person about an error that is about their setup, not a bug; None for
+    anything else (which keeps its traceback)."""
+    from botocore.exceptions import NoCredentialsError, NoRegionError
+
+    if isinstance(exc, JobNotFound):
+        return f"no job {exc}"
+    if isinstance(exc, NoRegionError):
+        return "no AWS region: set AWS_DEFAULT_REGION (or AWS_REGION), or use --local for the local stack"
+    if isinstance(exc, NoCredentialsError):
+        return "no AWS credentials: configure them (aws configure, AWS_PROFILE, ...), or use --local"
+    if isinstance(exc, StoreError | QueueError):
+        return f"the deployment did not answer as expected: {exc}"
+    if isinstance(exc, TargetError | ValueError | OSError):
+        return str(exc)
+    return None
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 LOCAL_STATE_FILE = ".jobsched-local.json"
 
@@ -26,6 +29,10 @@ class Target:
     # Must equal the stack's ShardCount: a job written to a shard the trigger does not query
     # would never run. Read from the stack or the local state; explicit otherwise.
     shard_count: int | None = None
+    # The local stack's region and (dummy) credentials, so that --local needs no AWS settings.
+    # None: boto3's own (environment, profile, ...).
+    region: str | None = None
+    credentials: tuple[str, str] | None = None
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -53,20 +60,50 @@ def resolve_target(args: argparse.Namespace) -> Target:
         return stack_target(args.stack_name)
     state = Path(LOCAL_STATE_FILE)
     if args.local or (state.exists() and not args.jobs_table):
-        if not state.exists():
-            raise TargetError(f"no {LOCAL_STATE_FILE} here: start the local stack with `jobsched local`")
-        data = json.loads(state.read_text())
-        return Target(
-            data["jobs_table"],
-            data["state_table"],
-            data["runs_table"],
-            data["work_queue_url"],
-            data.get("endpoint_url"),
-        )
+        return local_target(state)
     raise TargetError(
         "which deployment? give --stack-name, or --jobs-table/--state-table/--runs-table/--queue-url "
         "(or JOBSCHED_* variables), or --local"
     )
+
+
+def local_target(path: Path | str = LOCAL_STATE_FILE) -> Target:
+    """The running local stack that wrote ``path`` (``jobsched local``): its endpoint, names,
+    shard count, region and credentials."""
+    path = Path(path)
+    start = "start the local stack with `jobsched local` (in this folder) first"
+    if not path.exists():
+        raise TargetError(f"no {path} here: {start}")
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        endpoint = str(data["endpoint_url"])
+        target = Target(
+            str(data["jobs_table"]),
+            str(data["state_table"]),
+            str(data["runs_table"]),
+            str(data["work_queue_url"]),
+            endpoint,
+            int(data["shard_count"]) if data.get("shard_count") is not None else None,
+            str(data.get("region") or "us-east-1"),
+            (
+                str(data.get("aws_access_key_id") or "testing"),
+                str(data.get("aws_secret_access_key") or "testing"),
+            ),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TargetError(f"{path} is not a local stack's state file ({exc}): {start}") from exc
+    if not _listening(endpoint):
+        raise TargetError(f"the local stack in {path} ({endpoint}) is not running: {start}")
+    return target
+
+
+def _listening(endpoint: str) -> bool:
+    parts = urlsplit(endpoint)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def stack_target(stack_name: str) -> Target:

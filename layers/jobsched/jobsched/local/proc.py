@@ -3,7 +3,7 @@
     python -m jobsched.local.proc trigger  --every 5     # EventBridge scheduled events
     python -m jobsched.local.proc detector --every 5
     python -m jobsched.local.proc worker                  # SQS event source mapping
-    python -m jobsched.local.proc registrar               # DynamoDB stream event source mapping
+    python -m jobsched.local.proc registrar --checkpoint F  # DynamoDB stream event source mapping
 
 The environment (tables, queue, endpoint, settings) comes from the parent (``LocalStack``).
 The handler is ``functions/<name>/app.py``'s ``lambda_handler``, loaded by file path, so what runs
@@ -195,61 +195,56 @@ def run_worker(invoke: Invoker, stop: Callable[[], bool], wait_s: int = 5) -> No
                 _report_error(invoke.name, exc)
 
 
-def _plain_stream_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
-    change = dict(record["dynamodb"])
-    created = change.get("ApproximateCreationDateTime")
-    if isinstance(created, datetime):
-        change["ApproximateCreationDateTime"] = int(created.timestamp())
-    return {
-        "eventID": record.get("eventID", str(uuid.uuid4())),
-        "eventName": record["eventName"],
-        "eventVersion": record.get("eventVersion", "1.1"),
-        "eventSource": "aws:dynamodb",
-        "awsRegion": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-        "dynamodb": change,
-        "eventSourceARN": stream_arn,
-    }
+def run_registrar(
+    invoke: Invoker,
+    stop: Callable[[], bool],
+    *,
+    batch_size: int,
+    max_retries: int,
+    checkpoint: Path | None,
+    poll_s: float = 1.0,
+) -> None:
+    """The DynamoDB stream event source mapping (``jobsched.local.streams``): batches in order
+    per shard, ``batchItemFailures`` retried, checkpointed in ``checkpoint``."""
+    import json
 
+    from jobsched.local.streams import Checkpoints, StreamMapping, run
 
-def run_registrar(invoke: Invoker, stop: Callable[[], bool], poll_s: float = 1.0) -> None:
-    """The DynamoDB stream event source mapping: read every shard from its start, hand batches of
-    up to 100 records to the registrar (a failed batch is retried, as Lambda does)."""
     streams = make_client("dynamodbstreams")
     stream_arn = os.environ["JOBS_STREAM_ARN"]
-    iterators: dict[str, str] = {}
-    while not stop():
-        try:
-            shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"].get("Shards", [])
-            for shard in shards:
-                shard_id = shard["ShardId"]
-                if shard_id not in iterators:
-                    iterators[shard_id] = streams.get_shard_iterator(
-                        StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-                    )["ShardIterator"]
-            busy = False
-            for shard_id, iterator in list(iterators.items()):
-                response = streams.get_records(ShardIterator=iterator, Limit=100)
-                records = response.get("Records", [])
-                if records:
-                    busy = True
-                    event = {"Records": [_plain_stream_record(dict(r), stream_arn) for r in records]}
-                    invoke(event)
-                next_iterator = response.get("NextShardIterator")
-                if next_iterator:
-                    iterators[shard_id] = next_iterator
-        except Exception as exc:
-            _report_error(invoke.name, exc)
-            busy = False
-        if not busy:
-            time.sleep(poll_s)
+    failure_queue = os.environ.get("REGISTRAR_FAILURE_QUEUE_URL")
+    sqs = make_client("sqs") if failure_queue else None
+
+    def to_failure_queue(description: dict[str, Any]) -> None:
+        if sqs is not None and failure_queue:
+            sqs.send_message(QueueUrl=failure_queue, MessageBody=json.dumps(description))
+
+    def report(name: str, fields: dict[str, Any]) -> None:
+        _print_event(invoke.name, name, "WARNING", **fields)
+
+    mapping = StreamMapping(
+        streams,
+        stream_arn,
+        invoke,
+        Checkpoints(stream_arn, checkpoint),
+        batch_size=batch_size,
+        max_retries=max_retries,
+        failure_destination=to_failure_queue,
+        report=report,
+        region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+    )
+    run(mapping, stop, poll_s, lambda exc: _report_error(invoke.name, exc))
 
 
 def _report_error(name: str, exc: BaseException) -> None:
+    _print_event(name, "local.invocation_failed", "ERROR", error=f"{type(exc).__name__}: {exc}")
+
+
+def _print_event(name: str, event: str, level: str, **fields: Any) -> None:
     import json
 
-    line = {"level": "ERROR", "message": "local.invocation_failed", "event": "local.invocation_failed"}
-    line.update(proc=name, error=f"{type(exc).__name__}: {exc}")
-    print(json.dumps(line), flush=True)
+    line = {"level": level, "message": event, "event": event, "proc": name, **fields}
+    print(json.dumps(line, default=str), flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -258,6 +253,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default=None, help="process name (request ids start with it)")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between scheduled events")
     parser.add_argument("--timeout", type=float, default=60.0, help="invocation deadline, seconds")
+    parser.add_argument("--batch-size", type=int, default=100, help="registrar: records per batch")
+    parser.add_argument("--max-retries", type=int, default=10, help="registrar: MaximumRetryAttempts")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="registrar: checkpoint file")
     args = parser.parse_args(argv)
 
     stopping = False
@@ -285,7 +283,9 @@ def main(argv: list[str] | None = None) -> None:
     elif args.role == "worker":
         run_worker(invoke, stop)
     else:
-        run_registrar(invoke, stop)
+        run_registrar(
+            invoke, stop, batch_size=args.batch_size, max_retries=args.max_retries, checkpoint=args.checkpoint
+        )
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ class Report:
     ledger_runs_succeeded: int = 0
     ledger_mismatches: int = 0
     crashes_injected: int = 0
+    crashes_recovered: int = 0  # killed runs that started again after the kill and finished
     leases_recovered: int = 0
     retries: int = 0
     lag_ms_p50: float | None = None
@@ -192,6 +193,8 @@ def measure(
         crashed = runs_by_id.get(crash.run_id or "")
         if crashed is not None and crashed.get("started_at") and int(crashed["started_at"]) > crash.at_ms:
             recoveries.append((int(crashed["started_at"]) - crash.at_ms) / 1000)
+            if crashed["status"] in COMMITTED:
+                report.crashes_recovered += 1
     report.recovery_s_max = round(max(recoveries), 3) if recoveries else None
     return report
 

@@ -14,12 +14,14 @@ import contextlib
 import json
 import logging
 import os
-import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +31,7 @@ from jobsched.adapters.aws import make_client
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.adapters.local_moto import LocalMoto, start_moto_server
 from jobsched.adapters.memory_telemetry import MemoryTelemetry
-from jobsched.adapters.provision import Resources, provision
+from jobsched.adapters.provision import Resources, load_template, provision
 from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.config import SchedulerConfig
 from jobsched.runtime.clock import SystemClock
@@ -57,6 +59,8 @@ DETECTOR_INVOCATION_SECONDS = 60
 # The template's visibility timeout is six Lambda timeouts (minutes); locally a message held by a
 # killed worker should come back sooner.
 LOCAL_VISIBILITY_TIMEOUT = "30"
+
+EVENTS_KEPT = 1_000
 
 Event = dict[str, Any]
 Sink = Callable[[str, Event], None]
@@ -95,19 +99,23 @@ class LocalStack:
     def __init__(self, options: StackOptions | None = None, sink: Sink | None = None) -> None:
         self.options = options or StackOptions()
         self.sink = sink
-        self.events: queue.Queue[tuple[str, Event]] = queue.Queue()
+        # The latest events (all of them go to the sink): bounded, as `jobsched local` runs for hours.
+        self.events: deque[tuple[str, Event]] = deque(maxlen=EVENTS_KEPT)
         self.moto: LocalMoto | None = None
         self.resources: Resources | None = None
         self.ledger_table = f"{self.options.prefix}-ledger"
         self.procs: dict[str, Proc] = {}
         self.env: dict[str, str] = {}
+        self._scratch: Path | None = None  # the registrar's stream checkpoint lives here
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per moto request otherwise
-        self.moto = start_moto_server(self.options.port)
+        # lean: without moto_fast the server keeps every table backup of every transaction (3 GB
+        # after 15 minutes at the demo's load).
+        self.moto = start_moto_server(self.options.port, lean=True)
         base = {
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
@@ -133,6 +141,7 @@ class LocalStack:
             "RUNS_TABLE": self.resources.runs_table,
             "WORK_QUEUE_URL": self.resources.work_queue_url,
             "JOBS_STREAM_ARN": self.resources.jobs_stream_arn or "",
+            "REGISTRAR_FAILURE_QUEUE_URL": self.resources.registrar_failure_queue_url,
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_SERVICE_NAME": "jobsched",
             "POWERTOOLS_METRICS_NAMESPACE": "JobschedLocal",
@@ -153,7 +162,12 @@ class LocalStack:
         minute = str(DETECTOR_INVOCATION_SECONDS)
         self.add("detector", "detector-1", ["--every", minute, "--timeout", minute])
         if o.registrar and self.resources.jobs_stream_arn:
-            self.add("registrar", "registrar-1", [])
+            self._scratch = Path(tempfile.mkdtemp(prefix="jobsched-local-"))
+            self.add(
+                "registrar",
+                "registrar-1",
+                [*registrar_mapping_args(), "--checkpoint", str(self._scratch / "registrar-checkpoint.json")],
+            )
         for i in range(1, o.workers + 1):
             self.add("worker", f"worker-{i}", [])
 
@@ -194,7 +208,7 @@ class LocalStack:
             if "_aws" in event:  # an EMF metrics blob
                 continue
             event["proc"] = name
-            self.events.put((name, event))
+            self.events.append((name, event))
             if self.sink is not None:
                 self.sink(name, event)
 
@@ -239,6 +253,8 @@ class LocalStack:
             self.moto.stop()
         if self.options.state_file is not None:
             self.options.state_file.unlink(missing_ok=True)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> LocalStack:
         self.start()
@@ -288,6 +304,8 @@ class LocalStack:
         return {
             "endpoint_url": self.moto.endpoint_url,
             "region": REGION,
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
             "jobs_table": self.resources.jobs_table,
             "state_table": self.resources.state_table,
             "runs_table": self.resources.runs_table,
@@ -305,6 +323,21 @@ class LocalStack:
 
     def write_state(self, path: Path) -> None:
         path.write_text(json.dumps(self.state(), indent=2) + "\n", encoding="utf-8")
+
+
+# The registrar's DynamoDB stream event source mapping in template.yaml: the local stack's stream
+# reader uses its batch size and retry bound.
+REGISTRAR_MAPPING_ID = "RegistrarFunctionJobChanges"
+
+
+def registrar_mapping_args() -> list[str]:
+    props = load_template()["Resources"][REGISTRAR_MAPPING_ID]["Properties"]
+    return [
+        "--batch-size",
+        str(int(props.get("BatchSize", 100))),
+        "--max-retries",
+        str(int(props.get("MaximumRetryAttempts", 10))),
+    ]
 
 
 def read_state(path: Path | str = STATE_FILE) -> dict[str, Any]:

@@ -3,12 +3,18 @@ id (the run id for anything about a run, the invocation id for a tick), and EMF 
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 _UNITS = {"Count": MetricUnit.Count, "Milliseconds": MetricUnit.Milliseconds, "Seconds": MetricUnit.Seconds}
+
+# Powertools' Metrics.add_metric takes no lock: it appends to a metric set shared by every Metrics
+# instance and flushes it at 100 values, so concurrent callers (the trigger's sender threads, the
+# worker's record threads) lose and duplicate values. One lock for all, as the set is shared.
+_METRICS_LOCK = threading.Lock()
 
 
 class PowertoolsTelemetry:
@@ -23,7 +29,8 @@ class PowertoolsTelemetry:
 
     def metric(self, name: str, value: float, unit: str = "Count") -> None:
         if self._metrics is not None:
-            self._metrics.add_metric(name=name, unit=_UNITS.get(unit, MetricUnit.Count), value=value)
+            with _METRICS_LOCK:
+                self._metrics.add_metric(name=name, unit=_UNITS.get(unit, MetricUnit.Count), value=value)
 
 
 class BoundLogger:

@@ -1,0 +1,49 @@
+"""Batch records a function could not process: each one is logged with its message id and the
+reason, and counted, before the batch processor reports it as a batch item failure.
+
+A *poison* record is one that is not what the function consumes at all: an SQS body that is not a
+run message (``Hello from SQS!``, ``Test message.``), a stream record without a ``job_id`` key.
+Retrying it cannot help; it ends in the dead-letter queue (worker) or the registrar's failure
+destination after the event source's retries. Any other failure (a store error, say) is retried
+by the event source as well, and usually succeeds on a later delivery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobsched.ports import Telemetry
+from jobsched.services.messages import PoisonMessage
+
+EVENT = "batch.record_failed"
+FAILED_RECORDS = "FailedRecords"  # every record reported as a batch item failure
+POISON_RECORDS = "PoisonRecords"  # those of them that cannot be what the function consumes
+
+
+class ForeignRecord(ValueError):
+    """A stream record that is not a change to a job item (for example AWS's sample event)."""
+
+
+def is_poison(exc: BaseException) -> bool:
+    return isinstance(exc, ForeignRecord | PoisonMessage)
+
+
+def report_failed_record(logger: Any, telemetry: Telemetry, message_id: str, exc: BaseException) -> None:
+    """One WARNING line (``batch.record_failed``, correlation id = the message id) and the metrics.
+    ``logger`` is a Powertools Logger (or anything with ``warning(msg, extra=...)``)."""
+    poison = is_poison(exc)
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    logger.warning(
+        EVENT,
+        extra={
+            "event": EVENT,
+            "correlation_id": message_id,
+            "message_id": message_id,
+            "reason": reason,
+            "error_type": type(exc).__name__,
+            "poison": poison,
+        },
+    )
+    telemetry.metric(FAILED_RECORDS, 1)
+    if poison:
+        telemetry.metric(POISON_RECORDS, 1)
