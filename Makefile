@@ -34,15 +34,15 @@ local: install
 test: install lint typecheck template-check unit
 
 lint: install
-	$(BIN)/ruff check layers functions tests scripts
-	$(BIN)/ruff format --check layers functions tests scripts
+	$(BIN)/ruff check layers tools functions tests scripts
+	$(BIN)/ruff format --check layers tools functions tests scripts
 
 # The Lambda entry points too, one at a time (each is a module named app). Powertools' handler
 # decorators (inject_lambda_context, log_metrics) are not typed precisely enough for strict mode.
 typecheck: install
 	$(BIN)/mypy
 	@for f in functions/*/; do \
-	  (cd $$f && MYPYPATH=$(CURDIR)/layers/handlers $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+	  (cd $$f && MYPYPATH=$(CURDIR)/layers/handlers:$(CURDIR)/layers/jobsched:$(CURDIR)/tools $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
 	    --disable-error-code untyped-decorator app.py) || exit 1; done
 
 template-check: install

@@ -15,7 +15,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from jobsched.sim import ChaosConfig, run_chaos
+from jobsched_tools.sim import ChaosConfig, run_chaos
 
 
 def one(args: tuple[int, int, float]) -> dict[str, Any]:

@@ -43,10 +43,10 @@ def children(pid: int) -> list[int]:
 
 
 def register_demo_jobs(state_file: Path, minutes: float) -> list[str]:
-    from jobsched.api import operations_for
-    from jobsched.cli.target import Target
-    from jobsched.local.demo import demo_jobs
-    from jobsched.local.stack import read_state, state_env
+    from jobsched_tools.api import operations_for
+    from jobsched_tools.deployment import Target
+    from jobsched_tools.local.demo import demo_jobs
+    from jobsched_tools.local.stack import read_state, state_env
 
     state = read_state(state_file)
     os.environ.update(state_env(state))
@@ -61,7 +61,7 @@ def register_demo_jobs(state_file: Path, minutes: float) -> list[str]:
 
 def count_runs(state_file: Path, job_ids: list[str]) -> dict[str, int]:
     from jobsched.adapters.aws import make_client
-    from jobsched.local.stack import read_state
+    from jobsched_tools.local.stack import read_state
 
     state = read_state(state_file)
     client = make_client("dynamodb", state["endpoint_url"], state["region"])

@@ -33,7 +33,7 @@ def main() -> int:
         os.environ.setdefault(key, value)
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
-    from jobsched.local.faults import invariant_report, run_faults
+    from jobsched_tools.local.kills import invariant_report, run_faults
 
     report, plan = run_faults(
         args.minutes * 60,

@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from jobsched.core.writes import not_exists
-from jobsched.handlers.registry import RunContext
 from jobsched.runtime.wiring import registry
+from jobsched.targets.registry import RunContext
 
 
 @registry.register("example.sleep")

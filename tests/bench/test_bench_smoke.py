@@ -7,8 +7,8 @@ import json
 import math
 
 import pytest
-from jobsched.bench import units
-from jobsched.cli.main import main
+from jobsched_tools.bench import units
+from jobsched_tools.cli.main import main
 
 KEYS = {
     "raw_conditional_writes_per_s": float,

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 from jobsched.adapters.aws import RequestCounter, make_client
-from jobsched.adapters.memory_queue import MemoryWorkQueue
-from jobsched.adapters.provision import provision
 from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.clock import ManualClock
 from jobsched.core.errors import QueueError
 from jobsched.ports import OutgoingMessage, SendResult, WorkQueue
+from jobsched_tools.emulator.provision import provision
+from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from moto import mock_aws
 
 Receive = Callable[[], list[dict[str, Any]]]

@@ -19,8 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobsched.adapters.aws import RequestCounter, make_client
 from jobsched.adapters.dynamodb_store import DynamoStore
-from jobsched.adapters.memory_store import MemoryStore
-from jobsched.adapters.provision import provision
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
 from jobsched.core.limits import DYNAMODB_MAX_TRANSACTION_ITEMS, RequestTooLarge, item_size
 from jobsched.core.writes import (
@@ -41,6 +39,8 @@ from jobsched.core.writes import (
     not_exists,
 )
 from jobsched.ports import IndexName, Store
+from jobsched_tools.emulator.provision import provision
+from jobsched_tools.fakes.memory_store import MemoryStore
 from moto import mock_aws
 
 EFFECTS = "effects"  # a staged-effects table with its own key, as the worker writes

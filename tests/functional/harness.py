@@ -5,7 +5,7 @@
 - ``memory``: MemoryStore + MemoryWorkQueue (SQS semantics on the manual clock);
 - ``dynamodb``: DynamoStore + SqsWorkQueue on in-process moto (``mock_aws`` + ``provision``);
 - ``server``: the same on a local moto *server* whose DynamoDB requests are serialised
-  (``jobsched.adapters.local_moto``), the only moto setup under which racing conditional writes
+  (``jobsched_tools.emulator.local_moto``), the only moto setup under which racing conditional writes
   are atomic, as on DynamoDB. Use it for every test with threads or processes.
 
 Time is the manual clock's everywhere. SQS delays and visibility timeouts run on real time in
@@ -26,18 +26,12 @@ from typing import Any
 
 import boto3
 from jobsched.adapters.dynamodb_store import DynamoStore
-from jobsched.adapters.local_moto import LocalMoto
-from jobsched.adapters.memory_queue import MemoryWorkQueue
-from jobsched.adapters.memory_store import MemoryStore
-from jobsched.adapters.memory_telemetry import MemoryTelemetry
-from jobsched.adapters.provision import provision
 from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition
 from jobsched.core.state import registered_state
 from jobsched.core.writes import JOBS, RUNS, STATE
-from jobsched.handlers.registry import HandlerRegistry
 from jobsched.ports import OutgoingMessage, SendResult, Store, WorkQueue
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
@@ -45,6 +39,12 @@ from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Outcome, Worker
+from jobsched.targets.registry import HandlerRegistry
+from jobsched_tools.emulator.local_moto import LocalMoto
+from jobsched_tools.emulator.provision import provision
+from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
+from jobsched_tools.fakes.memory_store import MemoryStore
+from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 from moto import mock_aws
 
 EFFECTS = "effects"

@@ -12,9 +12,9 @@ from typing import Any
 
 import boto3
 import pytest
-from jobsched.adapters.local_moto import LocalMoto, start_moto_server
-from jobsched.adapters.provision import Resources, provision
-from jobsched.cli.main import main
+from jobsched_tools.cli.main import main
+from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
+from jobsched_tools.emulator.provision import Resources, provision
 
 JOB = {"job_id": "hello", "schedule": "rate(10 minutes)", "target": "log", "payload": {"hi": 1}}
 NO_AWS_SETTINGS = (

@@ -9,8 +9,8 @@ from typing import Any
 
 import boto3
 import pytest
-from jobsched.adapters.provision import Resources, provision
-from jobsched.cli.main import main
+from jobsched_tools.cli.main import main
+from jobsched_tools.emulator.provision import Resources, provision
 from moto import mock_aws
 
 JOB = {

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
     # Imported here so that the spawned racer processes, which import this module, stay light.
-    from jobsched.adapters.local_moto import start_moto_server
+    from jobsched_tools.emulator.local_moto import start_moto_server
 
     with start_moto_server() as moto:
         yield moto.endpoint_url
@@ -48,7 +48,7 @@ _prefixes = iter(range(10**6))
 
 @pytest.fixture
 def tables(moto_endpoint: str) -> tuple[str, str, str]:
-    from jobsched.adapters.provision import provision
+    from jobsched_tools.emulator.provision import provision
 
     resources = provision(
         make_client("dynamodb", moto_endpoint, REGION),

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 from harness import KINDS, MINUTE, T0, Env, build, default_cfg, job, seed_active
-from jobsched.adapters.local_moto import LocalMoto, start_moto_server
 from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
 from jobsched.core.run import RunKind, run_id_for
 from jobsched.core.transitions import new_run_item
 from jobsched.core.writes import RUNS, Put
 from jobsched.services.detector import MissDetector
+from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
 
 HOUR = 60 * MINUTE
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobsched.adapters.provision import Resources
 from jobsched.core.clock import ManualClock
+from jobsched_tools.emulator.provision import Resources
 from test_lambda_handlers import FakeContext, aws, event, load_app
 
 __all__ = ["aws"]  # the fixture, imported for this module's tests

@@ -15,9 +15,9 @@ from typing import Any
 
 import boto3
 import pytest
-from jobsched.adapters.provision import Resources, provision
 from jobsched.core.clock import ManualClock
 from jobsched.core.run import run_id_for
+from jobsched_tools.emulator.provision import Resources, provision
 from moto import mock_aws
 
 ROOT = Path(__file__).resolve().parents[2]

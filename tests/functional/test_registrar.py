@@ -10,12 +10,12 @@ import pytest
 from harness import KINDS, MINUTE, T0, Env, build, job, register_raw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jobsched.adapters.memory_store import MemoryStore
-from jobsched.adapters.memory_telemetry import MemoryTelemetry
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.writes import JOBS, Put, Update
 from jobsched.services.registrar import Registrar, Registration
+from jobsched_tools.fakes.memory_store import MemoryStore
+from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
 HOUR = 60 * MINUTE
 

@@ -20,14 +20,14 @@ from harness import (
     seed_active,
     tick_in_process,
 )
-from jobsched.adapters.local_moto import LocalMoto, start_moto_server
-from jobsched.adapters.memory_telemetry import MemoryTelemetry
 from jobsched.core.errors import QueueError
 from jobsched.core.run import run_id_for
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched.ports import OutgoingMessage, SendResult, WorkQueue
 from jobsched.services.trigger import Trigger
+from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
+from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
 
 @pytest.fixture(params=KINDS)

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from harness import MINUTE, T0, Env, build, job, seed_active
-from jobsched.adapters.local_moto import LocalMoto, start_moto_server
 from jobsched.core.writes import RUNS
 from jobsched.services.paging import scan_all
 from jobsched.services.trigger import Trigger
+from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
 
 SECOND = 1000
 

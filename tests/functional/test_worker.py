@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 from harness import KINDS, MINUTE, T0, Env, build, job, seed_active
-from jobsched.adapters.local_moto import LocalMoto, start_moto_server
 from jobsched.core.job import OverlapPolicy, RetryPolicy
 from jobsched.core.run import RunMessage, run_id_for
 from jobsched.core.writes import not_exists
-from jobsched.handlers.registry import RunContext
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import HandlerResult, Outcome, Started
+from jobsched.targets.registry import RunContext
+from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
 
 DEADLINE = 900_000
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import boto3
 import pytest
-from jobsched.adapters.local_moto import start_moto_server
-from jobsched.adapters.provision import Resources, provision
 from jobsched.core.job import JobDefinition
 from jobsched.runtime import wiring
+from jobsched_tools.emulator.local_moto import start_moto_server
+from jobsched_tools.emulator.provision import Resources, provision
 from test_lambda_handlers import ROOT, FakeContext, load_app
 
 fast_done = threading.Event()

@@ -13,10 +13,10 @@ import threading
 from typing import Any
 
 import pytest
-from jobsched.adapters.provision import Resources
 from jobsched.core.clock import ManualClock
 from jobsched.runtime import wiring
 from jobsched.services.worker import Outcome
+from jobsched_tools.emulator.provision import Resources
 from test_lambda_handlers import FakeContext, aws, load_app
 
 __all__ = ["aws"]

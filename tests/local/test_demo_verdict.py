@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from jobsched.local.demo import passed, summary_json, verdict_line
-from jobsched.local.report import Report
+from jobsched_tools.local.demo import passed, summary_json, verdict_line
+from jobsched_tools.local.measure import Report
 
 GOOD = Report(occurrences_due=28, runs_succeeded=27, runs_skipped=1, crashes_injected=1, crashes_recovered=1)
 

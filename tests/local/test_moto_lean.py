@@ -1,4 +1,4 @@
-"""The local stack's moto server stays the same size however long it runs (adapters/moto_fast.py):
+"""The local stack's moto server stays the same size however long it runs (emulator/moto_fast.py):
 a transaction keeps no copy of the tables it names, no model object is kept once moto drops it,
 stream iterators expire; and a cancelled transaction still leaves nothing behind, in the table or
 in its stream. Counted in objects, not in seconds or megabytes."""
@@ -11,9 +11,9 @@ from typing import Any
 
 import boto3
 import pytest
-from jobsched.adapters import moto_fast
-from jobsched.adapters.local_moto import LocalMoto, start_moto_server
-from jobsched.adapters.provision import Resources, provision
+from jobsched_tools.emulator import moto_fast
+from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
+from jobsched_tools.emulator.provision import Resources, provision
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import Table

@@ -4,7 +4,7 @@ random moments and restarted: the invariants must hold from the run records alon
 from __future__ import annotations
 
 import pytest
-from jobsched.local.faults import invariant_report, run_faults
+from jobsched_tools.local.kills import invariant_report, run_faults
 
 
 @pytest.mark.slow

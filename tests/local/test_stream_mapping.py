@@ -1,4 +1,4 @@
-"""The local stack's DynamoDB stream event source mapping (``jobsched.local.streams``) against a
+"""The local stack's DynamoDB stream event source mapping (``jobsched_tools.local.streams``) against a
 moto server: in order, ``batchItemFailures`` retried from the first failure, a bounded number of
 retries and then the failure destination, checkpoints that survive a restart, and records written
 after a cancelled transaction (which makes moto replace the table object) still delivered."""
@@ -11,9 +11,9 @@ from typing import Any
 
 import boto3
 import pytest
-from jobsched.adapters.local_moto import LocalMoto, start_moto_server
-from jobsched.adapters.provision import Resources, provision
-from jobsched.local.streams import Checkpoints, StreamMapping
+from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
+from jobsched_tools.emulator.provision import Resources, provision
+from jobsched_tools.local.streams import Checkpoints, StreamMapping
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
@@ -85,7 +85,7 @@ def test_a_job_put_after_a_cancelled_transaction_is_delivered(
 
     # A cancelled transaction that moto rolls back by replacing the jobs table with its backup.
     # (A table with a sort key in the transaction keeps moto's own whole-table backup even where
-    # adapters/moto_fast.py is applied.)
+    # emulator/moto_fast.py is applied.)
     dynamodb.create_table(
         TableName="streams-ranged",
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],

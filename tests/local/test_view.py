@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobsched.local.demo import describe
+from jobsched_tools.local.demo import describe
 
 
 def test_a_failed_record_is_shown_with_its_reason() -> None:

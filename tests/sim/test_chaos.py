@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobsched.adapters.memory_queue import MemoryWorkQueue
-from jobsched.adapters.memory_store import MemoryStore
-from jobsched.adapters.memory_telemetry import MemoryTelemetry
-from jobsched.cli.main import main
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition, Misfire, MisfirePolicy, OverlapPolicy
 from jobsched.services.detector import MissDetector
 from jobsched.services.operations import Operations
 from jobsched.services.trigger import Trigger
-from jobsched.sim import ChaosConfig, ChaosReport, FaultRates, run_chaos
-from jobsched.sim.mutants import MUTANTS, mutant
+from jobsched_tools.cli.main import main
+from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
+from jobsched_tools.fakes.memory_store import MemoryStore
+from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
+from jobsched_tools.sim import ChaosConfig, ChaosReport, FaultRates, run_chaos
+from jobsched_tools.sim.mutants import MUTANTS, mutant
 
 SEEDS = (1, 2, 3)
 FAULT_KINDS = (
@@ -116,7 +116,7 @@ def test_a_broken_fencing_condition_is_caught(
     assert report.trace  # the events of the offending run, to debug from the seed
     # The CLI says so: exit status 1, the violations and the trace in the summary.
     monkeypatch.setattr(
-        "jobsched.cli.cmd_chaos.ChaosConfig",
+        "jobsched_tools.cli.cmd_chaos.ChaosConfig",
         lambda **kwargs: ChaosConfig(**kwargs, faults=faults),
     )
     with pytest.raises(SystemExit) as exit_info:
@@ -153,7 +153,7 @@ def test_each_removed_condition_is_caught(name: str) -> None:
 
 
 def test_the_cli_offers_every_mutant() -> None:
-    from jobsched.cli import cmd_chaos
+    from jobsched_tools.cli import cmd_chaos
 
     assert set(MUTANTS) == {"fencing", "lease", "slot", "claim"}
     source = Path(cmd_chaos.__file__).read_text()

@@ -16,10 +16,10 @@ from typing import Any
 import boto3
 import pytest
 from boto3.dynamodb.types import TypeDeserializer
-from jobsched.adapters.provision import find_template, load_template, provision, table_specs
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.runtime.settings import Settings
+from jobsched_tools.emulator.provision import find_template, load_template, provision, table_specs
 from moto import mock_aws
 
 ROOT = find_template().parent

@@ -11,13 +11,21 @@ import subprocess
 import sys
 
 import pytest
-from jobsched.cli.main import COMMANDS, build_parser
+from jobsched_tools.cli.main import COMMANDS, build_parser
 
-HEAVY = ("boto3", "botocore", "moto", "aws_lambda_powertools", "pydantic", "jobsched.bench", "jobsched.sim")
+HEAVY = (
+    "boto3",
+    "botocore",
+    "moto",
+    "aws_lambda_powertools",
+    "pydantic",
+    "jobsched_tools.bench",
+    "jobsched_tools.sim",
+)
 
 PROBE = """
 import json, sys
-from jobsched.cli.main import main
+from jobsched_tools.cli.main import main
 try:
     main(sys.argv[1:])
 except SystemExit:
@@ -42,7 +50,7 @@ def test_help_and_next_import_nothing_heavy(argv: tuple[str, ...]) -> None:
     modules = imported_by(*argv)
     heavy = [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
     assert heavy == []
-    assert "jobsched.cli.cmd_ops" not in modules and "jobsched.cli.cmd_local" not in modules
+    assert "jobsched_tools.cli.cmd_ops" not in modules and "jobsched_tools.cli.cmd_local" not in modules
 
 
 def test_the_command_table_matches_what_the_modules_register() -> None:
@@ -52,7 +60,7 @@ def test_the_command_table_matches_what_the_modules_register() -> None:
     owner: dict[str, str] = {}
     for module in sorted({module for module, _ in COMMANDS.values()}):
         before = {action.dest for action in subparsers._choices_actions}
-        importlib.import_module(f"jobsched.cli.{module}").register(subparsers)
+        importlib.import_module(f"jobsched_tools.cli.{module}").register(subparsers)
         for action in subparsers._choices_actions:
             registered[action.dest] = str(action.help)
             if action.dest not in before:

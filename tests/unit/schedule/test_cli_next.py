@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime
 
 import pytest
-from jobsched.cli import cmd_next
+from jobsched_tools.cli import cmd_next
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from jobsched.cli import cmd_next
+from jobsched_tools.cli import cmd_next
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -11,8 +11,6 @@ from jobsched.adapters.aws import make_client
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.config import SchedulerConfig
-from jobsched.handlers.builtin import register_builtins
-from jobsched.handlers.registry import HandlerRegistry, RunLogger
 from jobsched.runtime.clock import SystemClock, sleep_ms
 from jobsched.runtime.settings import Settings
 from jobsched.runtime.telemetry import BoundLogger, PowertoolsTelemetry
@@ -21,6 +19,8 @@ from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Worker
+from jobsched.targets.builtin import register_builtins
+from jobsched.targets.registry import HandlerRegistry, RunLogger
 
 logger = Logger(service="jobsched")
 metrics = Metrics(namespace="Jobsched", service="jobsched")

@@ -26,7 +26,7 @@ from jobsched.core.transitions import recheck_buffered_ops, recover_op, slot_rel
 from jobsched.core.writes import RUNS, STATE, WriteOp
 from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
-from jobsched.services.jobs import load_job
+from jobsched.services.loaded_job import load_job
 from jobsched.services.paging import merge_oldest_first, shard_pages
 from jobsched.services.registrar import Registrar
 from jobsched.services.results import Counters

@@ -31,7 +31,7 @@ from jobsched.core.transitions import advance_only_ops, claim_ops, new_run_item
 from jobsched.core.writes import RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
-from jobsched.services.jobs import LoadedJob, load_job
+from jobsched.services.loaded_job import LoadedJob, load_job
 from jobsched.services.paging import merge_oldest_first, shard_pages
 from jobsched.services.registrar import Registrar
 from jobsched.services.results import Counters

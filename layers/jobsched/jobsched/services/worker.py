@@ -35,10 +35,10 @@ from jobsched.core.transitions import (
     start_ops,
 )
 from jobsched.core.writes import RUNS, STATE, WriteOp
-from jobsched.handlers.registry import HandlerRegistry, RunContext, RunLogger
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage
+from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
 
 # A message may arrive up to a second early (SQS delays are whole seconds); within this bound the
 # worker waits out the remainder so the start is on time, beyond it the message is re-sent.

@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# name -> (module in jobsched.cli, the help line the module gives it)
+# name -> (module in jobsched_tools.cli, the help line the module gives it)
 COMMANDS: dict[str, tuple[str, str]] = {
     "next": ("cmd_next", "print the next occurrences of a schedule expression"),
     "register": ("cmd_ops", "create or update jobs from a JSON file (object or list)"),
@@ -57,7 +57,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             continue
         subparsers.add_parser(name, help=help_text, add_help=False)
     if module_name is not None:
-        importlib.import_module(f"jobsched.cli.{module_name}").register(subparsers)
+        importlib.import_module(f"jobsched_tools.cli.{module_name}").register(subparsers)
     return parser
 
 

@@ -10,7 +10,7 @@ services (SQS, ...) stay concurrent.
     with start_moto_server() as moto:
         client = boto3.client("dynamodb", endpoint_url=moto.endpoint_url)
 
-Or from a shell: ``python -m jobsched.adapters.local_moto --port 5000`` (serves until killed).
+Or from a shell: ``python -m jobsched_tools.emulator.local_moto --port 5000`` (serves until killed).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def start_moto_server(
     expiring stream iterators): what a server that runs for hours needs, such as the local
     stack's."""
     if lean:
-        from jobsched.adapters import moto_fast
+        from jobsched_tools.emulator import moto_fast
 
         moto_fast.apply()
     _long_polls_see_delayed_messages()
@@ -209,8 +209,8 @@ class MotoProcess:
 
 
 def start_moto_process(host: str = "127.0.0.1", fast_transactions: bool = False) -> MotoProcess:
-    """Start ``python -m jobsched.adapters.local_moto`` on a free port and wait for its endpoint."""
-    command = [sys.executable, "-m", "jobsched.adapters.local_moto", "--port", "0", "--host", host]
+    """Start ``python -m jobsched_tools.emulator.local_moto`` on a free port and wait for its endpoint."""
+    command = [sys.executable, "-m", "jobsched_tools.emulator.local_moto", "--port", "0", "--host", host]
     if fast_transactions:
         command.append("--fast-transactions")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
@@ -224,7 +224,7 @@ def start_moto_process(host: str = "127.0.0.1", fast_transactions: bool = False)
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m jobsched.adapters.local_moto",
+        prog="python -m jobsched_tools.emulator.local_moto",
         description="Serve moto locally with atomic (serialised) DynamoDB requests.",
     )
     parser.add_argument("--port", type=int, default=5000, help="port (0: any free port)")
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         "--fast-transactions",
         action="store_true",
         help="back up only the items a transaction names, keep no model instances, expire stream "
-        "iterators (adapters/moto_fast.py): for a server that runs for long",
+        "iterators (emulator/moto_fast.py): for a server that runs for long",
     )
     args = parser.parse_args(argv)
     moto = start_moto_server(args.port, args.host, access_log=args.access_log, lean=args.fast_transactions)

@@ -25,7 +25,6 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.run import RunMessage
 from jobsched.core.writes import JOBS, RUNS, STATE, Put, Update, not_exists
-from jobsched.handlers.registry import HandlerRegistry
 from jobsched.ports import Store
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
@@ -33,10 +32,12 @@ from jobsched.services.operations import JobNotFound, Operations
 from jobsched.services.registrar import Registrar
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
-from jobsched.sim.faults import EFFECTS, FaultyStore, LeaseIndexedMemoryStore, SimCrash, SimQueue
-from jobsched.sim.invariants import check
-from jobsched.sim.report import ChaosReport, LogEntry
-from jobsched.sim.scenario import (
+from jobsched.targets.registry import HandlerRegistry
+
+from jobsched_tools.sim.faults import EFFECTS, FaultyStore, LeaseIndexedMemoryStore, SimCrash, SimQueue
+from jobsched_tools.sim.invariants import check
+from jobsched_tools.sim.report import ChaosReport, LogEntry
+from jobsched_tools.sim.scenario import (
     ChaosConfig,
     FaultRates,
     SimJob,
@@ -301,7 +302,7 @@ class World:
 
     def _drain_check(self) -> None:
         """End the drain once every occurrence of the window has settled (or at its cap)."""
-        from jobsched.sim.invariants import all_items
+        from jobsched_tools.sim.invariants import all_items
 
         runs = all_items(self.store.inner, RUNS)
         jobs = all_items(self.store.inner, STATE)
@@ -677,7 +678,7 @@ class World:
 
 def run_chaos(cfg: ChaosConfig) -> ChaosReport:
     if cfg.store == "moto":
-        from jobsched.sim.moto_store import moto_store
+        from jobsched_tools.sim.moto_store import moto_store
 
         with moto_store() as store:
             return World(cfg, store).run()

@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobsched.adapters.memory_queue import MemoryWorkQueue
-from jobsched.adapters.memory_store import MemoryStore
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
 from jobsched.core.writes import JOBS, RUNS, STATE, Check, Cond, Item, Put, Update, WriteOp, conditions_hold
 from jobsched.ports import INDEX_KEYS, IndexName, OutgoingMessage, Page, SendResult, Store
-from jobsched.sim.scenario import FaultRates
+
+from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
+from jobsched_tools.fakes.memory_store import MemoryStore
+from jobsched_tools.sim.scenario import FaultRates
 
 EFFECTS = "effects"
 

@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobsched.core.job import JobDefinition
-from jobsched.local.report import Report
-from jobsched.local.session import Session, SessionOptions
-from jobsched.local.stack import StackOptions
+
+from jobsched_tools.local.measure import Report
+from jobsched_tools.local.session import Session, SessionOptions
+from jobsched_tools.local.stack import StackOptions
 
 
 def fault_jobs(ledger_table: str, window_from_ms: int, window_to_ms: int) -> list[JobDefinition]:

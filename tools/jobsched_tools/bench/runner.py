@@ -31,11 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jobsched.adapters.aws import RequestCounter, make_client
 from jobsched.adapters.dynamodb_store import DynamoStore, serialize_item
-from jobsched.adapters.local_moto import MotoProcess, start_moto_process
-from jobsched.adapters.memory_telemetry import MemoryTelemetry
-from jobsched.adapters.provision import Resources, provision
 from jobsched.adapters.sqs_queue import SqsWorkQueue
-from jobsched.bench import units
 from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition, OverlapPolicy
@@ -43,12 +39,17 @@ from jobsched.core.run import RunKind, run_id_for
 from jobsched.core.state import registered_state, state_schedule
 from jobsched.core.transitions import claim_ops, new_run_item
 from jobsched.core.writes import RUNS, STATE
-from jobsched.handlers.registry import HandlerRegistry, RunContext, RunLogger
 from jobsched.runtime.clock import SystemClock
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started, Worker
+from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
+
+from jobsched_tools.bench import units
+from jobsched_tools.emulator.local_moto import MotoProcess, start_moto_process
+from jobsched_tools.emulator.provision import Resources, provision
+from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -91,7 +92,7 @@ class BenchSettings:
     clock_skew_allowance_ms: int = 500
     pollers: int = 4
     claim_concurrency: int = 16  # the trigger's parallel claimers (ClaimConcurrency)
-    fast_transactions: bool = True  # see adapters/moto_fast.py
+    fast_transactions: bool = True  # see emulator/moto_fast.py
 
     @classmethod
     def quick(cls) -> BenchSettings:
@@ -217,7 +218,7 @@ def _registry() -> HandlerRegistry:
 
 
 def _run_logger(run_id: str) -> RunLogger:
-    return cast(RunLogger, logging.getLogger(f"jobsched.bench.{run_id}"))
+    return cast(RunLogger, logging.getLogger(f"jobsched_tools.bench.{run_id}"))
 
 
 def _worker(stack: _Stack, cfg: SchedulerConfig, name: str) -> Worker:

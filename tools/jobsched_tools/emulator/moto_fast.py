@@ -2,7 +2,7 @@
 long it has run and how big its tables are.
 
 Three patches to moto's internals, applied with ``apply()`` to the process that hosts the server
-(the local stack, ``python -m jobsched.adapters.local_moto --fast-transactions`` and the bench's
+(the local stack, ``python -m jobsched_tools.emulator.local_moto --fast-transactions`` and the bench's
 server process). They change what moto keeps, never what it answers:
 
 * **Transactions back up only the items they name.** moto backs up every table a

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from jobsched.handlers.registry import HandlerRegistry, RunContext
+from jobsched.targets.registry import HandlerRegistry, RunContext
 
 
 class AllowLists(Protocol):

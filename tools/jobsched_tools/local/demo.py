@@ -17,9 +17,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobsched.core.job import JobDefinition
-from jobsched.local.report import Report
-from jobsched.local.session import Session, SessionOptions, now_ms
-from jobsched.local.stack import Event, StackOptions
+
+from jobsched_tools.local.measure import Report
+from jobsched_tools.local.session import Session, SessionOptions, now_ms
+from jobsched_tools.local.stack import Event, StackOptions
 
 SLEEP_JOB = "demo.sleep"
 

@@ -1,9 +1,9 @@
 """One process of the local stack: drives a real Lambda handler with the events AWS would send.
 
-    python -m jobsched.local.proc trigger  --every 5     # EventBridge scheduled events
-    python -m jobsched.local.proc detector --every 5
-    python -m jobsched.local.proc worker                  # SQS event source mapping
-    python -m jobsched.local.proc registrar --checkpoint F  # DynamoDB stream event source mapping
+    python -m jobsched_tools.local.proc trigger  --every 5     # EventBridge scheduled events
+    python -m jobsched_tools.local.proc detector --every 5
+    python -m jobsched_tools.local.proc worker                  # SQS event source mapping
+    python -m jobsched_tools.local.proc registrar --checkpoint F  # DynamoDB stream event source mapping
 
 The environment (tables, queue, endpoint, settings) comes from the parent (``LocalStack``).
 The handler is ``functions/<name>/app.py``'s ``lambda_handler``, loaded by file path, so what runs
@@ -27,7 +27,8 @@ from types import FrameType
 from typing import Any
 
 from jobsched.adapters.aws import make_client
-from jobsched.adapters.provision import find_template
+
+from jobsched_tools.emulator.provision import find_template
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -204,11 +205,11 @@ def run_registrar(
     checkpoint: Path | None,
     poll_s: float = 1.0,
 ) -> None:
-    """The DynamoDB stream event source mapping (``jobsched.local.streams``): batches in order
+    """The DynamoDB stream event source mapping (``jobsched_tools.local.streams``): batches in order
     per shard, ``batchItemFailures`` retried, checkpointed in ``checkpoint``."""
     import json
 
-    from jobsched.local.streams import Checkpoints, StreamMapping, run
+    from jobsched_tools.local.streams import Checkpoints, StreamMapping, run
 
     streams = make_client("dynamodbstreams")
     stream_arn = os.environ["JOBS_STREAM_ARN"]
@@ -248,7 +249,7 @@ def _print_event(name: str, event: str, level: str, **fields: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m jobsched.local.proc")
+    parser = argparse.ArgumentParser(prog="python -m jobsched_tools.local.proc")
     parser.add_argument("role", choices=sorted(FUNCTION_DIRS))
     parser.add_argument("--name", default=None, help="process name (request ids start with it)")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between scheduled events")

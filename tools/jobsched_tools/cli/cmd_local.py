@@ -63,15 +63,15 @@ def register(subparsers: Any) -> None:
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
-    from jobsched.local.demo import run_demo
+    from jobsched_tools.local.demo import run_demo
 
     return run_demo(args.seconds, args.json, args.workers)
 
 
 def run_local(args: argparse.Namespace) -> int:
-    from jobsched.local.demo import describe
-    from jobsched.local.session import now_ms
-    from jobsched.local.stack import LocalStack, StackOptions
+    from jobsched_tools.local.demo import describe
+    from jobsched_tools.local.session import now_ms
+    from jobsched_tools.local.stack import LocalStack, StackOptions
 
     extra = dict(item.split("=", 1) for item in args.set)
     t0 = now_ms()

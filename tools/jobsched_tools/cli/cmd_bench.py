@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from jobsched.bench.runner import TARGETS, BenchSettings, run_bench
+from jobsched_tools.bench.runner import TARGETS, BenchSettings, run_bench
 
 SUMMARY_KEYS = (
     "raw_conditional_writes_per_s",

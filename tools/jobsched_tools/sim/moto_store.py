@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from jobsched.adapters.dynamodb_store import DynamoStore
-from jobsched.sim.faults import EFFECTS
+
+from jobsched_tools.sim.faults import EFFECTS
 
 DUMMY_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -21,7 +22,7 @@ def moto_store() -> Iterator[DynamoStore]:
     import boto3
     from moto import mock_aws
 
-    from jobsched.adapters.provision import provision
+    from jobsched_tools.emulator.provision import provision
 
     for name, value in DUMMY_ENV.items():
         os.environ.setdefault(name, value)

@@ -1,5 +1,5 @@
 """The local stack: a moto server with atomic DynamoDB, the template's tables and queues, and the
-real Lambda handlers running in separate OS processes (``jobsched.local.proc``).
+real Lambda handlers running in separate OS processes (``jobsched_tools.local.proc``).
 
     stack = LocalStack(StackOptions(workers=3), sink=print_event)
     stack.start()          # moto, provisioning, processes
@@ -29,14 +29,15 @@ from typing import Any
 
 from jobsched.adapters.aws import make_client
 from jobsched.adapters.dynamodb_store import DynamoStore
-from jobsched.adapters.local_moto import LocalMoto, start_moto_server
-from jobsched.adapters.memory_telemetry import MemoryTelemetry
-from jobsched.adapters.provision import Resources, load_template, provision
 from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.config import SchedulerConfig
 from jobsched.runtime.clock import SystemClock
 from jobsched.runtime.settings import Settings
 from jobsched.services.operations import Operations
+
+from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
+from jobsched_tools.emulator.provision import Resources, load_template, provision
+from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
 STATE_FILE = ".jobsched-local.json"
 REGION = "us-east-1"
@@ -182,7 +183,7 @@ class LocalStack:
             sys.executable,
             "-u",
             "-m",
-            "jobsched.local.proc",
+            "jobsched_tools.local.proc",
             proc.role,
             "--name",
             proc.name,
@@ -313,7 +314,7 @@ class LocalStack:
             "dead_letter_queue_url": self.resources.dead_letter_queue_url,
             "jobs_stream_arn": self.resources.jobs_stream_arn,
             "ledger_table": self.ledger_table,
-            # The CLI's --local writes jobs with the stack's own shard count (see cli/target.py).
+            # The CLI's --local writes jobs with the stack's own shard count (see deployment.py).
             "shard_count": self.config().shard_count,
             "settings": {
                 k: v for k, v in self.env.items() if k in LOCAL_SETTINGS or k in self.options.settings

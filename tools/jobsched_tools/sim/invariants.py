@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from jobsched.adapters.memory_store import MemoryStore
 from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.job import MisfirePolicy, OverlapPolicy
 from jobsched.core.run import run_id_for
@@ -23,11 +22,13 @@ from jobsched.core.schedule import Schedule
 from jobsched.core.state import state_schedule
 from jobsched.core.writes import RUNS, STATE
 from jobsched.ports import Store
-from jobsched.sim.faults import EFFECTS, StateMark
-from jobsched.sim.report import ChaosReport, trace_for
+
+from jobsched_tools.fakes.memory_store import MemoryStore
+from jobsched_tools.sim.faults import EFFECTS, StateMark
+from jobsched_tools.sim.report import ChaosReport, trace_for
 
 if TYPE_CHECKING:
-    from jobsched.sim.world import World
+    from jobsched_tools.sim.world import World
 
 COMMITTED = ("succeeded", "failed")
 POLICY = ("skipped", "missed")

@@ -4,8 +4,8 @@
 Everything is reproducible from the seed. See docs/chaos.md.
 """
 
-from jobsched.sim.report import ChaosReport
-from jobsched.sim.scenario import ChaosConfig, FaultRates
-from jobsched.sim.world import run_chaos
+from jobsched_tools.sim.report import ChaosReport
+from jobsched_tools.sim.scenario import ChaosConfig, FaultRates
+from jobsched_tools.sim.world import run_chaos
 
 __all__ = ["ChaosConfig", "ChaosReport", "FaultRates", "run_chaos"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from jobsched.sim import ChaosConfig, run_chaos
+from jobsched_tools.sim import ChaosConfig, run_chaos
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     config = ChaosConfig(seed=args.seed, jobs=args.jobs, hours=args.hours, store=args.store)
     if args.mutant:
-        from jobsched.sim.mutants import mutant
+        from jobsched_tools.sim.mutants import mutant
 
         with mutant(args.mutant):
             report = run_chaos(config)

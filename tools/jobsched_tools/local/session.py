@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.job import JobDefinition
-from jobsched.local.report import Crash, Report, measure, unfinished_runs, unsettled_jobs
-from jobsched.local.stack import Event, LocalStack, StackOptions
+
+from jobsched_tools.local.measure import Crash, Report, measure, unfinished_runs, unsettled_jobs
+from jobsched_tools.local.stack import Event, LocalStack, StackOptions
 
 
 def now_ms() -> int:

@@ -1,6 +1,6 @@
 """The Python API: an ``Operations`` object bound to a deployment.
 
-    from jobsched.api import connect
+    from jobsched_tools.api import connect
     from jobsched.core.job import JobDefinition
 
     ops = connect(stack_name="jobsched")  # or the four resource names and shard_count=
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobsched.cli.target import Target, TargetError, stack_target
 from jobsched.services.operations import Operations
+
+from jobsched_tools.deployment import Target, TargetError, stack_target
 
 
 def connect(
@@ -42,10 +43,11 @@ def connect(
 
 def operations_for(target: Target, shard_count: int | None = None) -> Operations:
     from jobsched.adapters.dynamodb_store import DynamoStore
-    from jobsched.adapters.memory_telemetry import MemoryTelemetry
     from jobsched.adapters.sqs_queue import SqsWorkQueue
     from jobsched.core.config import SchedulerConfig
     from jobsched.runtime.clock import SystemClock
+
+    from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
     shards = shard_count or target.shard_count
     if shards is None:

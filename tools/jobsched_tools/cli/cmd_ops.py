@@ -14,14 +14,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from jobsched.cli.target import TargetError, add_target_options, resolve_target
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.services.operations import JobNotFound, Operations, describe_time
 
+from jobsched_tools.deployment import TargetError, add_target_options, resolve_target
+
 
 def _operations(args: argparse.Namespace) -> Operations:
-    from jobsched.api import operations_for
+    from jobsched_tools.api import operations_for
 
     return operations_for(resolve_target(args), args.shard_count)
 
