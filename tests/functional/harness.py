@@ -27,7 +27,7 @@ from typing import Any
 import boto3
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.adapters.sqs_queue import SqsWorkQueue
-from jobsched.core.clock import ManualClock
+from jobsched.core.clock import ManualClock, Waiter
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition
 from jobsched.core.state import registered_state
@@ -102,7 +102,7 @@ class Env:
     def registrar(self) -> Registrar:
         return Registrar(self.store, self.telemetry, self.clock, self.cfg, self.queue)
 
-    def worker(self, worker_id: str = "w1") -> Worker:
+    def worker(self, worker_id: str = "w1", waiter: Waiter | None = None) -> Worker:
         return Worker(
             self.store,
             self.queue,
@@ -112,6 +112,7 @@ class Env:
             self.registry,
             worker_id,
             logger_for=logging.getLogger,
+            waiter=waiter,
         )
 
     # --- the queue's consumer side -----------------------------------------------------------

@@ -186,10 +186,23 @@ def test_the_stores_refuse_what_dynamodb_would(env: Env) -> None:
 
 def test_a_message_no_sender_would_send_goes_to_the_dead_letter_queue(env: Env) -> None:
     seed_active(env, job("f"), T0)
-    far = RunMessage(run_id_for("f", T0 + 2 * HOUR), "f", 1, 1, T0 + 2 * HOUR, job("f").to_item())
+    far = RunMessage(
+        run_id=run_id_for("f", T0 + 2 * HOUR),
+        job_id="f",
+        version=1,
+        attempt=1,
+        scheduled_at=T0 + 2 * HOUR,
+        definition=job("f").to_item(),
+    )
     with pytest.raises(PoisonMessage, match="900 s"):
         env.worker().begin(far, T0 + 60_000)
-    forged = RunMessage(run_id_for("f", T0), "f", 1, 1, T0, {**job("f").to_item(), "payload": "{not json"})
+    forged = far.model_copy(
+        update={
+            "run_id": run_id_for("f", T0),
+            "scheduled_at": T0,
+            "definition": {**job("f").to_item(), "payload": "{not json"},
+        }
+    )
     with pytest.raises(PoisonMessage, match="payload"):
         env.worker().begin(forged, T0 + 60_000)
 

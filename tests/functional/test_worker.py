@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from harness import KINDS, MINUTE, T0, Env, build, job, seed_active
+from jobsched.core.clock import ManualWaiter
 from jobsched.core.job import OverlapPolicy, RetryPolicy
 from jobsched.core.run import RunMessage, run_id_for
 from jobsched.core.writes import not_exists
@@ -355,3 +356,53 @@ def test_buffered_run_is_promoted_when_the_holder_is_recovered_and_fails(env: En
     assert env.run(first.run_id)["status"] == "failed"
     assert env.run(second.run_id)["status"] == "pending"
     assert env.job("bf")["active_run_id"] == second.run_id
+
+
+# --- heartbeats on the manual clock (the waiter is injected, as the clock is) -------------------
+
+
+def blocking_handler(env: Env) -> threading.Event:
+    """A handler that runs until the test releases it."""
+    release = threading.Event()
+
+    def handler(ctx: Any) -> dict[str, Any]:
+        release.wait(timeout=30)
+        return {"ok": True}
+
+    env.registry.add("ledger", handler)  # every_30s's target
+    return release
+
+
+def test_heartbeats_follow_the_manual_clock(env: Env) -> None:
+    release = blocking_handler(env)
+    message = occurrences(env, every_30s("h", OverlapPolicy.ALLOW), 1)[0]
+    waiter = ManualWaiter(env.clock, on_wait=lambda: waiter.waits >= 3 and release.set())
+    worker = env.worker(waiter=waiter)
+    started = worker.begin(message, env.clock.now_ms() + DEADLINE)
+    assert isinstance(started, Started)
+    result = worker.execute(started)
+    assert result.ok and waiter.waits >= 3
+    beats = [e for e in env.telemetry.named("run.heartbeat") if e.correlation_id == message.run_id]
+    period = env.cfg.heartbeat_seconds * 1000
+    assert len(beats) >= 2  # one per wait that the handler outlasted, at manual instants
+    run = env.run(message.run_id)
+    assert run["heartbeat_at"] >= started.started_at + 2 * period
+    assert run["lease_expires_at"] == run["heartbeat_at"] + env.cfg.lease_seconds * 1000
+    assert worker.finish(started, result) is Outcome.SUCCEEDED
+
+
+def test_a_handler_past_its_timeout_is_cancelled_on_the_manual_clock(env: Env) -> None:
+    release = blocking_handler(env)
+    slow = job("slow", "rate(30 seconds)", target="ledger", overlap=OverlapPolicy.ALLOW, timeout_seconds=10)
+    message = occurrences(env, slow, 1)[0]
+    waiter = ManualWaiter(env.clock)
+    worker = env.worker(waiter=waiter)
+    started = worker.begin(message, env.clock.now_ms() + DEADLINE)
+    assert isinstance(started, Started)
+    result = worker.execute(started)  # no real minute passes: the waiter moves the clock
+    release.set()
+    timeout = started.definition.timeout_seconds
+    assert not result.ok and result.error == f"timed out after {timeout} s"
+    assert started.context.cancelled.is_set()
+    assert env.clock.now_ms() - started.started_at >= timeout * 1000
+    assert waiter.waits == timeout // env.cfg.heartbeat_seconds  # one manual heartbeat period each

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -39,6 +41,44 @@ class SkewedClock:
 
     def now_ms(self) -> int:
         return self._base.now_ms() + self.skew_ms
+
+
+class Waiter(Protocol):
+    """How a worker waits for its handler between heartbeats: injected like the clock, so that
+    tests drive the heartbeats with a manual clock instead of sleeping."""
+
+    def wait(self, done: threading.Event, timeout_ms: int) -> bool:
+        """Wait until ``done`` is set or ``timeout_ms`` passed; True when it is set."""
+        ...
+
+
+class EventWaiter:
+    """Waits on the event itself (the runtime's waiter: the time passes for real)."""
+
+    def wait(self, done: threading.Event, timeout_ms: int) -> bool:
+        return done.wait(timeout=timeout_ms / 1000)
+
+
+class ManualWaiter:
+    """Lets ``timeout_ms`` pass on a ManualClock at once. ``on_wait`` runs after each wait (a test
+    lets its handler finish from there). The handler runs on a thread of its own, so the waiter
+    then gives it ``yield_s`` of real time to reach ``done``; the outcome never depends on that
+    time, only how many waits it takes."""
+
+    def __init__(self, clock: ManualClock, on_wait: Callable[[], None] | None = None, yield_s: float = 0.05):
+        self._clock = clock
+        self._on_wait = on_wait
+        self._yield_s = yield_s
+        self.waits = 0
+
+    def wait(self, done: threading.Event, timeout_ms: int) -> bool:
+        if done.is_set():
+            return True
+        self._clock.advance(timeout_ms)
+        self.waits += 1
+        if self._on_wait is not None:
+            self._on_wait()
+        return done.wait(timeout=self._yield_s)
 
 
 def ms_to_dt(ms: int) -> datetime:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched.core.clock import iso_z
 
@@ -58,38 +59,31 @@ def shard_of(key: str, shard_count: int) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") % shard_count
 
 
-@dataclass(frozen=True)
-class RunMessage:
-    """What travels through SQS: enough to start the run without reading it."""
+class RunMessage(BaseModel):
+    """What travels through SQS: enough to start the run without reading it. The one model of a
+    message: the dispatcher builds it from a run item, the worker validates a body against it
+    (services/messages.py), and a retry or a deferral turns it back into a run item."""
 
-    run_id: str
-    job_id: str
-    version: int
-    attempt: int
-    scheduled_at: int
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    v: Literal[1] = 1  # the message format, for a later change to be told apart
+    run_id: str = Field(min_length=3, max_length=400)
+    job_id: str = Field(min_length=1, max_length=128)
+    version: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    scheduled_at: int = Field(ge=0)
     definition: dict[str, Any]
 
     def to_body(self) -> dict[str, Any]:
-        return {
-            "v": 1,
-            "run_id": self.run_id,
-            "job_id": self.job_id,
-            "version": self.version,
-            "attempt": self.attempt,
-            "scheduled_at": self.scheduled_at,
-            "definition": self.definition,
-        }
+        return self.model_dump()
+
+    def as_run_item(self) -> dict[str, Any]:
+        """The run as the message describes it, to dispatch again (a deferral, a retry)."""
+        return self.model_dump(exclude={"v"})
 
     @classmethod
     def from_run_item(cls, item: dict[str, Any]) -> RunMessage:
-        return cls(
-            run_id=item["run_id"],
-            job_id=item["job_id"],
-            version=int(item["version"]),
-            attempt=int(item["attempt"]),
-            scheduled_at=int(item["scheduled_at"]),
-            definition=item["definition"],
-        )
+        return cls.model_validate({name: item[name] for name in cls.model_fields if name in item})
 
 
 def encode_body(body: dict[str, Any]) -> str:

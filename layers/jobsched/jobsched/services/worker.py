@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from jobsched.core.clock import Clock
+from jobsched.core.clock import Clock, EventWaiter, Waiter
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, TransientStoreError
 from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
@@ -99,6 +99,7 @@ class Worker:
         logger_for: Callable[[str], RunLogger],
         sleep_ms: Callable[[int], None] = lambda ms: None,
         rng: random.Random | None = None,
+        waiter: Waiter | None = None,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
@@ -108,6 +109,7 @@ class Worker:
         self._worker_id = worker_id
         self._logger_for = logger_for
         self._sleep_ms = sleep_ms
+        self._waiter = waiter or EventWaiter()
         self._rng = rng or random.Random()
         self._dispatcher = Dispatcher(queue, telemetry, clock)
         # Records of one batch run on concurrent threads: next() on a count is atomic in CPython,
@@ -134,7 +136,7 @@ class Worker:
             )
         if message.attempt == 1 and early > EARLY_WAIT_MAX_MS:
             # Delivered far too early (should not happen with SQS delays): send it back, delayed.
-            self._dispatcher.dispatch([_run_item(message)])
+            self._dispatcher.dispatch([message.as_run_item()])
             self._telemetry.event("run.deferred", message.run_id, early_ms=early)
             return Outcome.DEFERRED
         if message.attempt == 1 and early > 0:
@@ -283,7 +285,7 @@ class Worker:
         thread.start()
         timeout_at = started.started_at + started.definition.timeout_seconds * 1000
         timeout_at = min(timeout_at, started.deadline_ms - self._cfg.deadline_margin_ms)
-        while not done.wait(timeout=self._cfg.heartbeat_seconds):
+        while not self._waiter.wait(done, self._cfg.heartbeat_seconds * 1000):
             if self._clock.now_ms() >= timeout_at:
                 started.context.cancelled.set()
                 return HandlerResult(False, f"timed out after {started.definition.timeout_seconds} s")
@@ -381,7 +383,7 @@ class Worker:
             error=error[:500],
         )
         self._telemetry.metric("Retries", 1)
-        retry = _run_item(message)
+        retry = message.as_run_item()
         retry.update(version=started.token + 1, attempt=message.attempt + 1, retry_at=now + delay)
         self._dispatcher.dispatch([retry])
         return Outcome.RETRY_SCHEDULED
@@ -423,14 +425,3 @@ class Worker:
             if was_mine():
                 return
             self._store.write(ops)
-
-
-def _run_item(message: RunMessage) -> dict[str, Any]:
-    return {
-        "run_id": message.run_id,
-        "job_id": message.job_id,
-        "version": message.version,
-        "attempt": message.attempt,
-        "scheduled_at": message.scheduled_at,
-        "definition": message.definition,
-    }
