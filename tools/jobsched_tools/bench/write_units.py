@@ -1,0 +1,100 @@
+"""Write units per run, metered: the real services run short jobs on a MeteringStore (DynamoDB's
+capacity rules, the template's indexes) on a manual clock, and each step's units are read off.
+
+Deterministic and fast (no server, no real time), so the benchmark reports it and a test holds
+the figures to their targets.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from jobsched.core.clock import ManualClock
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.job import JobDefinition, OverlapPolicy
+from jobsched.services.messages import parse_run_message
+from jobsched.services.operations import Operations
+from jobsched.services.trigger import Trigger
+from jobsched.services.worker import HandlerResult, Started, Worker
+from jobsched.targets.registry import HandlerRegistry
+from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
+from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
+from jobsched_tools.fakes.metering import MeteringStore
+
+T0 = 1_796_083_200_000  # 2026-12-01T00:00:00Z
+HOUR = 3_600_000
+
+
+@dataclass(frozen=True)
+class RunUnits:
+    overlap: str
+    payload_bytes: int
+    runs: int
+    write_units_per_run: float  # claim to commit, heartbeats excluded
+    write_units_per_heartbeat: float
+    read_units_per_run: float
+    registrar_records_per_run: float  # writes to job items (each wakes the registrar)
+    by_step: dict[str, float]
+
+    def as_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def measure(overlap: str = "skip", payload_bytes: int = 0, runs: int = 20, heartbeats: int = 1) -> RunUnits:
+    """``runs`` hourly jobs, each claimed once, started, heartbeating ``heartbeats`` times and
+    committed; the units of that, per run."""
+    clock = ManualClock(T0)
+    cfg = SchedulerConfig()
+    store = MeteringStore()
+    queue = MemoryWorkQueue(clock, visibility_timeout_seconds=900)
+    telemetry = MemoryTelemetry()
+    ops = Operations(store, queue, telemetry, clock, cfg)
+    payload = {"blob": "x" * payload_bytes} if payload_bytes else {}
+    for index in range(runs):
+        ops.register(
+            JobDefinition(
+                job_id=f"u{index:04d}",
+                schedule="rate(1 hour)",
+                target="noop",
+                overlap=OverlapPolicy(overlap),
+                payload=payload,
+            )
+        )
+    store.reset_meters()
+    jobs_writes_before = store.request_counts.copy()
+    clock.set(T0 + HOUR - 5_000)
+    Trigger(store, queue, telemetry, clock, cfg, parallel_queries=False).tick("units")
+    clock.set(T0 + HOUR)
+    registry = HandlerRegistry()
+    registry.add("noop", lambda ctx: None)
+    worker = Worker(store, queue, telemetry, clock, cfg, registry, "units", logger_for=logging.getLogger)
+    started: list[Started] = []
+    for _, body in queue.receive(runs):
+        begun = worker.begin(parse_run_message(body), clock.now_ms() + 900_000)
+        assert isinstance(begun, Started), begun
+        started.append(begun)
+    before_beats = store.total_write_units()
+    for _ in range(heartbeats):
+        clock.advance(cfg.heartbeat_seconds * 1000)
+        for run in started:
+            assert worker.heartbeat(run)
+    beat_units = store.total_write_units() - before_beats
+    for run in started:
+        worker.finish(run, HandlerResult(True))
+    assert len(started) == runs, f"{len(started)} of {runs} runs started"
+    by_step = {label: units / runs for label, units in sorted(store.by_label.items())}
+    total = store.total_write_units() - beat_units
+    job_item_writes = store.write_units.get("jobs", 0)
+    del jobs_writes_before
+    return RunUnits(
+        overlap,
+        payload_bytes,
+        runs,
+        total / runs,
+        beat_units / (runs * heartbeats) if heartbeats else 0.0,
+        store.read_units / runs,
+        job_item_writes / runs,
+        by_step,
+    )
