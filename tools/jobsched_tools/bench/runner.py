@@ -37,7 +37,7 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition, OverlapPolicy
 from jobsched.core.run import RunKind, run_id_for
 from jobsched.core.state import registered_state, state_schedule
-from jobsched.core.transitions import claim_ops, new_run_item
+from jobsched.core.transitions import advance_op, create_run_op, new_run_item
 from jobsched.core.writes import RUNS, STATE
 from jobsched.runtime.clock import SystemClock
 from jobsched.services.detector import MissDetector
@@ -314,11 +314,11 @@ def measure_dispatch(moto: Servers, settings: BenchSettings, cfg: SchedulerConfi
 
 
 def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
-    """The trigger's claim transactions alone: ``n`` claims prepared with the trigger's own
-    ``claim_ops`` for ``n`` due jobs, sent from as many threads as the trigger claims with. The
-    dispatch rate over this is what the trigger's own work (index reads, schedule maths, sends)
-    costs; this over raw writes is what the server charges for the claim transaction against a
-    bare conditional update."""
+    """The trigger's claim writes alone (create the run, advance the job): ``n`` claims prepared
+    with the trigger's own ``create_run_op`` and ``advance_op`` for ``n`` due jobs, sent from as
+    many threads as the trigger claims with. The dispatch rate over this is what the trigger's
+    own work (index reads, schedule maths, sends) costs; this over raw writes is what the server
+    charges for a claim against a bare conditional update."""
     stack = _Stack(moto, "ceiling")
     due = _now_ms() + 500
     items = [scheduled_job(f"c{i:06d}", due + i % 100, cfg, at=False) for i in range(n)]
@@ -341,10 +341,15 @@ def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
             now,
             cfg,
         )
-        prepared.append(claim_ops(state, run, occurrence, next_occurrence, now))
+        prepared.append((create_run_op(run), advance_op(state, occurrence, next_occurrence, now)))
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=cfg.claim_concurrency) as claimers:
-        list(claimers.map(stack.store.write, prepared))
+
+        def claim(writes: tuple[Any, Any]) -> None:
+            for write in writes:
+                stack.store.write([write])
+
+        list(claimers.map(claim, prepared))
     return n / (time.perf_counter() - started)
 
 

@@ -7,7 +7,6 @@ the figures to their targets.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from jobsched.services.operations import Operations
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import HandlerResult, Started, Worker
 from jobsched.targets.registry import HandlerRegistry
+
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 from jobsched_tools.fakes.metering import MeteringStore
@@ -40,6 +40,17 @@ class RunUnits:
 
     def as_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
+
+
+class _Quiet:
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        pass
+
+    warning = error = info
+
+
+def _logger(run_id: str) -> _Quiet:
+    return _Quiet()
 
 
 def measure(overlap: str = "skip", payload_bytes: int = 0, runs: int = 20, heartbeats: int = 1) -> RunUnits:
@@ -69,7 +80,7 @@ def measure(overlap: str = "skip", payload_bytes: int = 0, runs: int = 20, heart
     clock.set(T0 + HOUR)
     registry = HandlerRegistry()
     registry.add("noop", lambda ctx: None)
-    worker = Worker(store, queue, telemetry, clock, cfg, registry, "units", logger_for=logging.getLogger)
+    worker = Worker(store, queue, telemetry, clock, cfg, registry, "units", logger_for=_logger)
     started: list[Started] = []
     for _, body in queue.receive(runs):
         begun = worker.begin(parse_run_message(body), clock.now_ms() + 900_000)

@@ -31,6 +31,7 @@ from typing import Any
 from jobsched.core.limits import item_size
 from jobsched.core.writes import Check, Cond, Item, Put, Update, WriteOp
 from jobsched.ports import IndexName, Page
+
 from jobsched_tools.emulator.provision import load_template
 from jobsched_tools.fakes.memory_store import MemoryStore
 
@@ -197,4 +198,3 @@ def _index_units(index: Index, before: Item | None, after: Item | None) -> int:
     if any(old.get(key) != new.get(key) for key in index.keys):
         return write_units(item_size(old)) + write_units(item_size(new))
     return write_units(item_size(new)) if old != new else 0
-

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from jobsched.core import transitions
-from jobsched.core.writes import Cond, Put, Update, WriteOp
+from jobsched.core.writes import Cond, Put, Update
 
 # What each removed condition lets through, and the invariant that must then report it.
 MUTANTS: dict[str, str] = {
@@ -45,12 +45,12 @@ def _slot_take_unchecked(original: Callable[..., Update]) -> Callable[..., Updat
     return take
 
 
-def _claim_unchecked(original: Callable[..., list[WriteOp]]) -> Callable[..., list[WriteOp]]:
-    def claim(*args: Any, **kwargs: Any) -> list[WriteOp]:
-        ops = original(*args, **kwargs)
-        return [Put(op.table, op.item, (), op.label) if isinstance(op, Put) else op for op in ops]
+def _claim_unchecked(original: Callable[..., Put]) -> Callable[..., Put]:
+    def create(*args: Any, **kwargs: Any) -> Put:
+        op = original(*args, **kwargs)
+        return Put(op.table, op.item, (), op.label)
 
-    return claim
+    return create
 
 
 @contextmanager
@@ -66,8 +66,8 @@ def mutant(name: str) -> Iterator[None]:
     elif name == "slot":
         patches.append((transitions, "_slot_take", _slot_take_unchecked(transitions._slot_take)))
     elif name == "claim":
-        unchecked = _claim_unchecked(transitions.claim_ops)
-        patches += [(transitions, "claim_ops", unchecked), (trigger, "claim_ops", unchecked)]
+        unchecked = _claim_unchecked(transitions.create_run_op)
+        patches += [(transitions, "create_run_op", unchecked), (trigger, "create_run_op", unchecked)]
     else:
         raise ValueError(f"unknown mutant {name!r}; one of {', '.join(MUTANTS)}")
     saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]

@@ -181,22 +181,18 @@ def new_run_item(
     return item
 
 
-def claim_ops(
-    state: StateItem, run: RunItem, occurrence: int, next_occurrence: int | None, now: int
-) -> list[WriteOp]:
-    """Claim one occurrence: create its run and advance the job, atomically (one transaction)."""
-    return [
-        _advance(state, occurrence, next_occurrence, now),
-        Put(RUNS, run, condition=(_run_is_new(),), label="create run"),
-    ]
+def create_run_op(run: RunItem) -> Put:
+    """A claim's first write: the occurrence's run, created once. The claim writes it before it
+    advances the job (two writes, not one transaction: half the write units). A claimer that dies
+    between the two leaves a pending run with its dispatch lease (recovered and sent by the miss
+    detector) and a job whose next claim finds the run and only advances."""
+    return Put(RUNS, run, condition=(_run_is_new(),), label="create run")
 
 
-def advance_only_ops(
-    state: StateItem, occurrence: int, next_occurrence: int | None, now: int
-) -> list[WriteOp]:
-    """The occurrence has a record already (a backfill, or a catch-up, made it before the trigger
-    came to it): move the job on without a second run."""
-    return [_advance(state, occurrence, next_occurrence, now)]
+def advance_op(state: StateItem, occurrence: int, next_occurrence: int | None, now: int) -> Update:
+    """A claim's second write: the job moved past the occurrence (also when its run was made by
+    someone else first: a backfill, the miss detector, or this claimer before a crash)."""
+    return _advance(state, occurrence, next_occurrence, now)
 
 
 def settle_ops(

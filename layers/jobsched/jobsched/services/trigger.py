@@ -27,7 +27,7 @@ from jobsched.core.errors import ConditionFailed, StoreError, Throttled, Transie
 from jobsched.core.run import RunKind, run_id_for
 from jobsched.core.state import JobStatus
 from jobsched.core.timing import is_overdue
-from jobsched.core.transitions import advance_only_ops, claim_ops, new_run_item
+from jobsched.core.transitions import advance_op, create_run_op, new_run_item
 from jobsched.core.writes import RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
@@ -94,7 +94,7 @@ class _Tick:
 
 
 class _Lost(Exception):
-    """A claim lost to a racer: the job's state must be read again."""
+    """A claim's advance lost to a racer (or its outcome is unknown): read the job again."""
 
 
 class Trigger:
@@ -280,9 +280,7 @@ class Trigger:
                 return
             following = job.schedule.next_after(ms_to_dt(occurrence))
             next_occurrence = dt_to_ms(following) if following is not None else None
-            run = self._claim_one(job, state, occurrence, next_occurrence, tick, result)
-            if run is not None:
-                claimed.append(run)
+            self._claim_one(job, state, occurrence, next_occurrence, tick, result, claimed)
             state = _advanced(state, occurrence, next_occurrence)
 
     def _claim_one(
@@ -293,9 +291,11 @@ class Trigger:
         next_occurrence: int | None,
         tick: _Tick,
         result: TickResult,
-    ) -> Item | None:
-        """Claim one occurrence. Returns the run to send, or None when it needs no sending (it
-        had a record already). Raises ``_Lost`` when the job's state moved under us."""
+        claimed: list[Item],
+    ) -> None:
+        """Claim one occurrence: create its run, then advance the job. The run this claim created
+        goes into ``claimed`` (to send) once, whatever happens to the advance. Raises ``_Lost``
+        when the job's state moved under us, or the advance's outcome is unknown."""
         run_id = run_id_for(job.definition.job_id, occurrence)
         # Tags the claim as this tick's own: a write retried after its first attempt landed (a
         # lost response) fails its condition, and the tag tells that from a racer's claim.
@@ -311,41 +311,47 @@ class Trigger:
             self._cfg,
             claimed_by=claimed_by,
         )
-        ops = claim_ops(state, run, occurrence, next_occurrence, tick.now)
+        created = self._create_run(run, claimed_by)
+        if created is not None and all(r["run_id"] != run_id for r in claimed):
+            self._count_claim(run, tick, result)
+            if created.get("status") == "pending":  # (a retried claim may find it started already)
+                claimed.append(created)
         try:
-            self._store.write(ops)
-        except ConditionFailed as lost:
-            existing = self._store.get(RUNS, {"run_id": run_id})
-            if existing is not None and existing.get("claimed_by") == claimed_by:
-                return self._claimed(run, existing, tick, result)  # our own earlier attempt landed
-            if lost.op.table != RUNS:  # the state's advance lost: the job moved on
-                raise _Lost from lost
-            # The occurrence has a record already (a backfill, or the miss detector): move the
-            # job on without a second run.
+            self._store.write([advance_op(state, occurrence, next_occurrence, tick.now)])
+        except (ConditionFailed, TransientStoreError) as moved:
+            raise _Lost() from moved  # read the job again; a run made above is sent regardless
+        if created is None:
+            # The occurrence had a record already (a backfill, the miss detector): the job is
+            # moved on without a second run.
             result.duplicates += 1
             self._telemetry.event("claim.duplicate_occurrence", run_id)
-            try:
-                self._store.write(advance_only_ops(state, occurrence, next_occurrence, tick.now))
-            except ConditionFailed as moved:
-                raise _Lost from moved
-            return None
-        except TransientStoreError:
-            existing = self._store.get(RUNS, {"run_id": run_id})
-            if existing is not None and existing.get("claimed_by") == claimed_by:
-                return self._claimed(run, existing, tick, result)
-            raise
-        return self._claimed(run, run, tick, result)
 
-    def _claimed(self, run: Item, current: Item, tick: _Tick, result: TickResult) -> Item | None:
+    def _create_run(self, run: Item, claimed_by: str) -> Item | None:
+        """The run as created by this claim (now, or by its own earlier attempt whose response
+        was lost), or None when someone else's record is there."""
+        key = {"run_id": run["run_id"]}
+        try:
+            self._store.write([create_run_op(run)])
+            return run
+        except ConditionFailed as lost:
+            existing = lost.current or self._store.get(RUNS, key)
+            if existing is None:  # a record was there and is gone (expired history): try again
+                raise TransientStoreError(f"{run['run_id']}: lost to a record no longer there") from lost
+        except TransientStoreError:
+            existing = self._store.get(RUNS, key)
+            if existing is None:
+                raise  # not written: the job is claimed again after a re-read
+        if existing is not None and existing.get("claimed_by") == claimed_by:
+            return existing
+        return None
+
+    def _count_claim(self, run: Item, tick: _Tick, result: TickResult) -> None:
         result.claimed += 1
         lag = tick.now - int(run["scheduled_at"])
         result.lag_ms.append(max(0, lag))
         self._telemetry.event(
             "run.claimed", run["run_id"], job_id=run["job_id"], scheduled_at=run["scheduled_at"], lag_ms=lag
         )
-        # Sent as it is now: a retried claim may find its run already started by a worker, and
-        # a message for a run past pending starts nothing.
-        return current if current.get("status") == "pending" else None
 
 
 class _Sender:
