@@ -54,16 +54,18 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
             assert float(result[key]).is_integer(), (key, result[key])
         assert math.isfinite(result[key]) and result[key] >= 0, (key, result[key])
 
-    # The design: claim = 1 TransactWriteItems, start = 1 UpdateItem, commit = 1 UpdateItem.
+    # The design: claim = PutItem (the run) + UpdateItem (the job's advance), start = UpdateItem,
+    # commit = UpdateItem; no transaction (each would double its items' write units).
     allow = result["by_overlap"]["allow"]
     assert allow["succeeded"] == 10
-    assert result["ddb_write_requests_per_run"] == 3
-    assert allow["requests"]["dynamodb:TransactWriteItems"] == 10
-    assert allow["requests"]["dynamodb:UpdateItem"] == 20
-    # With the overlap slot the start and the commit are transactions: still 3 requests.
+    assert result["ddb_write_requests_per_run"] == 4
+    assert allow["requests"]["dynamodb:PutItem"] == 10
+    assert allow["requests"]["dynamodb:UpdateItem"] == 30
+    assert "dynamodb:TransactWriteItems" not in allow["requests"]
+    # With the overlap slot the start and the commit are transactions: still 4 requests.
     skip = result["by_overlap"]["skip"]
-    assert skip["ddb_write_requests_per_run"] == 3
-    assert skip["requests"]["dynamodb:TransactWriteItems"] == 30
+    assert skip["ddb_write_requests_per_run"] == 4
+    assert skip["requests"]["dynamodb:TransactWriteItems"] == 20
     # The event source mapping: one receive and one batch delete per 10 messages, one send per 10.
     assert allow["requests"]["sqs:SendMessageBatch"] == 1
     assert allow["requests"]["sqs:ReceiveMessage"] == 1

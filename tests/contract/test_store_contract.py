@@ -578,26 +578,34 @@ def test_lease_index_holds_only_leased_runs(store: Store) -> None:
             [
                 Put(
                     RUNS,
-                    {"run_id": f"r{i}", "status": "running", "lease_shard": 3, "lease_expires_at": 100 + i},
+                    {
+                        "run_id": f"r{i}",
+                        "status": "running",
+                        "lease_shard": 3,
+                        "check_at": 100 + i,
+                        "owner": "w",
+                    },
                     (),
                     "p",
                 )
             ]
         )
     store.write([Put(RUNS, {"run_id": "done", "status": "succeeded"}, (), "p")])
-    expired = [item["run_id"] for page in drain(store, "lease", 3, 2, sort_to=103) for item in page]
-    assert expired == ["r0", "r1", "r2", "r3"]
+    entries = [item for page in drain(store, "lease", 3, 2, sort_to=103) for item in page]
+    assert [item["run_id"] for item in entries] == ["r0", "r1", "r2", "r3"]
+    # Keys only: the index's and the table's keys, never the run's other attributes.
+    assert all(set(item) == {"run_id", "lease_shard", "check_at"} for item in entries)
     store.update(
         Update(
             RUNS,
             {"run_id": "r1"},
-            (exists("lease_expires_at", why()),),
+            (exists("check_at", why()),),
             "finish",
             set={"status": "succeeded"},
-            remove=("lease_expires_at", "lease_shard"),
+            remove=("check_at", "lease_shard"),
         )
     )
-    store.update(Update(RUNS, {"run_id": "r2"}, (), "extend", set={"lease_expires_at": 200}))
+    store.update(Update(RUNS, {"run_id": "r2"}, (), "extend", set={"check_at": 200}))
     leased = [item["run_id"] for page in drain(store, "lease", 3, 100) for item in page]
     assert leased == ["r0", "r3", "r4", "r5", "r2"]
     assert drain(store, "lease", 4, 100) == [[]]

@@ -48,7 +48,7 @@ def seed_dead_runs(env: Env, count: int) -> list[str]:
             T0,
             env.cfg,
         )
-        run.update(status="running", version=2, owner=f"w/{index}", lease_expires_at=T0)
+        run.update(status="running", version=2, owner=f"w/{index}", lease_expires_at=T0, check_at=T0)
         env.store.write([Put(RUNS, run, condition=(), label="seed run")])
         ids.append(run["run_id"])
     env.clock.set(T0 + env.cfg.clock_skew_allowance_ms + 1)

@@ -114,6 +114,9 @@ def test_a_lease_renewed_by_a_heartbeat_costs_one_idle_wake_and_is_left_alone(en
 
 def test_a_lease_lapsing_while_a_sweep_works_is_recovered_at_the_next_short_wake(env: Env) -> None:
     run_id = crash_a_worker(env)
+    # The recovery's new dispatch lease longer than the invocation: the recovered run (never
+    # started here) is not recovered a second time within it.
+    env.cfg = env.cfg.model_copy(update={"dispatch_lease_seconds": 120})
     lapse = env.run(run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms
     env.clock.advance(lapse - 100 - env.clock.now_ms())  # the first sweep starts 100 ms too early
     detector = env.detector()

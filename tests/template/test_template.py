@@ -442,7 +442,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
 
 # The trigger and the detector read whole items from next-run and lease; job-runs only lists
 # keys, so a run's later updates never write it (docs/data-model.md).
-PROJECTIONS = {"next-run": "ALL", "lease": "ALL", "job-runs": "KEYS_ONLY"}
+PROJECTIONS = {"next-run": "INCLUDE", "lease": "KEYS_ONLY", "job-runs": "KEYS_ONLY"}
 
 
 def _index(description: dict[str, Any], name: str) -> list[tuple[str, str]]:
@@ -486,12 +486,12 @@ def test_provision_creates_the_data_model(aws: tuple[Any, Any]) -> None:
 
     runs = dynamodb.describe_table(TableName=resources.runs_table)["Table"]
     assert [(k["AttributeName"], k["KeyType"]) for k in runs["KeySchema"]] == [("run_id", "HASH")]
-    assert _index(runs, "lease") == [("lease_shard", "HASH"), ("lease_expires_at", "RANGE")]
+    assert _index(runs, "lease") == [("lease_shard", "HASH"), ("check_at", "RANGE")]
     assert _index(runs, "job-runs") == [("job_id", "HASH"), ("scheduled_at", "RANGE")]
     assert _types(runs) == {
         "run_id": "S",
         "lease_shard": "N",
-        "lease_expires_at": "N",
+        "check_at": "N",
         "job_id": "S",
         "scheduled_at": "N",
     }
@@ -622,3 +622,21 @@ def test_registrar_stream_records() -> None:
     assert outcomes == ["valid", "valid", "invalid", "valid"]
     modify = records[1]["dynamodb"]
     assert modify["NewImage"]["schedule"] != modify["OldImage"]["schedule"]
+
+
+def test_the_indexes_project_what_the_stores_return(template: dict[str, Any]) -> None:
+    """ports.INDEX_PROJECTION (what the in-memory store returns of an index, and what the
+    services may read of it) is the template's projection of each index, keys included."""
+    from jobsched.ports import INDEX_KEYS, INDEX_PROJECTION
+
+    found = {}
+    for logical_id in ("JobsTable", "StateTable", "RunsTable"):
+        props = template["Resources"][logical_id]["Properties"]
+        table_keys = [k["AttributeName"] for k in props["KeySchema"]]
+        for index in props.get("GlobalSecondaryIndexes", []):
+            projection = index["Projection"]
+            assert projection["ProjectionType"] in ("KEYS_ONLY", "INCLUDE"), index["IndexName"]  # never ALL
+            keys = [k["AttributeName"] for k in index["KeySchema"]]
+            assert tuple(keys) == INDEX_KEYS[index["IndexName"]]
+            found[index["IndexName"]] = {*table_keys, *keys, *projection.get("NonKeyAttributes", [])}
+    assert found == {name: set(attrs) for name, attrs in INDEX_PROJECTION.items()}

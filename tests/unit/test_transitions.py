@@ -15,6 +15,7 @@ from jobsched.core.transitions import (
     heartbeat_op,
     new_run_item,
     recheck_buffered_ops,
+    recheck_op,
     recover_op,
     register_op,
     report_op,
@@ -76,7 +77,9 @@ def test_claim_needs_unchanged_active_job_and_new_run() -> None:
     assert not holds(put, created)  # the occurrence exists: the deterministic id wins once
     assert advance.table == STATE and put.table == RUNS
     assert advance.set["next_run_at"] == NOW + 60_000 and advance.set["version"] == 5
-    assert created["status"] == "pending" and created["lease_expires_at"] == NOW + 60_000
+    # The dispatch lease, checked by the detector at check_at (the lease index's sort key).
+    assert created["status"] == "pending" and created["lease_expires_at"] == NOW + 30_000
+    assert created["check_at"] == created["lease_expires_at"]
     assert created["lease_shard"] < CFG.shard_count
     assert created["def_hash"] == "h1" and created["claimed_by"] == "t/1"
 
@@ -115,6 +118,20 @@ def test_start_under_allow_takes_no_slot() -> None:
     assert len(start_ops("j@x", "j", 1, OverlapPolicy.SKIP, "w", NOW, NOW, use_slot=False)) == 1
 
 
+def test_a_start_and_a_heartbeat_renew_the_lease_without_moving_the_lease_index() -> None:
+    start = start_ops("j@x", "j", 1, OverlapPolicy.ALLOW, "w/1", NOW + 30_000, NOW)[0]
+    beat = heartbeat_op("j@x", 2, "w/1", NOW + 40_000, NOW)
+    for op in (start, beat):
+        assert "check_at" not in op.set and "lease_shard" not in op.set  # one write unit each
+
+
+def test_the_detector_moves_check_at_to_a_renewed_lease_without_a_new_token() -> None:
+    alive = run(lease_expires_at=NOW + 25_000, check_at=NOW)
+    op = recheck_op(alive)
+    assert op.set == {"check_at": NOW + 25_000}
+    assert holds(op, alive) and not holds(op, run(version=3)) and not holds(op, run(status="succeeded"))
+
+
 def test_heartbeat_only_by_the_holder() -> None:
     op = heartbeat_op("j@x", 2, "w/1", NOW + 30_000, NOW)
     assert holds(op, run())
@@ -129,14 +146,14 @@ def test_commit_is_fenced() -> None:
     assert not holds(op, run(version=3))
     assert not holds(op, run(status="pending"))
     assert op.set["status"] == "succeeded" and op.set["expires_at"] == NOW // 1000 + 30 * 86_400
-    assert "lease_expires_at" in op.remove
+    assert {"lease_expires_at", "check_at", "lease_shard"} <= set(op.remove)  # leaves the lease index
 
 
 def test_retry_releases_lease_and_bumps_attempt() -> None:
     op = retry_op("j@x", 2, 1, 5_000, "boom", NOW, CFG)
     assert holds(op, run()) and not holds(op, run(version=1))
     assert op.set["attempt"] == 2 and op.set["status"] == "pending" and op.set["version"] == 3
-    assert op.set["lease_expires_at"] == NOW + 5_000 + 60_000
+    assert op.set["lease_expires_at"] == op.set["check_at"] == NOW + 5_000 + 30_000
     assert op.remove == ("owner",)
 
 
@@ -148,7 +165,7 @@ def test_skip_and_buffer_at_start() -> None:
     park, mark = buffer_at_start_ops("j@x", 1, held, NOW, CFG)
     assert holds(park, run(status="pending", version=1))
     # A buffered run keeps a lease: the miss detector sees it if it ever waits in vain.
-    assert park.set["lease_expires_at"] == NOW + 60_000 and "lease_shard" in park.set
+    assert park.set["lease_expires_at"] == park.set["check_at"] == NOW + 30_000 and "lease_shard" in park.set
     assert holds(mark, held)
     assert not holds(mark, job(active_run_id="j@a", buffered_run_id="j@b"))  # one waits at most
     assert not holds(mark, job())  # the holder finished since we read: don't wait for nothing
@@ -172,7 +189,7 @@ def test_recover_pending_keeps_attempt_and_last_attempt_fails() -> None:
     assert after["status"] == "failed"
     assert op.set["status"] == "failed" and "lease expired" in op.set["last_error"]
     assert any(part.attr == "lease_expires_at" for part in op.condition)
-    _, after = recover_op(run(status="pending", version=1, recoveries=10), NOW, CFG, max_attempts=3)
+    _, after = recover_op(run(status="pending", version=1, recoveries=20), NOW, CFG, max_attempts=3)
     assert after["status"] == "failed"  # redispatched too often: give up, visibly
 
 
@@ -278,7 +295,7 @@ def test_a_buffered_run_waiting_for_a_live_holder_renews_its_lease() -> None:
     waiting = run(run_id="j@z", status="buffered", version=2)
     state = job(active_run_id="j@x", buffered_run_id="j@z")
     (renew,), promoted = recheck_buffered_ops(waiting, state, run(), NOW, CFG)
-    assert promoted is None and renew.set == {"lease_expires_at": NOW + 60_000}
+    assert promoted is None and renew.set["lease_expires_at"] == renew.set["check_at"] == NOW + 30_000
     assert holds(renew, waiting)
     assert not holds(renew, {**waiting, "version": 3})  # promoted meanwhile
 

@@ -14,10 +14,27 @@ INDEX_TABLE: dict[str, str] = {"next-run": "state", "lease": "runs", "job-runs":
 # The base table's key attribute of each logical table (an index query's tie-breaker).
 TABLE_KEY: dict[str, str] = {"jobs": "job_id", "state": "job_id", "runs": "run_id"}
 # Indexes that project only keys (template.yaml): a query returns these attributes, nothing else.
-INDEX_KEYS_ONLY: dict[str, tuple[str, ...]] = {"job-runs": ("run_id", "job_id", "scheduled_at")}
+# What each index returns of an item (template.yaml's projections; a test holds the two equal):
+# a query sees these attributes and nothing else, so no reader can rely on one the index drops.
+INDEX_PROJECTION: dict[str, tuple[str, ...]] = {
+    "next-run": (
+        "job_id",
+        "sched_shard",
+        "next_run_at",
+        "version",
+        "status",
+        "def_hash",
+        "timing",
+        "misfire",
+        "last_scheduled_at",
+        "catchups",
+    ),
+    "lease": ("run_id", "lease_shard", "check_at"),
+    "job-runs": ("run_id", "job_id", "scheduled_at"),
+}
 INDEX_KEYS: dict[str, tuple[str, str]] = {
     "next-run": ("sched_shard", "next_run_at"),
-    "lease": ("lease_shard", "lease_expires_at"),
+    "lease": ("lease_shard", "check_at"),
     "job-runs": ("job_id", "scheduled_at"),
 }
 

@@ -602,6 +602,9 @@ def bench_config(settings: BenchSettings) -> SchedulerConfig:
     return SchedulerConfig(
         shard_count=settings.shard_count,
         lease_seconds=settings.lease_seconds,
+        # The detector first looks at a run at its dispatch lease: a worker that dies before its
+        # first heartbeat is recovered then (docs/design.md).
+        dispatch_lease_seconds=settings.lease_seconds,
         heartbeat_seconds=settings.heartbeat_seconds,
         lookahead_seconds=settings.lookahead_seconds,
         clock_skew_allowance_ms=settings.clock_skew_allowance_ms,

@@ -41,7 +41,7 @@ from jobsched.core.writes import (
     WriteOp,
     conditions_hold,
 )
-from jobsched.ports import INDEX_KEYS, INDEX_KEYS_ONLY, INDEX_TABLE, IndexName, Page
+from jobsched.ports import INDEX_KEYS, INDEX_PROJECTION, INDEX_TABLE, IndexName, Page
 
 KEYS = {JOBS: "job_id", STATE: "job_id", RUNS: "run_id"}
 
@@ -131,9 +131,8 @@ class MemoryStore:
             page = matches[:limit]
             more = len(matches) > limit
             next_cursor = {sk: page[-1][sk], key_attr: page[-1][key_attr]} if more and page else None
-            projected = INDEX_KEYS_ONLY.get(index)
-            if projected is not None:  # as DynamoDB returns a KEYS_ONLY index's entries
-                page = [{k: item[k] for k in projected if k in item} for item in page]
+            projected = INDEX_PROJECTION[index]  # as DynamoDB returns the index's entries
+            page = [{k: item[k] for k in projected if k in item} for item in page]
             return Page([copy.deepcopy(item) for item in page], next_cursor)
 
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:

@@ -17,7 +17,7 @@ from typing import Any
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
 from jobsched.core.writes import JOBS, RUNS, STATE, Check, Cond, Item, Put, Update, WriteOp, conditions_hold
-from jobsched.ports import INDEX_KEYS, IndexName, OutgoingMessage, Page, SendResult, Store
+from jobsched.ports import INDEX_KEYS, INDEX_PROJECTION, IndexName, OutgoingMessage, Page, SendResult, Store
 
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_store import MemoryStore
@@ -219,7 +219,8 @@ class FaultyStore:
             holders.add(run_id)
         elif status != "running":
             holders.discard(run_id)
-        if status not in ("succeeded", "failed", "skipped", "missed") and "lease_expires_at" not in after:
+        unfinished = status not in ("succeeded", "failed", "skipped", "missed")
+        if unfinished and not all(name in after for name in ("lease_expires_at", "check_at", "lease_shard")):
             self._violate("run_without_lease", run_id, f"{status} after {self.actor}'s {label}")
         if label == "recover run" and before is not None:
             renewed = int(before.get("lease_expires_at") or 0)
@@ -317,7 +318,7 @@ class LeaseIndexedMemoryStore(MemoryStore):
         if op.table == RUNS and not isinstance(op, Check):
             run_id = item.get("run_id") if isinstance(op, Put) else op.key.get("run_id")
             if run_id is not None:
-                if "lease_expires_at" in item and "lease_shard" in item:
+                if "check_at" in item and "lease_shard" in item:
                     self._leased[str(run_id)] = None
                 else:
                     self._leased.pop(str(run_id), None)
@@ -388,7 +389,8 @@ class LeaseIndexedMemoryStore(MemoryStore):
             page = matches[:limit]
             more = len(matches) > limit
             next_cursor = {sk: page[-1][sk], "run_id": page[-1]["run_id"]} if more and page else None
-            return Page([_copy(item) for item in page], next_cursor)
+            projected = INDEX_PROJECTION[index]  # the lease index holds keys only, as on DynamoDB
+            return Page([{k: item[k] for k in projected if k in item} for item in page], next_cursor)
 
 
 class SimQueue(MemoryWorkQueue):

@@ -25,7 +25,11 @@ class SchedulerConfig(BaseModel):
         10, ge=1, le=300, description="How often a running worker renews its lease."
     )
     dispatch_lease_seconds: int = Field(
-        60, ge=5, le=900, description="How long a claimed run may wait for a worker to start it."
+        30,
+        ge=5,
+        le=900,
+        description="How long a claimed run may wait for a worker to start it; also how soon a "
+        "worker that died before its first heartbeat is recovered.",
     )
     trigger_lookback_seconds: int = Field(
         300,

@@ -34,7 +34,8 @@ from jobsched.core.writes import (
 StateItem = dict[str, Any]
 RunItem = dict[str, Any]
 
-MAX_REDISPATCHES = 10
+# Redispatches of a run no worker starts before it is failed: 20 dispatch leases of 30 s.
+MAX_REDISPATCHES = 20
 
 # --- named condition parts, shared by the transitions below ------------------------------------
 
@@ -92,6 +93,18 @@ def _run_status(*statuses: RunStatus) -> Cond:
     return is_in(
         "status", [s.value for s in statuses], "the run must still be in a state this step applies to"
     )
+
+
+def _dispatch_lease(run_id: str, until: int, cfg: SchedulerConfig) -> Item:
+    """A lease the miss detector checks at ``check_at``, the lease index's sort key. Only the
+    writes that hand a run to a new holder (claim, retry, recovery, promotion) set it; a worker's
+    start and heartbeats renew ``lease_expires_at`` alone, which no index holds, so a renewal is
+    one write unit. When ``check_at`` comes and the lease was renewed, the detector moves
+    ``check_at`` to the lease (``recheck_op``)."""
+    return {"lease_expires_at": until, "check_at": until, "lease_shard": shard_of(run_id, cfg.shard_count)}
+
+
+LEASE_ATTRIBUTES = ("lease_expires_at", "check_at", "lease_shard")
 
 
 def _lease_as_read(run: RunItem) -> Cond:
@@ -173,8 +186,7 @@ def new_run_item(
         item["definition"] = definition
         # The dispatch lease: if no worker starts the run by then (the trigger died before
         # sending, the message was lost), the miss detector finds it in the lease index.
-        item["lease_expires_at"] = max(scheduled_at, now) + cfg.dispatch_lease_seconds * 1000
-        item["lease_shard"] = shard_of(run_id, cfg.shard_count)
+        item.update(_dispatch_lease(run_id, max(scheduled_at, now) + cfg.dispatch_lease_seconds * 1000, cfg))
     else:
         item["finished_at"] = now
         item["expires_at"] = retention_expiry(now, cfg)
@@ -282,8 +294,7 @@ def rerun_missed_op(
             "definition": definition,
             "def_hash": def_hash,
             "retry_at": now,
-            "lease_expires_at": now + cfg.dispatch_lease_seconds * 1000,
-            "lease_shard": shard_of(missed["run_id"], cfg.shard_count),
+            **_dispatch_lease(missed["run_id"], now + cfg.dispatch_lease_seconds * 1000, cfg),
             "missed_reason": missed.get("reason", ""),
         },
         remove=("finished_at", "expires_at", "reason"),
@@ -415,7 +426,7 @@ def skip_at_start_ops(
                 "finished_at": now,
                 "expires_at": retention_expiry(now, cfg),
             },
-            remove=("lease_expires_at", "lease_shard", "owner"),
+            remove=(*LEASE_ATTRIBUTES, "owner"),
         )
     ]
 
@@ -436,8 +447,7 @@ def buffer_at_start_ops(
                 "status": RunStatus.BUFFERED.value,
                 "version": version + 1,
                 "buffered_at": now,
-                "lease_expires_at": now + cfg.dispatch_lease_seconds * 1000,
-                "lease_shard": shard_of(run_id, cfg.shard_count),
+                **_dispatch_lease(run_id, now + cfg.dispatch_lease_seconds * 1000, cfg),
             },
             remove=("owner",),
         ),
@@ -463,25 +473,15 @@ def buffer_at_start_ops(
 
 
 def _promote(buffered: RunItem, now: int, cfg: SchedulerConfig) -> tuple[Update, RunItem]:
-    promoted = {
-        **buffered,
-        "status": RunStatus.PENDING.value,
-        "version": buffered["version"] + 1,
-        "lease_expires_at": now + cfg.dispatch_lease_seconds * 1000,
-        "lease_shard": shard_of(buffered["run_id"], cfg.shard_count),
-    }
+    lease = _dispatch_lease(buffered["run_id"], now + cfg.dispatch_lease_seconds * 1000, cfg)
+    promoted = {**buffered, "status": RunStatus.PENDING.value, "version": buffered["version"] + 1, **lease}
     condition: tuple[Cond, ...] = (_run_status(RunStatus.BUFFERED), _run_token(buffered["version"]))
     update = Update(
         RUNS,
         {"run_id": buffered["run_id"]},
         condition=condition,
         label="promote buffered run",
-        set={
-            "status": RunStatus.PENDING.value,
-            "version": promoted["version"],
-            "lease_expires_at": promoted["lease_expires_at"],
-            "lease_shard": promoted["lease_shard"],
-        },
+        set={"status": RunStatus.PENDING.value, "version": promoted["version"], **lease},
     )
     return update, promoted
 
@@ -562,7 +562,7 @@ def finish_ops(
         condition=(_run_status(from_status), _run_token(held_version), *extra_conditions),
         label=f"commit {status.value}",
         set=sets,
-        remove=("lease_expires_at", "lease_shard"),
+        remove=LEASE_ATTRIBUTES,
     )
 
 
@@ -582,7 +582,7 @@ def retry_op(
             "attempt": attempt + 1,
             "last_error": error[:2000],
             "retry_at": now + delay_ms,
-            "lease_expires_at": now + delay_ms + cfg.dispatch_lease_seconds * 1000,
+            **_dispatch_lease(run_id, now + delay_ms + cfg.dispatch_lease_seconds * 1000, cfg),
         },
         remove=("owner",),
     )
@@ -614,7 +614,8 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
             run["run_id"], run["version"], status, RunStatus.FAILED, now, cfg, error, condition[2:]
         )
         after.update(status=RunStatus.FAILED.value, last_error=error, finished_at=now)
-        after.pop("lease_expires_at", None)
+        for name in LEASE_ATTRIBUTES:
+            after.pop(name, None)
         return update, after
     lease_until = now + cfg.dispatch_lease_seconds * 1000
     after.update(
@@ -634,13 +635,28 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
             "attempt": next_attempt,
             "recoveries": after["recoveries"],
             "last_error": error,
-            "lease_expires_at": lease_until,
+            **_dispatch_lease(run["run_id"], lease_until, cfg),
             "recovered_at": now,
             "lease_expired_at": run["lease_expires_at"],
         },
         remove=("owner",),
     )
     return update, after
+
+
+def recheck_op(run: RunItem) -> Update:
+    """The detector reached a run's ``check_at`` and found its lease renewed (the worker is
+    alive): look again when the lease as it is now runs out. No token changes hands."""
+    return Update(
+        RUNS,
+        {"run_id": run["run_id"]},
+        condition=(
+            _run_token(run["version"]),
+            _run_status(RunStatus(run["status"])),
+        ),
+        label="recheck lease",
+        set={"check_at": run["lease_expires_at"]},
+    )
 
 
 def recheck_buffered_ops(
@@ -664,7 +680,7 @@ def recheck_buffered_ops(
             {"run_id": run["run_id"]},
             condition=unchanged,
             label="renew buffered lease",
-            set={"lease_expires_at": now + cfg.dispatch_lease_seconds * 1000},
+            set=_dispatch_lease(run["run_id"], now + cfg.dispatch_lease_seconds * 1000, cfg),
         )
         return [renew], None
     promote, promoted = _promote(run, now, cfg)

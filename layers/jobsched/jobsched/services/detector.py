@@ -22,7 +22,7 @@ from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
 from jobsched.core.run import RunStatus
 from jobsched.core.timing import effective_grace_ms, is_overdue
-from jobsched.core.transitions import recheck_buffered_ops, recover_op, slot_release_ops
+from jobsched.core.transitions import recheck_buffered_ops, recheck_op, recover_op, slot_release_ops
 from jobsched.core.writes import RUNS, STATE, WriteOp
 from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
 from jobsched.services.dispatch import Dispatcher
@@ -54,6 +54,7 @@ class DetectResult(Counters):
     backlog: int = 0
     items: int = 0
     buffered_promoted: int = 0
+    leases_rechecked: int = 0
     job_errors: int = 0
     stopped_early: bool = False
     recovery_latency_ms: list[int] = field(default_factory=list)
@@ -145,7 +146,7 @@ class MissDetector:
         firsts = shard_pages(
             self._store, "lease", self._cfg.shard_count, after_ms + 1, None, _skip, self._parallel, 1
         )
-        expiries = [int(run["lease_expires_at"]) for shard in firsts for run in itertools.islice(shard, 1)]
+        expiries = [int(run["check_at"]) for shard in firsts for run in itertools.islice(shard, 1)]
         earliest = min(expiries, default=None)
         if earliest is None:
             return None
@@ -191,7 +192,7 @@ class MissDetector:
                 break
             result.items += 1
             try:
-                recovered = self._recover(run, now, result)
+                recovered = self._check(run, expired_before, now, result)
             except StoreError:
                 continue  # throttled or unknown: the lease is still expired next time
             except Exception as exc:  # one run's failure must not stop the others
@@ -202,9 +203,29 @@ class MissDetector:
         if to_dispatch:
             self._dispatcher.dispatch(to_dispatch)
 
-    def _recover(self, run: dict[str, Any], now: int, result: DetectResult) -> dict[str, Any] | None:
+    def _check(
+        self, entry: dict[str, Any], expired_before: int, now: int, result: DetectResult
+    ) -> dict[str, Any] | None:
+        """A run whose ``check_at`` came (the lease index holds keys only): read it, then move
+        ``check_at`` to its renewed lease if the worker is alive, or recover it."""
+        run = self._store.get(RUNS, {"run_id": entry["run_id"]})
+        if run is None or "check_at" not in run or int(run["check_at"]) > expired_before:
+            return None  # finished or moved on since the (eventually consistent) index read
         if run.get("status") == RunStatus.BUFFERED.value:
             return self._recheck_buffered(run, now, result)
+        if int(run["lease_expires_at"]) > expired_before:
+            self._recheck(run, result)
+            return None
+        return self._recover(run, now, result)
+
+    def _recheck(self, run: dict[str, Any], result: DetectResult) -> None:
+        try:
+            self._store.update(recheck_op(run))
+        except ConditionFailed:
+            return  # finished or recovered meanwhile: nothing to look at
+        result.leases_rechecked += 1
+
+    def _recover(self, run: dict[str, Any], now: int, result: DetectResult) -> dict[str, Any] | None:
         max_attempts = _max_attempts(run)
         update, after = recover_op(run, now, self._cfg, max_attempts)
         ops: list[WriteOp] = [update]
