@@ -35,7 +35,9 @@ def moto_server() -> Iterator[LocalMoto]:
 
 def seed_dead_runs(env: Env, count: int) -> list[str]:
     """Runs whose workers died: running, lease expired at T0."""
-    definition = job("dead", "rate(1 minute)", overlap=OverlapPolicy.ALLOW).to_item()
+    dead = job("dead", "rate(1 minute)", overlap=OverlapPolicy.ALLOW)
+    env.ops().register(dead)  # a recovery sends the run with the definition it was claimed under
+    definition = dead.to_item()
     ids = []
     for index in range(count):
         run = new_run_item(
@@ -43,7 +45,7 @@ def seed_dead_runs(env: Env, count: int) -> list[str]:
             run_id_for("dead", T0 - index * MINUTE),
             T0,
             definition,
-            "h",
+            dead.definition_hash(),
             RunKind.SCHEDULED,
             T0,
             env.cfg,

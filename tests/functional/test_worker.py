@@ -263,12 +263,13 @@ def test_staged_effect_condition_failing_makes_the_attempt_fail(env: Env) -> Non
 
 
 def occurrences(env: Env, definition: Any, count: int) -> list[RunMessage]:
-    """Seed a 30-second job due at T0 and claim ``count`` occurrences (messages by run item)."""
+    """Seed a 30-second job due at T0 and claim ``count`` occurrences (the messages sent)."""
     seed_active(env, definition, T0)
     env.trigger().tick("t")
     env.receive_all()
+    sent = {m.body["run_id"]: m.body for m in env.queue.sent}
     runs = sorted(env.ops().runs(definition.job_id), key=lambda r: r["scheduled_at"])
-    return [RunMessage.from_run_item(r) for r in runs[:count]]
+    return [RunMessage.model_validate(sent[r["run_id"]]) for r in runs[:count]]
 
 
 def every_30s(job_id: str, overlap: OverlapPolicy) -> Any:

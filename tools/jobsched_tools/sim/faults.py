@@ -18,6 +18,7 @@ from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
 from jobsched.core.writes import JOBS, RUNS, STATE, Check, Cond, Item, Put, Update, WriteOp, conditions_hold
 from jobsched.ports import INDEX_KEYS, INDEX_PROJECTION, IndexName, OutgoingMessage, Page, SendResult, Store
+from jobsched.services.definitions import is_snapshot
 
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_store import MemoryStore
@@ -192,7 +193,8 @@ class FaultyStore:
         for op in ops:
             if op.table == STATE and not isinstance(op, Check):
                 job_id = str(op.item["job_id"] if isinstance(op, Put) else op.key["job_id"])
-                self.note_state(job_id, self.inner.get(STATE, {"job_id": job_id}))
+                if not is_snapshot({"job_id": job_id}):  # a definition snapshot is not a job's state
+                    self.note_state(job_id, self.inner.get(STATE, {"job_id": job_id}))
             elif op.table == JOBS and self.on_job_write is not None:
                 self.on_job_write(str(op.item["job_id"] if isinstance(op, Put) else op.key["job_id"]))
         for op in ops:
@@ -447,8 +449,8 @@ def _run_key(op: WriteOp) -> Any:
 
 
 def _keeps_slot(run: Item) -> bool:
-    definition = run.get("definition") or {}
-    return bool(definition) and definition.get("overlap", "skip") != "allow"
+    # Only a run that will run carries its overlap policy (core/transitions.py new_run_item).
+    return "overlap" in run and run["overlap"] != "allow"
 
 
 def _copy(value: Any) -> Any:

@@ -22,6 +22,7 @@ from jobsched.core.schedule import Schedule
 from jobsched.core.state import state_schedule
 from jobsched.core.writes import RUNS, STATE
 from jobsched.ports import Store
+from jobsched.services.definitions import is_snapshot
 
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.sim.faults import EFFECTS, StateMark
@@ -278,7 +279,7 @@ def check(world: World) -> ChaosReport:
         world,
         report,
         runs={str(r["run_id"]): r for r in all_items(inner, RUNS)},
-        states={str(s["job_id"]): s for s in all_items(inner, STATE)},
+        states={str(s["job_id"]): s for s in all_items(inner, STATE) if not is_snapshot(s)},
         effects=all_items(inner, EFFECTS),
     )
     checker.commits()

@@ -161,9 +161,10 @@ def new_run_item(
     reason: str | None = None,
     claimed_by: str | None = None,
 ) -> RunItem:
-    """A run item. A pending run carries the definition it runs under (the snapshot a worker
-    executes and a recovery redispatches); a record that never runs (missed, skipped) carries
-    only the definition's digest, which keeps a chunk of an outage's records small."""
+    """A run item. It carries its definition's digest, not the definition (services/definitions.py):
+    a run's write units do not grow with its payload. A run that will run also carries the two
+    facts of its definition the miss detector acts on without reading it: the overlap policy
+    and the attempts allowed."""
     item: RunItem = {
         "run_id": run_id,
         "job_id": job_id,
@@ -182,8 +183,9 @@ def new_run_item(
         item["reason"] = reason
     if status is RunStatus.PENDING:
         if definition is None:
-            raise ValueError(f"{run_id}: a pending run needs its definition snapshot")
-        item["definition"] = definition
+            raise ValueError(f"{run_id}: a pending run needs its definition")
+        item["overlap"] = str(definition.get("overlap", "skip"))
+        item["max_attempts"] = int((definition.get("retry") or {}).get("max_attempts", 3))
         # The dispatch lease: if no worker starts the run by then (the trigger died before
         # sending, the message was lost), the miss detector finds it in the lease index.
         item.update(_dispatch_lease(run_id, max(scheduled_at, now) + cfg.dispatch_lease_seconds * 1000, cfg))
@@ -291,8 +293,9 @@ def rerun_missed_op(
             "kind": RunKind.BACKFILL.value,
             "version": missed["version"] + 1,
             "attempt": 1,
-            "definition": definition,
             "def_hash": def_hash,
+            "overlap": str(definition.get("overlap", "skip")),
+            "max_attempts": int((definition.get("retry") or {}).get("max_attempts", 3)),
             "retry_at": now,
             **_dispatch_lease(missed["run_id"], now + cfg.dispatch_lease_seconds * 1000, cfg),
             "missed_reason": missed.get("reason", ""),
@@ -711,3 +714,42 @@ def recheck_buffered_ops(
 _FINISHED = frozenset(
     {RunStatus.SUCCEEDED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value, RunStatus.MISSED.value}
 )
+
+
+# --- definition snapshots (services/definitions.py) ----------------------------------------------
+
+
+def snapshot_key(job_id: str, def_hash: str) -> Item:
+    """A definition's snapshot lives in the state table beside the job's state, under a key no
+    job can have (``#`` is not allowed in a job id), so it is never in the next-run index."""
+    return {"job_id": f"{job_id}#{def_hash}"}
+
+
+def save_definition_op(job_id: str, def_hash: str, definition: Item) -> Update:
+    """Keep the definition a job is being registered with, without expiry while it is current."""
+    # No condition: a snapshot is keyed by its content's digest, so two racing registrars write
+    # the same item; removing the expiry revives a snapshot a re-registration brings back.
+    return Update(
+        STATE,
+        snapshot_key(job_id, def_hash),
+        condition=(),
+        label="save definition",
+        set={"definition": definition},
+        remove=("expires_at",),
+    )
+
+
+def retire_definition_op(job_id: str, def_hash: str, now: int, cfg: SchedulerConfig) -> Update:
+    """Let a superseded definition's snapshot expire with the runs that may still run under it."""
+    return Update(
+        STATE,
+        snapshot_key(job_id, def_hash),
+        condition=(
+            exists(
+                "definition",
+                "a snapshot never saved (a job registered before snapshots) is not created empty",
+            ),
+        ),
+        label="retire definition",
+        set={"expires_at": retention_expiry(now, cfg)},
+    )

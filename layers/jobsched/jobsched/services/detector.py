@@ -19,12 +19,13 @@ from typing import Any
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
-from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
+from jobsched.core.job import OverlapPolicy
 from jobsched.core.run import RunStatus
 from jobsched.core.timing import effective_grace_ms, is_overdue
 from jobsched.core.transitions import recheck_buffered_ops, recheck_op, recover_op, slot_release_ops
 from jobsched.core.writes import RUNS, STATE, WriteOp
 from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
+from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.loaded_job import load_job
 from jobsched.services.paging import merge_oldest_first, shard_pages
@@ -81,7 +82,7 @@ class MissDetector:
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
-        self._dispatcher = Dispatcher(queue, telemetry, clock)
+        self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
 
     def sweep(
         self, invocation_id: str, deadline_ms: int, every_ms: int, sleep_ms: Callable[[int], None]
@@ -200,8 +201,7 @@ class MissDetector:
                 continue
             if recovered is not None:
                 to_dispatch.append(recovered)
-        if to_dispatch:
-            self._dispatcher.dispatch(to_dispatch)
+        self._dispatcher.dispatch(to_dispatch)
 
     def _check(
         self, entry: dict[str, Any], expired_before: int, now: int, result: DetectResult
@@ -314,8 +314,7 @@ class MissDetector:
                 result.backlog += 1  # throttled or unknown: the job is still overdue next time
             except Exception as exc:  # one job's failure must not stop the others
                 self._job_error(result, str(state.get("job_id")), exc)
-        if to_dispatch:
-            self._dispatcher.dispatch(to_dispatch)
+        self._dispatcher.dispatch(to_dispatch)
 
     def _catch_up(
         self,
@@ -388,14 +387,11 @@ def _overdue(state: dict[str, Any], now: int, cfg: SchedulerConfig) -> bool:
 
 
 def _max_attempts(run: dict[str, Any]) -> int:
-    try:
-        return JobDefinition.from_item(run["definition"]).retry.max_attempts
-    except (InvalidJob, KeyError):
-        return 1
+    return int(run.get("max_attempts", 1))
 
 
 def _overlap(run: dict[str, Any]) -> OverlapPolicy:
     try:
-        return OverlapPolicy(run["definition"].get("overlap", "skip"))
+        return OverlapPolicy(run.get("overlap", "skip"))
     except ValueError:
         return OverlapPolicy.SKIP

@@ -13,22 +13,27 @@ from jobsched.core.limits import SQS_MAX_BATCH_BYTES, SQS_MAX_BATCH_ENTRIES, chu
 from jobsched.core.run import RunMessage, encode_body
 from jobsched.core.timing import send_delay_seconds
 from jobsched.ports import OutgoingMessage, Telemetry, WorkQueue
+from jobsched.services.definitions import Definitions
 
 SEND_ATTEMPTS = 3
 
 
 class Dispatcher:
-    def __init__(self, queue: WorkQueue, telemetry: Telemetry, clock: Clock) -> None:
+    def __init__(
+        self, queue: WorkQueue, telemetry: Telemetry, clock: Clock, definitions: Definitions
+    ) -> None:
         self._queue = queue
         self._telemetry = telemetry
         self._clock = clock
+        self._definitions = definitions
 
     def dispatch(self, runs: Sequence[dict[str, Any]]) -> int:
         """Send runs (oldest due first), in batches within SQS's limits by count and by bytes,
         retrying only the entries SQS rejected. Returns how many could not be sent: they keep
         their dispatch lease and the miss detector redispatches them when it lapses, so a failed
         send delays a run but never loses it."""
-        ordered = sorted(runs, key=_due)
+        sendable = [run for run in map(self._with_definition, runs) if run is not None]
+        ordered = sorted(sendable, key=_due)
         bodies = [(run, RunMessage.from_run_item(run).to_body()) for run in ordered]
         batches = chunks_by_size(
             bodies,
@@ -36,7 +41,21 @@ class Dispatcher:
             SQS_MAX_BATCH_ENTRIES,
             SQS_MAX_BATCH_BYTES,
         )
-        return sum(self._send_batch(batch) for batch in batches)
+        return len(runs) - len(sendable) + sum(self._send_batch(batch) for batch in batches)
+
+    def _with_definition(self, run: dict[str, Any]) -> dict[str, Any] | None:
+        """The run with the definition its message carries. A run item holds only the digest;
+        the caller attaches the definition when it has it at hand, else it is read back. A run
+        whose definition is gone is not sent: it keeps its dispatch lease, and the miss detector
+        fails it visibly after its redispatches (MAX_REDISPATCHES)."""
+        if "definition" in run:
+            return run
+        definition = self._definitions.load(run["job_id"], run["def_hash"])
+        if definition is None:
+            self._telemetry.event("run.definition_missing", run["run_id"], def_hash=run["def_hash"])
+            self._telemetry.metric("DispatchFailures", 1)
+            return None
+        return {**run, "definition": definition}
 
     def _send_batch(self, batch: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> int:
         by_id = {f"m{index}": pair for index, pair in enumerate(batch)}

@@ -19,6 +19,7 @@ from jobsched.core.state import Registration
 from jobsched.core.transitions import adhoc_run_ops, new_run_item, rerun_missed_op
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Update, eq, exists, not_exists
 from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.paging import query_all, scan_all
 from jobsched.services.registrar import Registrar
@@ -48,7 +49,7 @@ class Operations:
         self._clock = clock
         self._cfg = cfg
         self._registrar = Registrar(store, telemetry, clock, cfg, queue)
-        self._dispatcher = Dispatcher(queue, telemetry, clock)
+        self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
 
     def register(self, definition: JobDefinition) -> Registration:
         """Create or replace a job's definition, keeping its scheduler state and history."""
@@ -162,7 +163,7 @@ class Operations:
         except ConditionFailed:
             return run_id  # this request ran already
         self._telemetry.event("run.triggered", run_id, job_id=job_id)
-        self._dispatcher.dispatch([run])
+        self._dispatcher.dispatch([{**run, "definition": definition.to_item()}])
         return run_id
 
     def backfill(self, job_id: str, start: datetime, end: datetime) -> BackfillResult:
@@ -200,7 +201,7 @@ class Operations:
                 existed.append(run["run_id"])
                 continue
             (created if outcome["version"] == 1 else rerun).append(run["run_id"])
-            runs.append(outcome)
+            runs.append({**outcome, "definition": snapshot})
         self._dispatcher.dispatch(runs)
         self._telemetry.event(
             "job.backfilled", job_id, created=len(created), rerun=len(rerun), existed=len(existed)

@@ -29,6 +29,7 @@ from jobsched.core.timing import effective_grace_ms
 from jobsched.core.transitions import register_op, report_op
 from jobsched.core.writes import JOBS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.settle import Settler, SettleRequest
 
@@ -60,7 +61,10 @@ class Registrar:
         self._clock = clock
         self._cfg = cfg
         self._settler = Settler(store, telemetry, cfg)
-        self._dispatcher = Dispatcher(queue, telemetry, clock) if queue is not None else None
+        self._definitions = Definitions(store, cfg)
+        self._dispatcher = (
+            Dispatcher(queue, telemetry, clock, self._definitions) if queue is not None else None
+        )
         # The handlers this deployment ships (the worker's registry): a target naming none of
         # them is invalid at registration, instead of failing every attempt of every run.
         self._known_targets = frozenset(known_targets) if known_targets is not None else None
@@ -102,7 +106,7 @@ class Registrar:
             return Registration.ABSENT
         changed = plan.changes(state)
         if changed:
-            self._apply_plan(job_id, state, plan, definition, digest, now, deadline_ms)
+            self._switch_definition(job_id, state, plan, definition, now, deadline_ms)
         reported = (
             self._report_enabled
             and job is not None
@@ -135,6 +139,25 @@ class Registrar:
                 [f"target: no handler named {definition.target!r} in this deployment (it has: {known})"]
             )
         return definition, None
+
+    def _switch_definition(
+        self,
+        job_id: str,
+        state: Item | None,
+        plan: RegistrationPlan,
+        definition: JobDefinition | None,
+        now: int,
+        deadline_ms: int | None,
+    ) -> None:
+        """Apply the plan, keeping the definition runs will be claimed under before the state
+        names it, and letting the one it replaces expire after the runs still under it."""
+        old_hash = state.get("def_hash") if state is not None else None
+        new_hash = plan.set.get("def_hash", old_hash)
+        if definition is not None:  # (also the same digest: a re-created job revives its snapshot)
+            self._definitions.save(definition)
+        self._apply_plan(job_id, state, plan, definition, new_hash, now, deadline_ms)
+        if old_hash and (new_hash != old_hash or plan.outcome is Registration.DELETED):
+            self._definitions.retire(job_id, str(old_hash), now)
 
     def _apply_plan(
         self,

@@ -115,7 +115,11 @@ class Settler:
             done.state = _after(done.state, chunk, resume_at, catchups, switch)
             done.switched = switch is not None
             done.records += written
-            done.to_dispatch += [run for run in written if run["status"] == RunStatus.PENDING.value]
+            done.to_dispatch += [
+                {**run, "definition": request.snapshot}  # the message carries the definition
+                for run in written
+                if run["status"] == RunStatus.PENDING.value
+            ]
             self._report(written)
         done.complete = not truncated
         return done

@@ -30,6 +30,7 @@ from jobsched.core.timing import is_overdue
 from jobsched.core.transitions import advance_op, create_run_op, new_run_item
 from jobsched.core.writes import RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.loaded_job import LoadedJob, load_job
 from jobsched.services.paging import merge_oldest_first, shard_pages
@@ -117,7 +118,7 @@ class Trigger:
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
-        self._dispatcher = Dispatcher(queue, telemetry, clock)
+        self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
         self._registrar = registrar or Registrar(store, telemetry, clock, cfg, queue, report=False)
         self._parallel = parallel_queries
         # Sequential queries and claims make a tick fully deterministic (the chaos simulation and
@@ -315,7 +316,9 @@ class Trigger:
         if created is not None and all(r["run_id"] != run_id for r in claimed):
             self._count_claim(run, tick, result)
             if created.get("status") == "pending":  # (a retried claim may find it started already)
-                claimed.append(created)
+                # The message carries the definition; a run created by this claim is under this
+                # job's (a later attempt after a changed job finds it in ``claimed`` already).
+                claimed.append({**created, "definition": job.snapshot})
         try:
             self._store.write([advance_op(state, occurrence, next_occurrence, tick.now)])
         except (ConditionFailed, TransientStoreError) as moved:

@@ -36,6 +36,7 @@ from jobsched.core.transitions import (
 )
 from jobsched.core.writes import RUNS, STATE, WriteOp
 from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage
 from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
@@ -111,7 +112,7 @@ class Worker:
         self._sleep_ms = sleep_ms
         self._waiter = waiter or EventWaiter()
         self._rng = rng or random.Random()
-        self._dispatcher = Dispatcher(queue, telemetry, clock)
+        self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
         # Records of one batch run on concurrent threads: next() on a count is atomic in CPython,
         # so every takeover gets its own owner tag (it tells a worker's own write from a racer's).
         self._takeovers = itertools.count(1)
