@@ -35,6 +35,7 @@ from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition, OverlapPolicy
+from jobsched.core.limits import item_size
 from jobsched.core.run import RunKind, run_id_for
 from jobsched.core.state import registered_state, state_schedule
 from jobsched.core.transitions import advance_op, create_run_op, new_run_item
@@ -46,10 +47,13 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started, Worker
 from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
 
-from jobsched_tools.bench import units
+from jobsched_tools.bench import units, write_units
 from jobsched_tools.emulator.local_moto import MotoProcess, start_moto_process
 from jobsched_tools.emulator.provision import Resources, provision
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
+
+# The policy a job gets when it names none: the cost a user meets by default.
+DEFAULT_OVERLAP = JobDefinition.model_fields["overlap"].default.value
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -400,8 +404,10 @@ def measure_counts(moto: Servers, n: int, overlap: str, cfg: SchedulerConfig) ->
     sqs = sum(v for k, v in calls.items() if k.startswith("sqs:"))
     job = stack.admin_store.get(STATE, {"job_id": "c00000"}) or {}
     run = next((r for r in runs if r["job_id"] == "c00000"), {})
-    job_size, run_size = units.item_size(job), units.item_size(run)
-    run_units = units.run_write_units(job_size, run_size, uses_slot=overlap != "allow")
+    job_size, run_size = item_size(job), item_size(run)
+    # Write units are metered on the in-memory store with DynamoDB's capacity rules and the
+    # template's indexes (fakes/metering.py), the services running the same runs on a manual clock.
+    metered = write_units.measure(overlap, payload_bytes=0, runs=20, heartbeats=1)
     # The trigger's queries: each page returns the due job items of one shard.
     query_bytes = n * job_size
     read_units = (query_calls * units.query_read_units(query_bytes // max(1, query_calls))) / max(1, n)
@@ -418,8 +424,11 @@ def measure_counts(moto: Servers, n: int, overlap: str, cfg: SchedulerConfig) ->
         "trigger_queries_per_tick": query_calls,
         "job_item_bytes": job_size,
         "run_item_bytes": run_size,
-        "est_write_units_per_run": run_units.total,
-        "est_write_units_by_step": asdict(run_units),
+        "est_write_units_per_run": metered.write_units_per_run,
+        "est_write_units_per_heartbeat": metered.write_units_per_heartbeat,
+        "est_write_units_by_step": write_units.by_phase(metered),
+        "est_write_units_by_operation": metered.by_step,
+        "registrar_records_per_run": metered.registrar_records_per_run,
         "est_read_units_per_run": round(read_units, 4),
         # One trigger invocation for the batch, one worker invocation per ESM batch of 10.
         "lambda_requests_per_run": 1 / per_run + 1 / ESM_BATCH,
@@ -639,16 +648,18 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         moto.stop()
 
     main = counts["allow"]
+    default = counts[DEFAULT_OVERLAP]  # what a job gets when it names no policy
     cost = units.usd_per_million_runs(
         units.CostInputs(
-            write_units=main["est_write_units_per_run"],
-            read_units=main["est_read_units_per_run"],
-            sqs_requests=main["sqs_requests_per_run"],
-            lambda_requests=main["lambda_requests_per_run"],
+            write_units=default["est_write_units_per_run"],
+            read_units=default["est_read_units_per_run"],
+            sqs_requests=default["sqs_requests_per_run"],
+            lambda_requests=default["lambda_requests_per_run"],
         ),
         prices,
     )
-    writes_per_dispatch = 1  # the claim: one TransactWriteItems
+    with_payload = write_units.measure("allow", payload_bytes=4096, runs=20, heartbeats=0)
+    writes_per_dispatch = 2  # the claim: PutItem(run), then UpdateItem(state)
     lags = [float(v) for v in live["lag_ms"]]
     recoveries = [float(v) for v in live["recovery_s"]]
     return {
@@ -664,9 +675,14 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         "ddb_read_requests_per_run": round(main["ddb_read_requests_per_run"], 4),
         "sqs_requests_per_run": round(main["sqs_requests_per_run"], 4),
         "est_write_units_per_run": main["est_write_units_per_run"],
+        "est_write_units_per_run_skip": counts["skip"]["est_write_units_per_run"],
+        "est_write_units_per_heartbeat": main["est_write_units_per_heartbeat"],
+        "est_write_units_per_run_4k_payload": with_payload.write_units_per_run,
+        "registrar_records_per_run": default["registrar_records_per_run"],
         "est_read_units_per_run": main["est_read_units_per_run"],
         "lambda_requests_per_run": round(main["lambda_requests_per_run"], 4),
-        "usd_per_million_runs": cost["total"],
+        "usd_per_million_runs": cost["total"],  # at the default overlap policy
+        "usd_per_million_runs_policy": DEFAULT_OVERLAP,
         "usd_per_million_runs_by_service": cost,
         "baseline_usd_per_million_runs": float(prices["baseline"]["usd_per_million_runs"]),
         "lag_ms_p50": percentile(lags, 50),

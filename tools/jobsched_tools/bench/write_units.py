@@ -74,7 +74,6 @@ def measure(overlap: str = "skip", payload_bytes: int = 0, runs: int = 20, heart
             )
         )
     store.reset_meters()
-    jobs_writes_before = store.request_counts.copy()
     clock.set(T0 + HOUR - 5_000)
     Trigger(store, queue, telemetry, clock, cfg, parallel_queries=False).tick("units")
     clock.set(T0 + HOUR)
@@ -98,7 +97,6 @@ def measure(overlap: str = "skip", payload_bytes: int = 0, runs: int = 20, heart
     by_step = {label: units / runs for label, units in sorted(store.by_label.items())}
     total = store.total_write_units() - beat_units
     job_item_writes = store.write_units.get("jobs", 0)
-    del jobs_writes_before
     return RunUnits(
         overlap,
         payload_bytes,
@@ -109,3 +107,23 @@ def measure(overlap: str = "skip", payload_bytes: int = 0, runs: int = 20, heart
         job_item_writes / runs,
         by_step,
     )
+
+
+# Which phase of a run each labelled write belongs to (the labels core/transitions.py gives).
+PHASES = {
+    "create run": "claim",
+    "advance job": "claim",
+    "start run": "start",
+    "take overlap slot": "start",
+    "commit succeeded": "commit",
+    "release overlap slot": "commit",
+}
+
+
+def by_phase(units: RunUnits) -> dict[str, float]:
+    """A run's write units by phase (claim, start, commit; heartbeats apart)."""
+    phases = {"claim": 0.0, "start": 0.0, "commit": 0.0}
+    for label, value in units.by_step.items():
+        if label in PHASES:
+            phases[PHASES[label]] += value
+    return phases
