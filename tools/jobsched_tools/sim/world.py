@@ -194,8 +194,17 @@ class World:
         self.ops = Operations(self.store, self.queue, self.telemetry, self.clock, self.sched_cfg)
         # The registrar function, fed by the jobs table's stream (simulated below): it knows the
         # deployment's handlers, so an item naming another target is invalid.
+        # It claims a changed job's first occurrences a tick would reach late (issue 16), racing
+        # the ticks through the same conditions.
+        early = Trigger(self.store, self.queue, self.telemetry, self.clock, self.sched_cfg, False, **serial)
         self.registrar = Registrar(
-            self.store, self.telemetry, self.clock, self.sched_cfg, self.queue, known_targets={"sim.effect"}
+            self.store,
+            self.telemetry,
+            self.clock,
+            self.sched_cfg,
+            self.queue,
+            known_targets={"sim.effect"},
+            claim_now=lambda job_id: early.claim_now(job_id, "registrar"),
         )
         self.stream: list[tuple[int, str]] = []  # (deliverable at, job id), in write order
         self.stream_failures = 0  # of the record at the head

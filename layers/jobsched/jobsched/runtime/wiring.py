@@ -60,8 +60,15 @@ class App:
 
     def registrar(self) -> Registrar:
         register_builtins(registry, self.settings)
+        trigger = self.trigger()
         return Registrar(
-            self.store, self.telemetry, SystemClock(), self.cfg, self.queue, known_targets=registry.names()
+            self.store,
+            self.telemetry,
+            SystemClock(),
+            self.cfg,
+            self.queue,
+            known_targets=registry.names(),
+            claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
         )
 
     def operations(self) -> Operations:

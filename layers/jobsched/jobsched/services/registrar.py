@@ -55,6 +55,7 @@ class Registrar:
         queue: WorkQueue | None = None,
         known_targets: Collection[str] | None = None,
         report: bool = True,
+        claim_now: Callable[[str], object] | None = None,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
@@ -72,6 +73,9 @@ class Registrar:
         # unseen; they leave the report on the job item to the registrar function (least
         # privilege: they may only read job items).
         self._report_enabled = report
+        # The registrar function claims what a tick would not reach in time (Trigger.claim_now);
+        # the inline registrars of the trigger and the detector leave that to their caller.
+        self._claim_now = claim_now
 
     def on_stream_record(
         self, event_name: str, job_id: str, new_image: dict[str, Any] | None
@@ -124,6 +128,16 @@ class Registrar:
         )
         if plan.outcome is Registration.INVALID:
             self._telemetry.metric("InvalidJobs", 1)
+        if changed and "next_run_at" in plan.set and self._claim_now is not None:
+            # A new, changed or resumed timing: its first occurrence may come due before the
+            # next tick. Claiming it is a tick's claim, so a failure here only leaves it to the
+            # tick (or the miss detector): it is logged, never raised into the stream record.
+            try:
+                self._claim_now(job_id)
+            except Exception as exc:  # the registration itself has landed
+                self._telemetry.event(
+                    "claim.early_failed", job_id, error=f"{type(exc).__name__}: {exc}"[:300]
+                )
         return plan.outcome
 
     def _parse(self, job: Item | None) -> tuple[JobDefinition | None, list[str] | None]:

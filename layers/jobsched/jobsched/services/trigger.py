@@ -155,6 +155,30 @@ class Trigger:
         self._telemetry.event("tick.finished", invocation_id, **result.summary())
         return result
 
+    def claim_now(self, job_id: str, invocation_id: str) -> TickResult:
+        """Claim one job's occurrences in the lookahead window now, as a tick would: the
+        registrar calls this right after it (re)schedules a job, so that an occurrence due before
+        the next tick is claimed and sent on time (issue 16; docs/design.md, "First
+        occurrences"). Racing a tick is safe: both claim through the same conditional writes."""
+        now = self._clock.now_ms()
+        result = TickResult()
+        state = self._read_state(job_id)
+        if state is None or int(state["next_run_at"]) > now + self._cfg.lookahead_seconds * 1000:
+            return result  # nothing a tick would claim now
+        tick = _Tick(
+            invocation_id,
+            now,
+            now + self._cfg.lookahead_seconds * 1000,
+            _ClaimBudget(self._cfg.max_claims_per_tick),
+            lambda: False,
+        )
+        with _Sender(self._dispatcher, result, parallel=False) as sender:
+            sender.collect(*self._claim_isolated(state, tick))
+        if result.claimed:
+            self._telemetry.metric("EarlyClaims", result.claimed)
+            self._telemetry.event("claim.early", job_id, **result.summary())
+        return result
+
     def _claim_all(self, due: Iterator[Item], tick: _Tick, result: TickResult, sender: _Sender) -> None:
         """Claim every due job, ``claim_concurrency`` at a time; each job's claims stay in order
         (its next occurrence depends on its last), different jobs are independent."""
