@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import boto3
 import pytest
+from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -46,9 +47,7 @@ class Stack:
             **self.env(),
             "PATH": f"{BIN}{os.pathsep}{self.env()['PATH']}",
             "AWS_ENDPOINT_URL": self.state["endpoint_url"],
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
+            **DUMMY_AWS_ENV,
         }
 
     def aws(self, *args: str) -> str:
