@@ -283,6 +283,7 @@ def test_racing_triggers_claim_each_occurrence_exactly_once(kind: str, moto_serv
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_racing_trigger_processes_claim_each_occurrence_exactly_once(moto_server: LocalMoto) -> None:
     with build("server", moto=moto_server) as env:
         seed_race(env)

@@ -172,6 +172,7 @@ def run_verbatim(stack: Stack, blocks: list[str], *extra: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_a_job_put_after_skipped_occurrences_is_registered_run_paused_edited_and_deleted(
     stack: Stack,
 ) -> None:
@@ -273,6 +274,7 @@ def test_a_job_put_after_skipped_occurrences_is_registered_run_paused_edited_and
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_docs_local_md_talking_to_it_runs_verbatim(stack: Stack) -> None:
     blocks = marked_blocks(ROOT / "docs" / "local.md")
     assert len(blocks) == 5
@@ -288,6 +290,7 @@ def test_docs_local_md_talking_to_it_runs_verbatim(stack: Stack) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_readme_put_item_on_the_local_stack_runs_verbatim(stack: Stack) -> None:
     blocks = marked_blocks(ROOT / "README.md")
     assert len(blocks) == 2
