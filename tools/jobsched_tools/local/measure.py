@@ -148,6 +148,7 @@ def _measure_job(
             report.violations.append(
                 f"duplicate: {job_id} occurrence {occurrence} committed {len(committed)}x"
             )
+    report.occurrences_due += len(due)
     report.lost_occurrences += lost
     report.runs_total += len(runs)
     report.runs_succeeded += statuses["succeeded"]
