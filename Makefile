@@ -9,7 +9,7 @@ export AWS_ACCESS_KEY_ID ?= testing
 export AWS_SECRET_ACCESS_KEY ?= testing
 export POWERTOOLS_TRACE_DISABLED ?= true
 
-.PHONY: install demo test lint typecheck unit template-check sam-build chaos soak bench scale-model local clean
+.PHONY: install demo test lint typecheck unit fast template-check sam-build chaos soak bench scale-model local clean
 
 install: $(STAMP)
 
@@ -64,6 +64,11 @@ sam-build: install
 
 unit: install
 	$(BIN)/pytest -n 2 --dist loadfile
+
+# The pure core and the store and queue contracts (memory and moto), without the tests marked slow
+# (local stack, multi-process, chaos): the quick check while editing. make test runs everything.
+fast: install
+	$(BIN)/pytest -n 2 --dist loadfile -m "not slow" tests/unit tests/contract
 
 chaos: install
 	$(BIN)/jobsched chaos --seed 1 --jobs 150 --hours 12

@@ -59,7 +59,7 @@ def register_demo_jobs(state_file: Path, minutes: float) -> list[str]:
     return [job.job_id for job in jobs]
 
 
-def count_runs(state_file: Path, job_ids: list[str]) -> dict[str, int]:
+def count_runs(state_file: Path) -> dict[str, int]:
     from jobsched.adapters.aws import make_client
     from jobsched_tools.local.stack import read_state
 
@@ -100,7 +100,7 @@ def main() -> int:
         while not state_file.exists() and time.monotonic() < until:
             time.sleep(0.5)
         time.sleep(8)  # the processes' cold starts
-        job_ids = register_demo_jobs(state_file, args.minutes)
+        register_demo_jobs(state_file, args.minutes)
         samples: list[dict[str, Any]] = []
         began = time.monotonic()
         while True:
@@ -118,7 +118,7 @@ def main() -> int:
             if elapsed >= args.minutes * 60:
                 break
             time.sleep(args.every)
-        runs = count_runs(state_file, job_ids)
+        runs = count_runs(state_file)
         t0 = time.monotonic()
         process.send_signal(signal.SIGTERM)
         try:

@@ -25,11 +25,9 @@ def main() -> int:
     parser.add_argument("--triggers", type=int, default=2)
     parser.add_argument("--kill-every", type=float, nargs=2, default=(1.5, 4.0), metavar=("MIN", "MAX"))
     args = parser.parse_args()
-    for key, value in (
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ):
+    from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
+
+    for key, value in DUMMY_AWS_ENV.items():
         os.environ.setdefault(key, value)
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 

@@ -4,14 +4,13 @@ test can reach a real AWS account and boto3 never looks for a profile."""
 from __future__ import annotations
 
 import pytest
+from jobsched_tools.emulator.credentials import DUMMY_ACCESS_KEY_ID, DUMMY_AWS_ENV, LOCAL_REGION
 
 AWS_TEST_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SECURITY_TOKEN": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
+    **DUMMY_AWS_ENV,
+    "AWS_SECURITY_TOKEN": DUMMY_ACCESS_KEY_ID,
+    "AWS_SESSION_TOKEN": DUMMY_ACCESS_KEY_ID,
+    "AWS_REGION": LOCAL_REGION,
 }
 
 

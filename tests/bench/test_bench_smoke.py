@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from jobsched_tools.bench import units
@@ -88,3 +89,12 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
 def test_cost_formula() -> None:
     cost = units.usd_per_million_runs(units.CostInputs(2, 0, 0, 0), units.DEFAULT_PRICES)
     assert cost["total"] == pytest.approx(1.25)
+
+
+def test_the_price_source_is_recorded_relative_to_the_project(tmp_path: Path) -> None:
+    """docs/bench-latest.json is committed: no absolute path of the machine that ran the bench."""
+    _, source = units.load_prices(units.find_prices(Path(__file__).resolve().parent))
+    assert source == "config/prices.toml"
+    elsewhere = tmp_path / "prices.toml"
+    elsewhere.write_text("")
+    assert not Path(units.project_relative(elsewhere)).is_absolute()

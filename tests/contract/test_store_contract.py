@@ -214,7 +214,12 @@ def test_update_condition(store: Store, name: str, cond: Cond, holds: bool) -> N
 
 
 @pytest.mark.parametrize(("name", "cond", "holds"), CONDITIONS, ids=[c[0] for c in CONDITIONS])
-def test_write_condition_matches_cond_holds(store: Store, name: str, cond: Cond, holds: bool) -> None:
+def test_write_condition_matches_cond_holds(
+    store: Store,
+    name: str,  # noqa: ARG001 - the case's id column
+    cond: Cond,
+    holds: bool,
+) -> None:
     """The store and the pure evaluator (``Cond.holds``) agree, through ``write`` too."""
     seed(store)
     assert cond.holds(JOB) is holds

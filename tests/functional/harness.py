@@ -283,18 +283,15 @@ def tick_in_process(
     claimed."""
     import os
 
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        os.environ[key] = value
+    from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
+
+    os.environ.update(DUMMY_AWS_ENV)
     dynamodb, _ = server_clients(endpoint_url)
     store = DynamoStore(dynamodb, jobs_table, state_table, runs_table)
     telemetry = MemoryTelemetry()
 
     class NullQueue:
-        def send(self, messages: Sequence[OutgoingMessage]) -> SendResult:
+        def send(self, _messages: Sequence[OutgoingMessage]) -> SendResult:
             return SendResult()
 
     trigger = Trigger(

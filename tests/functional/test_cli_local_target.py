@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 from jobsched_tools.cli.main import main
+from jobsched_tools.emulator.credentials import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, LOCAL_REGION
 from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
 from jobsched_tools.emulator.provision import Resources, provision
 
@@ -46,7 +47,9 @@ def local_stack_state(bare_env: Path) -> Iterator[tuple[LocalMoto, Resources]]:
     """A moto server with the stack's tables and the state file `jobsched local` writes."""
     with start_moto_server() as moto:
         session = boto3.session.Session(
-            aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+            aws_access_key_id=DUMMY_ACCESS_KEY_ID,
+            aws_secret_access_key=DUMMY_SECRET_ACCESS_KEY,
+            region_name=LOCAL_REGION,
         )
         dynamodb = session.client("dynamodb", endpoint_url=moto.endpoint_url)
         sqs = session.client("sqs", endpoint_url=moto.endpoint_url)
@@ -60,9 +63,9 @@ def state(endpoint: str, resources: Resources) -> dict[str, Any]:
     # The keys LocalStack.state() writes.
     return {
         "endpoint_url": endpoint,
-        "region": "us-east-1",
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
+        "region": LOCAL_REGION,
+        "aws_access_key_id": DUMMY_ACCESS_KEY_ID,
+        "aws_secret_access_key": DUMMY_SECRET_ACCESS_KEY,
         "jobs_table": resources.jobs_table,
         "state_table": resources.state_table,
         "runs_table": resources.runs_table,
@@ -86,8 +89,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
     return code, out, err
 
 
+@pytest.mark.usefixtures("local_stack_state")
 def test_register_list_show_runs_with_only_the_state_file(
-    local_stack_state: tuple[LocalMoto, Resources], bare_env: Path, capsys: pytest.CaptureFixture[str]
+    bare_env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (bare_env / "job.json").write_text(json.dumps(JOB))
 
@@ -125,13 +129,15 @@ def test_a_state_file_without_a_running_stack_says_to_start_it(
         assert "Traceback" not in err
 
 
-def test_no_state_file_says_to_start_the_stack(bare_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.usefixtures("bare_env")
+def test_no_state_file_says_to_start_the_stack(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "list", "--local")
     assert code == 2 and "start the local stack with `jobsched local`" in err
 
 
+@pytest.mark.usefixtures("bare_env")
 def test_a_deployment_without_region_or_credentials_is_a_readable_error(
-    bare_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = [
         "--jobs-table",

@@ -31,7 +31,7 @@ PROCESSES = 3
 THREAD_ITEMS = int(os.environ.get("JOBSCHED_RACE_ITEMS", "50"))
 PROCESS_ITEMS = THREAD_ITEMS * 3 // 2
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

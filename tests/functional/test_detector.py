@@ -10,27 +10,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from harness import KINDS, MINUTE, T0, Env, build, default_cfg, job, seed_active
+from harness import MINUTE, T0, Env, build, default_cfg, job, seed_active
 from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
 from jobsched.core.run import RunKind, run_id_for
 from jobsched.core.transitions import new_run_item
 from jobsched.core.writes import RUNS, Put
 from jobsched.services.detector import MissDetector
-from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
+from jobsched_tools.emulator.local_moto import LocalMoto
 
 HOUR = 60 * MINUTE
-
-
-@pytest.fixture(params=KINDS)
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    with build(request.param) as built:
-        yield built
-
-
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[LocalMoto]:
-    with start_moto_server() as server:
-        yield server
 
 
 def seed_dead_runs(env: Env, count: int) -> list[str]:

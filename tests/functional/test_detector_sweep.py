@@ -152,7 +152,7 @@ def test_leases_lapsing_in_quick_succession_wake_the_detector_at_most_every_min_
 
 def test_sweep_zero_is_one_run_per_invocation(env: Env) -> None:
     crash_a_worker(env)
-    result = env.detector().sweep("inv", env.clock.now_ms() + INVOCATION_MS, 0, lambda ms: None)
+    result = env.detector().sweep("inv", env.clock.now_ms() + INVOCATION_MS, 0, lambda _ms: None)
     assert result.sweeps == 1 and result.leases_recovered == 0
 
 

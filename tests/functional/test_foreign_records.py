@@ -15,9 +15,7 @@ from typing import Any
 import pytest
 from jobsched.core.clock import ManualClock
 from jobsched_tools.emulator.provision import Resources
-from test_lambda_handlers import FakeContext, aws, event, load_app
-
-__all__ = ["aws"]  # the fixture, imported for this module's tests
+from lambda_apps import FakeContext, event, load_app
 
 SAM = Path(sys.executable).with_name("sam")
 
@@ -65,8 +63,8 @@ def metric_total(output: str, name: str) -> float:
 
 
 @pytest.mark.parametrize("sample", ["sqs", "sqs_test"])
+@pytest.mark.usefixtures("aws")
 def test_a_worker_batch_of_only_foreign_messages_succeeds_with_each_reported(
-    aws: tuple[Resources, Any, Any, ManualClock],
     aws_samples: dict[str, dict[str, Any]],
     capfd: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
@@ -87,8 +85,8 @@ def test_a_worker_batch_of_only_foreign_messages_succeeds_with_each_reported(
     assert metric_total(out, "PoisonRecords") == len(ids)
 
 
+@pytest.mark.usefixtures("aws")
 def test_a_mixed_worker_batch_processes_the_run_messages_and_reports_the_foreign_ones(
-    aws: tuple[Resources, Any, Any, ManualClock],
     aws_samples: dict[str, dict[str, Any]],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -104,8 +102,8 @@ def test_a_mixed_worker_batch_processes_the_run_messages_and_reports_the_foreign
     assert sorted(line["message_id"] for line in logged) == sorted(expected)
 
 
+@pytest.mark.usefixtures("aws")
 def test_a_registrar_batch_of_only_foreign_stream_records_succeeds_with_each_reported(
-    aws: tuple[Resources, Any, Any, ManualClock],
     aws_samples: dict[str, dict[str, Any]],
     capfd: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,

@@ -5,82 +5,14 @@ batch reports only its malformed record as a batch item failure."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
-from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-import boto3
 import pytest
 from jobsched.core.clock import ManualClock
 from jobsched.core.run import run_id_for
-from jobsched_tools.emulator.provision import Resources, provision
-from moto import mock_aws
-
-ROOT = Path(__file__).resolve().parents[2]
-EVENTS = ROOT / "events"
-NOW = 1_796_209_900_000  # 2026-12-02T11:11:40Z: after the sample events' occurrences
-
-
-class FakeContext:
-    function_name = "jobsched-test"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-test"
-    log_group_name = "/aws/lambda/jobsched-test"
-    log_stream_name = "2026/12/02/[$LATEST]0123456789abcdef"
-
-    def __init__(self, request_id: str) -> None:
-        self.aws_request_id = request_id
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Resources, Any, Any, ManualClock]]:
-    from jobsched.runtime import lambda_context, wiring
-
-    clock = ManualClock(NOW)
-    monkeypatch.setattr(wiring, "SystemClock", lambda: clock)
-    monkeypatch.setattr(lambda_context, "SystemClock", lambda: clock)
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    # One detector sweep per invocation: the manual clock does not move with real sleeps.
-    monkeypatch.setenv("DETECTOR_SWEEP_SECONDS", "0")
-    # In-process moto is not thread-safe: records one at a time here (the concurrent worker is
-    # tested against the serialised moto server in test_worker_batch.py).
-    monkeypatch.setenv("WORKER_RECORD_CONCURRENCY", "1")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Jobsched")
-    monkeypatch.syspath_prepend(str(ROOT / "layers" / "handlers"))
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        resources = provision(dynamodb, sqs, prefix="lam")
-        monkeypatch.setenv("JOBS_TABLE", resources.jobs_table)
-        monkeypatch.setenv("STATE_TABLE", resources.state_table)
-        monkeypatch.setenv("RUNS_TABLE", resources.runs_table)
-        monkeypatch.setenv("WORK_QUEUE_URL", resources.work_queue_url)
-        wiring.reset_app()
-        yield resources, dynamodb, sqs, clock
-        wiring.reset_app()
-
-
-def load_app(name: str) -> ModuleType:
-    path = ROOT / "functions" / name / "app.py"
-    spec = importlib.util.spec_from_file_location(f"jobsched_test_app_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def event(name: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((EVENTS / name).read_text())
-    return loaded
+from jobsched_tools.emulator.provision import Resources
+from lambda_apps import NOW, FakeContext, event, load_app
 
 
 def test_full_cycle_from_a_raw_job_item_to_a_succeeded_run(
@@ -147,9 +79,8 @@ def test_full_cycle_from_a_raw_job_item_to_a_succeeded_run(
     assert detected["leases_recovered"] == 0 and detected["missed_recorded"] == 0
 
 
-def test_sample_worker_batch_fails_only_the_malformed_record(
-    aws: tuple[Resources, Any, Any, ManualClock],
-) -> None:
+@pytest.mark.usefixtures("aws")
+def test_sample_worker_batch_fails_only_the_malformed_record() -> None:
     batch = event("worker_sqs_batch.json")
     result = load_app("worker").lambda_handler(batch, FakeContext("work-sample"))
     malformed = [r["messageId"] for r in batch["Records"] if r["body"] == "not json"]

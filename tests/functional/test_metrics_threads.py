@@ -44,8 +44,9 @@ def emitted_values(output: str, name: str) -> list[float]:
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
+@pytest.mark.usefixtures("fast_switching")
 def test_concurrent_metrics_are_emitted_exactly_once_each(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fast_switching: None
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     metrics = Metrics(namespace="JobschedTest", service="threads")

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from harness import KINDS, MINUTE, T0, Counter, Env, build, job
+from harness import MINUTE, T0, Counter, Env, job
 from jobsched.core.clock import ms_to_dt
 from jobsched.core.run import manual_run_id, run_id_for
 from jobsched.core.state import Registration
 from jobsched.services.operations import JobNotFound
 
 HOUR = 60 * MINUTE
-
-
-@pytest.fixture(params=KINDS)
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    with build(request.param) as built:
-        yield built
 
 
 def test_register_list_show_and_replace(env: Env) -> None:

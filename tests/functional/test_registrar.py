@@ -3,11 +3,9 @@ replayed and reordered stream records are harmless; malformed items never make i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from harness import KINDS, MINUTE, T0, Env, build, job, register_raw
+from harness import MINUTE, T0, Env, job, register_raw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobsched.core.clock import ManualClock
@@ -18,12 +16,6 @@ from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
 HOUR = 60 * MINUTE
-
-
-@pytest.fixture(params=KINDS)
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    with build(request.param) as built:
-        yield built
 
 
 def person_updates(env: Env, job_id: str, **fields: Any) -> None:

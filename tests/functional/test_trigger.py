@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from harness import (
-    KINDS,
     MINUTE,
     T0,
     Counter,
@@ -26,20 +25,8 @@ from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched.ports import OutgoingMessage, SendResult, WorkQueue
 from jobsched.services.trigger import Trigger
-from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
+from jobsched_tools.emulator.local_moto import LocalMoto
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-
-
-@pytest.fixture(params=KINDS)
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    with build(request.param) as built:
-        yield built
-
-
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[LocalMoto]:
-    with start_moto_server() as server:
-        yield server
 
 
 def all_runs(env: Env) -> list[dict[str, Any]]:
@@ -131,7 +118,7 @@ def test_deadline_stops_early_and_leaves_the_rest_due(env: Env) -> None:
 
 
 class BrokenQueue:
-    def send(self, messages: Sequence[OutgoingMessage]) -> SendResult:
+    def send(self, _messages: Sequence[OutgoingMessage]) -> SendResult:
         raise QueueError("the trigger died before sending")
 
 
@@ -296,6 +283,7 @@ def test_racing_triggers_claim_each_occurrence_exactly_once(kind: str, moto_serv
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_racing_trigger_processes_claim_each_occurrence_exactly_once(moto_server: LocalMoto) -> None:
     with build("server", moto=moto_server) as env:
         seed_race(env)

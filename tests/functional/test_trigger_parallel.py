@@ -12,15 +12,9 @@ from harness import MINUTE, T0, Env, build, job, seed_active
 from jobsched.core.writes import RUNS
 from jobsched.services.paging import scan_all
 from jobsched.services.trigger import Trigger
-from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
+from jobsched_tools.emulator.local_moto import LocalMoto
 
 SECOND = 1000
-
-
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[LocalMoto]:
-    with start_moto_server() as server:
-        yield server
 
 
 # In-process moto is not thread-safe; parallel claimers need the server, which (like DynamoDB)

@@ -4,11 +4,10 @@ retries; staged effects exactly once; overlap policies; leases bounded by the de
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import KINDS, MINUTE, T0, Env, build, job, seed_active
+from harness import MINUTE, T0, Env, build, job, seed_active
 from jobsched.core.clock import ManualWaiter
 from jobsched.core.job import OverlapPolicy, RetryPolicy
 from jobsched.core.run import RunMessage, run_id_for
@@ -16,21 +15,9 @@ from jobsched.core.writes import not_exists
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import HandlerResult, Outcome, Started
 from jobsched.targets.registry import RunContext
-from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
+from jobsched_tools.emulator.local_moto import LocalMoto
 
 DEADLINE = 900_000
-
-
-@pytest.fixture(params=KINDS)
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    with build(request.param) as built:
-        yield built
-
-
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[LocalMoto]:
-    with start_moto_server() as server:
-        yield server
 
 
 class Ledger:
@@ -222,7 +209,7 @@ def test_retry_until_terminal_failure(env: Env) -> None:
 
 
 def test_job_timeout_fails_the_attempt_and_retries(env: Env) -> None:
-    def slow(ctx: RunContext) -> None:
+    def slow(_ctx: RunContext) -> None:
         env.clock.advance(11_000)  # longer than the job's 10 s timeout
 
     env.registry.add("slow", slow)
@@ -366,7 +353,7 @@ def blocking_handler(env: Env) -> threading.Event:
     """A handler that runs until the test releases it."""
     release = threading.Event()
 
-    def handler(ctx: Any) -> dict[str, Any]:
+    def handler(_ctx: Any) -> dict[str, Any]:
         release.wait(timeout=30)
         return {"ok": True}
 

@@ -15,13 +15,13 @@ from jobsched.core.job import JobDefinition
 from jobsched.runtime import wiring
 from jobsched_tools.emulator.local_moto import start_moto_server
 from jobsched_tools.emulator.provision import Resources, provision
-from test_lambda_handlers import ROOT, FakeContext, load_app
+from lambda_apps import ROOT, FakeContext, load_app
 
 fast_done = threading.Event()
 seen: dict[str, bool] = {}
 
 
-def slow(ctx: Any) -> dict[str, Any]:
+def slow(_ctx: Any) -> dict[str, Any]:
     # Finishes only once the fast record of the same batch has run: a worker that processed the
     # batch one record after another would time out here and record a failure.
     seen["fast_ran_first"] = fast_done.wait(timeout=20)
@@ -30,7 +30,7 @@ def slow(ctx: Any) -> dict[str, Any]:
     return {}
 
 
-def fast(ctx: Any) -> dict[str, Any]:
+def fast(_ctx: Any) -> dict[str, Any]:
     fast_done.set()
     return {}
 

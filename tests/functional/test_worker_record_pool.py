@@ -13,13 +13,9 @@ import threading
 from typing import Any
 
 import pytest
-from jobsched.core.clock import ManualClock
 from jobsched.runtime import wiring
 from jobsched.services.worker import Outcome
-from jobsched_tools.emulator.provision import Resources
-from test_lambda_handlers import FakeContext, aws, load_app
-
-__all__ = ["aws"]
+from lambda_apps import FakeContext, load_app
 
 DEFAULT_POOL = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default executor
 N = DEFAULT_POOL + 4
@@ -31,7 +27,7 @@ class BarrierWorker:
         self.threads: set[str] = set()
         self.lock = threading.Lock()
 
-    def process(self, message: Any, deadline_ms: int) -> Outcome:
+    def process(self, _message: Any, _deadline_ms: int) -> Outcome:
         with self.lock:
             self.threads.add(threading.current_thread().name)
         self.barrier.wait()  # BrokenBarrierError (a failed record) unless all N run at once
@@ -52,13 +48,12 @@ def run_message(index: int) -> str:
     )
 
 
-def test_n_records_of_a_batch_run_at_once_on_n_threads(
-    aws: tuple[Resources, Any, Any, ManualClock], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("aws")
+def test_n_records_of_a_batch_run_at_once_on_n_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKER_RECORD_CONCURRENCY", str(N))
     wiring.reset_app()
     fake = BarrierWorker(N)
-    monkeypatch.setattr(wiring.App, "worker", lambda self, worker_id: fake)
+    monkeypatch.setattr(wiring.App, "worker", lambda _self, _worker_id: fake)
     records = [
         {
             "messageId": f"m-{i}",

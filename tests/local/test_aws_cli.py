@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import boto3
 import pytest
+from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -46,9 +47,7 @@ class Stack:
             **self.env(),
             "PATH": f"{BIN}{os.pathsep}{self.env()['PATH']}",
             "AWS_ENDPOINT_URL": self.state["endpoint_url"],
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
+            **DUMMY_AWS_ENV,
         }
 
     def aws(self, *args: str) -> str:
@@ -173,6 +172,7 @@ def run_verbatim(stack: Stack, blocks: list[str], *extra: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_a_job_put_after_skipped_occurrences_is_registered_run_paused_edited_and_deleted(
     stack: Stack,
 ) -> None:
@@ -274,6 +274,7 @@ def test_a_job_put_after_skipped_occurrences_is_registered_run_paused_edited_and
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_docs_local_md_talking_to_it_runs_verbatim(stack: Stack) -> None:
     blocks = marked_blocks(ROOT / "docs" / "local.md")
     assert len(blocks) == 5
@@ -289,6 +290,7 @@ def test_docs_local_md_talking_to_it_runs_verbatim(stack: Stack) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_readme_put_item_on_the_local_stack_runs_verbatim(stack: Stack) -> None:
     blocks = marked_blocks(ROOT / "README.md")
     assert len(blocks) == 2

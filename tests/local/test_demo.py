@@ -14,6 +14,7 @@ JOBSCHED = Path(sys.executable).with_name("jobsched")
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # the demo alone may take its 240 s subprocess timeout
 def test_demo_recovers_a_killed_worker_without_duplicates_or_losses(tmp_path: Path) -> None:
     env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true"}
     env.pop("AWS_ENDPOINT_URL", None)
@@ -33,10 +34,8 @@ def test_demo_recovers_a_killed_worker_without_duplicates_or_losses(tmp_path: Pa
     assert figures["crashes_injected"] >= 1, figures
     assert figures["leases_recovered"] >= 1, figures
     assert figures["runs_succeeded"] > 0, figures
-    assert (
-        figures["occurrences_due"] >= figures["runs_succeeded"] - figures["retries"] > 0
-        or figures["runs_succeeded"] > 0
-    )
+    # Occurrences fell due, and each has a run (lost_occurrences says the same per occurrence).
+    assert 0 < figures["occurrences_due"] <= figures["runs_total"], figures
     assert figures["recovery_s_max"] is not None, figures
     assert figures["verdict"] == "PASS", figures
     assert lines[-2].startswith("demo: PASS - "), lines[-2]  # the verdict, just before the JSON

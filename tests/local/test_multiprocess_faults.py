@@ -8,6 +8,7 @@ from jobsched_tools.local.kills import invariant_report, run_faults
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_random_sigkills_of_triggers_and_workers_keep_exactly_once() -> None:
     report, plan = run_faults(35, seed=7, workers=3, triggers=2, every_s=(2.5, 5.0))
     lines = invariant_report(report)

@@ -368,7 +368,7 @@ def test_every_setting_is_a_template_parameter_with_the_source_s_default_and_bou
     assert template["Parameters"]["LookaheadSeconds"]["MaxValue"] == 900  # SQS delay limit
 
 
-def test_the_deploy_guide_states_each_source_default(template: dict[str, Any]) -> None:
+def test_the_deploy_guide_states_each_source_default() -> None:
     """docs/deploy.md's parameter table: one row per setting, with the source's default."""
     rows = {}
     for line in (ROOT / "docs" / "deploy.md").read_text().splitlines():
@@ -431,11 +431,8 @@ def test_samconfig_overrides_fit_the_template_and_the_settings(template: dict[st
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+def aws() -> Iterator[tuple[Any, Any]]:
+    # Dummy credentials and the region: the autouse fixture of tests/conftest.py.
     with mock_aws():
         yield boto3.client("dynamodb"), boto3.client("sqs")
 

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from jobsched_tools.emulator.credentials import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, LOCAL_REGION
+
 LOCAL_STATE_FILE = ".jobsched-local.json"
 
 
@@ -84,10 +86,10 @@ def local_target(path: Path | str = LOCAL_STATE_FILE) -> Target:
             str(data["work_queue_url"]),
             endpoint,
             int(data["shard_count"]) if data.get("shard_count") is not None else None,
-            str(data.get("region") or "us-east-1"),
+            str(data.get("region") or LOCAL_REGION),
             (
-                str(data.get("aws_access_key_id") or "testing"),
-                str(data.get("aws_secret_access_key") or "testing"),
+                str(data.get("aws_access_key_id") or DUMMY_ACCESS_KEY_ID),
+                str(data.get("aws_secret_access_key") or DUMMY_SECRET_ACCESS_KEY),
             ),
         )
     except (ValueError, KeyError, TypeError) as exc:

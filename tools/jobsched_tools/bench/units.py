@@ -50,7 +50,19 @@ def load_prices(path: Path | None = None) -> tuple[dict[str, dict[str, Any]], st
     with open(source, "rb") as handle:
         data = tomllib.load(handle)
     merged = {section: {**values, **data.get(section, {})} for section, values in DEFAULT_PRICES.items()}
-    return merged, str(source)
+    return merged, project_relative(source)
+
+
+def project_relative(path: Path) -> str:
+    """``path`` as committed output records it: relative to the project root (the nearest folder
+    above it with a pyproject.toml), else to the current folder, else its name alone; never the
+    absolute path of the machine it ran on."""
+    resolved = path.resolve()
+    roots = [folder for folder in resolved.parents if (folder / "pyproject.toml").is_file()][:1]
+    for root in (*roots, Path.cwd().resolve()):
+        if resolved.is_relative_to(root):
+            return resolved.relative_to(root).as_posix()
+    return resolved.name
 
 
 @dataclass(frozen=True)

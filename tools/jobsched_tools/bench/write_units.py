@@ -49,7 +49,7 @@ class _Quiet:
     warning = error = info
 
 
-def _logger(run_id: str) -> _Quiet:
+def _logger(_run_id: str) -> _Quiet:
     return _Quiet()
 
 
@@ -78,7 +78,7 @@ def measure(overlap: str = "skip", payload_bytes: int = 0, runs: int = 20, heart
     Trigger(store, queue, telemetry, clock, cfg, parallel_queries=False).tick("units")
     clock.set(T0 + HOUR)
     registry = HandlerRegistry()
-    registry.add("noop", lambda ctx: None)
+    registry.add("noop", lambda _ctx: None)
     worker = Worker(store, queue, telemetry, clock, cfg, registry, "units", logger_for=_logger)
     started: list[Started] = []
     for _, body in queue.receive(runs):

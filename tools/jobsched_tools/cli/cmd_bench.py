@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from jobsched_tools.bench.runner import TARGETS, BenchSettings, run_bench
+from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
 
 SUMMARY_KEYS = (
     "raw_conditional_writes_per_s",
@@ -83,11 +84,7 @@ def _json_safe(value: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    for name, value in (
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ):
+    for name, value in DUMMY_AWS_ENV.items():
         os.environ.setdefault(name, value)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     settings = settings_from(args)

@@ -76,7 +76,7 @@ def run_local(args: argparse.Namespace) -> int:
     extra = dict(item.split("=", 1) for item in args.set)
     t0 = now_ms()
 
-    def sink(name: str, event: dict[str, Any]) -> None:
+    def sink(_name: str, event: dict[str, Any]) -> None:
         if args.view:
             line = describe(event, t0)
             if line:
@@ -96,7 +96,7 @@ def run_local(args: argparse.Namespace) -> int:
     stack = LocalStack(options, sink=sink)
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
     signal.signal(signal.SIGINT, on_signal)

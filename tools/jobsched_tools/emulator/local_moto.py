@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     moto = start_moto_server(args.port, args.host, access_log=args.access_log, lean=args.fast_transactions)
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
     signal.signal(signal.SIGINT, on_signal)

@@ -95,7 +95,7 @@ class MemoryStore:
     def _key_of(self, table: str, item: Mapping[str, Any]) -> Item:
         return {name: item[name] for name in self._key_names(table)}
 
-    def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:
+    def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:  # noqa: ARG002 - always consistent
         with self._lock:
             self._count("GetItem")
             item = self._table(table).get(self._key_value(table, key))

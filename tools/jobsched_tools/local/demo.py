@@ -157,7 +157,7 @@ class CrashPlan:
         self.after_s = after_s
         self.candidates: list[tuple[float, str]] = []  # (kill at, run id)
 
-    def on_event(self, session: Session, name: str, event: Event) -> None:
+    def on_event(self, _session: Session, _name: str, event: Event) -> None:
         if event.get("event") == "run.started" and str(event.get("correlation_id", "")).startswith(
             SLEEP_JOB + "@"
         ):

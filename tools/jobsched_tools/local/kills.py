@@ -139,7 +139,7 @@ def run_faults(
     workers: int = 3,
     triggers: int = 2,
     every_s: tuple[float, float] = (3.0, 7.0),
-    say: Callable[[str], None] = lambda text: None,
+    say: Callable[[str], None] = lambda _text: None,
 ) -> tuple[Report, FaultPlan]:
     plan = FaultPlan(seed, every_s)
     options = SessionOptions(

@@ -116,49 +116,70 @@ def measure(
         since = max(window_from_ms, (registered_at or {}).get(definition.job_id, 0) + 1)
         due = due_occurrences(definition, since, window_to_ms)
         runs = job_runs(store, definition.job_id)
-        report.occurrences_due += len(due)
-        by_occurrence: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for run in runs:
-            runs_by_id[run["run_id"]] = run
-            by_occurrence[int(run["scheduled_at"])].append(run)
-        statuses = Counter(str(run["status"]) for run in runs)
-        lost = 0
-        for occurrence in due:
-            if not any(run["status"] in ACCOUNTED for run in by_occurrence.get(occurrence, [])):
-                lost += 1
-                report.violations.append(f"lost: {definition.job_id} occurrence {occurrence}")
-        for occurrence, group in by_occurrence.items():
-            committed = [run for run in group if run["status"] in COMMITTED]
-            if len(committed) > 1:
-                report.duplicate_runs += len(committed) - 1
-                report.violations.append(
-                    f"duplicate: {definition.job_id} occurrence {occurrence} committed {len(committed)}x"
-                )
-        report.lost_occurrences += lost
-        report.runs_total += len(runs)
-        report.runs_succeeded += statuses["succeeded"]
-        report.runs_failed += statuses["failed"]
-        report.runs_skipped += statuses["skipped"]
-        report.runs_missed += statuses["missed"]
-        report.per_job[definition.job_id] = {"due": len(due), "lost": lost, **dict(statuses)}
-        if definition.job_id in ledger_jobs:
-            report.ledger_runs_succeeded += statuses["succeeded"]
-        for run in runs:
-            if run["status"] in ("pending", "running", "buffered"):
-                report.runs_unfinished += 1
-                report.violations.append(f"unfinished: {run['run_id']} {run['status']}")
-            if "lease_expires_at" in run:
-                report.runs_leased += 1
-                report.violations.append(f"leased: {run['run_id']}")
-            report.leases_recovered += int(run.get("recoveries", 0))
-            report.retries += max(0, int(run.get("attempt", 1)) - 1)
-            first = run.get("first_started_at") or (
-                run.get("started_at") if int(run.get("attempt", 1)) == 1 else None
-            )
-            if first is not None and run.get("kind", "scheduled") == "scheduled":
-                lags.append(int(first) - int(run["scheduled_at"]))
+        runs_by_id.update((run["run_id"], run) for run in runs)
+        _measure_job(report, definition.job_id, due, runs, lags, ledger=definition.job_id in ledger_jobs)
+    _count_duplicate_commits(report, events)
+    if ledger_table is not None:
+        _check_ledger(report, ledger_rows(store, ledger_table), runs_by_id, ledger_jobs)
+    report.lag_ms_p50 = percentile(lags, 50)
+    report.lag_ms_p99 = percentile(lags, 99)
+    _measure_recoveries(report, crashes, runs_by_id)
+    return report
 
-    # More than one committed execution of a run (two workers both believing they finished it).
+
+def _measure_job(
+    report: Report, job_id: str, due: list[int], runs: list[dict[str, Any]], lags: list[int], *, ledger: bool
+) -> None:
+    """One job's occurrences against its runs: lost and duplicated occurrences, the status
+    counts, unfinished or still-leased runs, and the start lag of each scheduled run."""
+    by_occurrence: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for run in runs:
+        by_occurrence[int(run["scheduled_at"])].append(run)
+    statuses = Counter(str(run["status"]) for run in runs)
+    lost = 0
+    for occurrence in due:
+        if not any(run["status"] in ACCOUNTED for run in by_occurrence.get(occurrence, [])):
+            lost += 1
+            report.violations.append(f"lost: {job_id} occurrence {occurrence}")
+    for occurrence, group in by_occurrence.items():
+        committed = [run for run in group if run["status"] in COMMITTED]
+        if len(committed) > 1:
+            report.duplicate_runs += len(committed) - 1
+            report.violations.append(
+                f"duplicate: {job_id} occurrence {occurrence} committed {len(committed)}x"
+            )
+    report.occurrences_due += len(due)
+    report.lost_occurrences += lost
+    report.runs_total += len(runs)
+    report.runs_succeeded += statuses["succeeded"]
+    report.runs_failed += statuses["failed"]
+    report.runs_skipped += statuses["skipped"]
+    report.runs_missed += statuses["missed"]
+    report.per_job[job_id] = {"due": len(due), "lost": lost, **dict(statuses)}
+    if ledger:
+        report.ledger_runs_succeeded += statuses["succeeded"]
+    for run in runs:
+        _measure_run(report, run, lags)
+
+
+def _measure_run(report: Report, run: dict[str, Any], lags: list[int]) -> None:
+    if run["status"] in ("pending", "running", "buffered"):
+        report.runs_unfinished += 1
+        report.violations.append(f"unfinished: {run['run_id']} {run['status']}")
+    if "lease_expires_at" in run:
+        report.runs_leased += 1
+        report.violations.append(f"leased: {run['run_id']}")
+    report.leases_recovered += int(run.get("recoveries", 0))
+    report.retries += max(0, int(run.get("attempt", 1)) - 1)
+    first = run.get("first_started_at") or (
+        run.get("started_at") if int(run.get("attempt", 1)) == 1 else None
+    )
+    if first is not None and run.get("kind", "scheduled") == "scheduled":
+        lags.append(int(first) - int(run["scheduled_at"]))
+
+
+def _count_duplicate_commits(report: Report, events: list[dict[str, Any]]) -> None:
+    """More than one committed execution of a run (two workers both believing they finished it)."""
     commits = Counter(
         str(e.get("correlation_id"))
         for e in events
@@ -169,25 +190,31 @@ def measure(
             report.duplicate_runs += count - 1
             report.violations.append(f"duplicate: {run_id} committed by {count} executions")
 
-    if ledger_table is not None:
-        rows = ledger_rows(store, ledger_table)
-        report.ledger_rows = len(rows)
-        per_key = Counter(str(row["pk"]) for row in rows)
-        for key, count in per_key.items():
-            row_run = runs_by_id.get(key)
-            if count > 1:
-                report.duplicate_runs += count - 1
-                report.violations.append(f"duplicate: {count} ledger rows for {key}")
-            if row_run is None or row_run["status"] != "succeeded":
-                report.ledger_mismatches += 1
-                report.violations.append(f"ledger row without a succeeded run: {key}")
-        for run_id, run in runs_by_id.items():
-            if run["job_id"] in ledger_jobs and run["status"] == "succeeded" and run_id not in per_key:
-                report.ledger_mismatches += 1
-                report.violations.append(f"succeeded ledger run without its row: {run_id}")
 
-    report.lag_ms_p50 = percentile(lags, 50)
-    report.lag_ms_p99 = percentile(lags, 99)
+def _check_ledger(
+    report: Report,
+    rows: list[dict[str, Any]],
+    runs_by_id: dict[str, dict[str, Any]],
+    ledger_jobs: set[str],
+) -> None:
+    """Exactly one ledger row for each succeeded ledger run, and none for any other run."""
+    report.ledger_rows = len(rows)
+    per_key = Counter(str(row["pk"]) for row in rows)
+    for key, count in per_key.items():
+        row_run = runs_by_id.get(key)
+        if count > 1:
+            report.duplicate_runs += count - 1
+            report.violations.append(f"duplicate: {count} ledger rows for {key}")
+        if row_run is None or row_run["status"] != "succeeded":
+            report.ledger_mismatches += 1
+            report.violations.append(f"ledger row without a succeeded run: {key}")
+    for run_id, run in runs_by_id.items():
+        if run["job_id"] in ledger_jobs and run["status"] == "succeeded" and run_id not in per_key:
+            report.ledger_mismatches += 1
+            report.violations.append(f"succeeded ledger run without its row: {run_id}")
+
+
+def _measure_recoveries(report: Report, crashes: list[Crash], runs_by_id: dict[str, dict[str, Any]]) -> None:
     recoveries: list[float] = []
     for crash in crashes:
         crashed = runs_by_id.get(crash.run_id or "")
@@ -196,7 +223,6 @@ def measure(
             if crashed["status"] in COMMITTED:
                 report.crashes_recovered += 1
     report.recovery_s_max = round(max(recoveries), 3) if recoveries else None
-    return report
 
 
 def unsettled_jobs(store: DynamoStore, job_ids: list[str]) -> int:

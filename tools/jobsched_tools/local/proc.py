@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
 
     stopping = False
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
         nonlocal stopping
         stopping = True
         if args.role == "detector":

@@ -35,12 +35,13 @@ from jobsched.runtime.clock import SystemClock
 from jobsched.runtime.settings import Settings
 from jobsched.services.operations import Operations
 
+from jobsched_tools.emulator.credentials import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, LOCAL_REGION
 from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
 from jobsched_tools.emulator.provision import Resources, load_template, provision
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
 STATE_FILE = ".jobsched-local.json"
-REGION = "us-east-1"
+REGION = LOCAL_REGION
 
 # Settings that make a local stack recover in seconds rather than minutes.
 LOCAL_SETTINGS = {
@@ -118,8 +119,8 @@ class LocalStack:
         # after 15 minutes at the demo's load).
         self.moto = start_moto_server(self.options.port, lean=True)
         base = {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
             "AWS_DEFAULT_REGION": REGION,
             "AWS_REGION": REGION,
             "AWS_ENDPOINT_URL": self.moto.endpoint_url,
@@ -305,8 +306,8 @@ class LocalStack:
         return {
             "endpoint_url": self.moto.endpoint_url,
             "region": REGION,
-            "aws_access_key_id": "testing",
-            "aws_secret_access_key": "testing",
+            "aws_access_key_id": DUMMY_ACCESS_KEY_ID,
+            "aws_secret_access_key": DUMMY_SECRET_ACCESS_KEY,
             "jobs_table": self.resources.jobs_table,
             "state_table": self.resources.state_table,
             "runs_table": self.resources.runs_table,
@@ -352,8 +353,8 @@ def state_env(state: dict[str, Any]) -> dict[str, str]:
     return {
         "AWS_ENDPOINT_URL": state["endpoint_url"],
         "AWS_DEFAULT_REGION": state["region"],
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
         "JOBS_TABLE": state["jobs_table"],
         "STATE_TABLE": state["state_table"],
         "RUNS_TABLE": state["runs_table"],

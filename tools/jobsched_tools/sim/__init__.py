@@ -8,4 +8,5 @@ from jobsched_tools.sim.report import ChaosReport
 from jobsched_tools.sim.scenario import ChaosConfig, FaultRates
 from jobsched_tools.sim.world import run_chaos
 
+# The names the CLI, the scripts and the tests import from the package.
 __all__ = ["ChaosConfig", "ChaosReport", "FaultRates", "run_chaos"]

@@ -298,7 +298,7 @@ class LeaseIndexedMemoryStore(MemoryStore):
         super().__init__(extra_keys)
         self._leased: dict[str, None] = {}
 
-    def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:
+    def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:  # noqa: ARG002 - always consistent
         with self._lock:
             self._count("GetItem")
             item = self._table(table).get(self._key_value(table, key))
@@ -416,13 +416,13 @@ class SimQueue(MemoryWorkQueue):
         self.fail_message = self._fail_message
         self.fail_request = self._fail_request
 
-    def _fail_message(self, message: OutgoingMessage) -> bool:
+    def _fail_message(self, _message: OutgoingMessage) -> bool:
         if self.enabled and self.rng.random() < self.rates.sqs_send_failure:
             self.counts["sqs_send_failure"] += 1
             return True
         return False
 
-    def _fail_request(self, messages: Sequence[OutgoingMessage]) -> bool:
+    def _fail_request(self, _messages: Sequence[OutgoingMessage]) -> bool:
         if self.enabled and self.rng.random() < self.rates.sqs_request_failure:
             self.counts["sqs_request_failure"] += 1
             return True

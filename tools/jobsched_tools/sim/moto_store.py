@@ -8,13 +8,8 @@ from contextlib import contextmanager
 
 from jobsched.adapters.dynamodb_store import DynamoStore
 
+from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
 from jobsched_tools.sim.faults import EFFECTS
-
-DUMMY_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
 
 
 @contextmanager
@@ -24,7 +19,7 @@ def moto_store() -> Iterator[DynamoStore]:
 
     from jobsched_tools.emulator.provision import provision
 
-    for name, value in DUMMY_ENV.items():
+    for name, value in DUMMY_AWS_ENV.items():
         os.environ.setdefault(name, value)
     with mock_aws():
         region = os.environ["AWS_DEFAULT_REGION"]

@@ -29,11 +29,11 @@ def _holds(why: str) -> Cond:
     return Cond("ne", "version", f"mutant: {why}", -1)
 
 
-def _without_fencing(version: int) -> Cond:
+def _without_fencing(_version: int) -> Cond:
     return _holds("no fencing token")
 
 
-def _without_lease_check(run: dict[str, Any]) -> Cond:
+def _without_lease_check(_run: dict[str, Any]) -> Cond:
     return _holds("no lease-as-read")
 
 

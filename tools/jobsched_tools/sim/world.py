@@ -176,7 +176,7 @@ class World:
             self.store, self.queue, self.telemetry, detector_clock, tiny, parallel_queries=False
         )
         registry = HandlerRegistry()
-        registry.add("sim.effect", lambda ctx: None)  # never called: handlers are simulated
+        registry.add("sim.effect", lambda _ctx: None)  # never called: handlers are simulated
         self.workers = [
             Worker(
                 self.store,
@@ -186,7 +186,7 @@ class World:
                 self.sched_cfg,
                 registry,
                 f"worker-{n}",
-                logger_for=lambda run_id: _NullLogger(),
+                logger_for=lambda _run_id: _NullLogger(),
                 rng=random.Random(self.rng.random()),
             )
             for n in range(cfg.workers)

@@ -160,7 +160,28 @@ class _Expression:
     def update(self, op: Update) -> str:
         sets: list[str] = []
         removes: list[str] = []
-        adds: list[str] = []
+        self._set_parts(op, sets, removes)
+        for attr in op.remove:
+            if attr in op.key:
+                raise ValueError(f"{op.label}: cannot remove key attribute {attr}")
+            removes.append(self.name(attr))
+        adds = [f"{self.name(attr)} {self.value(amount)}" for attr, amount in op.add.items()]
+        clauses = []
+        if sets:
+            clauses.append("SET " + ", ".join(sets))
+        if removes:
+            clauses.append("REMOVE " + ", ".join(removes))
+        if adds:
+            clauses.append("ADD " + ", ".join(adds))
+        if not clauses:
+            # Nothing to change: DynamoDB's UpdateItem still creates the key-only item when it is
+            # absent (the memory store does the same). Removing an attribute nobody writes says
+            # that explicitly (moto cannot handle an UpdateItem without an UpdateExpression).
+            clauses.append(f"REMOVE {self.name(NOOP_ATTRIBUTE)}")
+        return " ".join(clauses)
+
+    def _set_parts(self, op: Update, sets: list[str], removes: list[str]) -> None:
+        """``op.set`` and ``op.set_if_missing`` as SET clauses (a None value removes)."""
         for attr, value in op.set.items():
             if attr in op.key:
                 if op.key[attr] != value:
@@ -175,25 +196,6 @@ class _Expression:
                 continue
             name = self.name(attr)
             sets.append(f"{name} = if_not_exists({name}, {self.value(value)})")
-        for attr in op.remove:
-            if attr in op.key:
-                raise ValueError(f"{op.label}: cannot remove key attribute {attr}")
-            removes.append(self.name(attr))
-        for attr, amount in op.add.items():
-            adds.append(f"{self.name(attr)} {self.value(amount)}")
-        clauses = []
-        if sets:
-            clauses.append("SET " + ", ".join(sets))
-        if removes:
-            clauses.append("REMOVE " + ", ".join(removes))
-        if adds:
-            clauses.append("ADD " + ", ".join(adds))
-        if not clauses:
-            # Nothing to change: DynamoDB's UpdateItem still creates the key-only item when it is
-            # absent (the memory store does the same). Removing an attribute nobody writes says
-            # that explicitly (moto cannot handle an UpdateItem without an UpdateExpression).
-            clauses.append(f"REMOVE {self.name(NOOP_ATTRIBUTE)}")
-        return " ".join(clauses)
 
     def apply(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.names:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import from_json
@@ -549,6 +549,21 @@ class _Close:
     token: str
 
 
+def _scalar_token(value: Any) -> str | None:
+    """The token of a scalar (None, bool, int, float, str); None for anything else."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"i{value:x}"
+    if isinstance(value, float):
+        return f"f{value.hex()}"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return None
+
+
 def _canonical_tokens(value: Any) -> Iterator[str]:
     """``value`` as a token stream that depends only on its data: map keys sorted, sets as
     sorted lists (as plain_values gives them), numbers and binary as plain_values reads them.
@@ -570,16 +585,9 @@ def _canonical_tokens(value: Any) -> Iterator[str]:
         binary = _binary(current)
         if binary is not None:
             current = binary
-        if current is None:
-            yield "null"
-        elif isinstance(current, bool):
-            yield "true" if current else "false"
-        elif isinstance(current, int):
-            yield f"i{current:x}"
-        elif isinstance(current, float):
-            yield f"f{current.hex()}"
-        elif isinstance(current, str):
-            yield json.dumps(current)
+        scalar = _scalar_token(current)
+        if scalar is not None:
+            yield scalar
         elif isinstance(current, dict | list | tuple | set | frozenset):
             if id(current) in on_path:
                 yield "cycle"
@@ -600,6 +608,3 @@ def _canonical_tokens(value: Any) -> Iterator[str]:
             stack.extend(reversed(children))
         else:
             yield f"?{type(current).__qualname__}"
-
-
-JobStatus = Literal["active", "paused", "invalid", "finished"]

@@ -12,12 +12,12 @@ integer milliseconds since the epoch).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Item = dict[str, Any]
-Key = Mapping[str, Any]
 
 JOBS = "jobs"  # job definitions: written by people, read by jobsched
 STATE = "state"  # each job's scheduler state: written only by jobsched (core/state.py)
@@ -51,25 +51,27 @@ class Cond:
             return self.kind == "ne"
         assert item is not None
         current = item[self.attr]
-        if self.kind == "eq":
-            return bool(current == self.value)
-        if self.kind == "ne":
-            return bool(current != self.value)
         if self.kind == "in":
             return current in self.value
-        if type(current) is not type(self.value) and not (
-            isinstance(current, int) and isinstance(self.value, int)
-        ):
+        compare = _COMPARISONS[self.kind]
+        if self.kind not in ("eq", "ne") and not _comparable(current, self.value):
             return False
-        if self.kind == "lt":
-            return bool(current < self.value)
-        if self.kind == "le":
-            return bool(current <= self.value)
-        if self.kind == "gt":
-            return bool(current > self.value)
-        if self.kind == "ge":
-            return bool(current >= self.value)
-        raise AssertionError(self.kind)
+        return bool(compare(current, self.value))
+
+
+_COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}
+
+
+def _comparable(current: Any, value: Any) -> bool:
+    """DynamoDB orders only values of one type (a number against a string is false)."""
+    return type(current) is type(value) or (isinstance(current, int) and isinstance(value, int))
 
 
 def exists(attr: str, why: str) -> Cond:

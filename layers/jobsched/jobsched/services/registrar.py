@@ -78,7 +78,10 @@ class Registrar:
         self._claim_now = claim_now
 
     def on_stream_record(
-        self, event_name: str, job_id: str, new_image: dict[str, Any] | None
+        self,
+        event_name: str,  # noqa: ARG002 - the same act for every kind of record (see below)
+        job_id: str,
+        new_image: dict[str, Any] | None,  # noqa: ARG002 - the job item is read as it is now
     ) -> Registration:
         """Any record (INSERT, MODIFY, REMOVE, replayed or not) leads to the same act: bring the
         job's state in line with its job item as it is now."""
