@@ -14,13 +14,17 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import job_handlers  # noqa: F401  # registers this deployment's own handlers (HandlersLayer)
+# First, before anything imports pydantic: Powertools' batch module builds its parser's pydantic
+# models (about 100 ms, unused here) only when pydantic is already imported at that moment.
 from aws_lambda_powertools.utilities.batch import (
     AsyncBatchProcessor,
     EventType,
     async_process_partial_response,
 )
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+
+# isort: split
+import job_handlers  # noqa: F401  # registers this deployment's own handlers (HandlersLayer)
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.runtime.lambda_context import deadline_ms
