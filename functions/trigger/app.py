@@ -7,7 +7,7 @@ from jobsched.runtime.lambda_context import deadline_ms
 from jobsched.runtime.wiring import app, logger, metrics
 
 
-@logger.inject_lambda_context(correlation_id_path="id")
+@logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     result = app().trigger().tick(context.aws_request_id, deadline_ms(context))

@@ -11,6 +11,7 @@ itself succeeds even when every record failed: foreign messages are not an infra
 """
 
 import asyncio
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -59,8 +60,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     async def record_handler(record: SQSRecord) -> str:
         try:
             message = parse_run_message(record.body)
+            # Each record in a fresh copy of the invocation's context: the run id its logger binds
+            # (thread-safe keys) stays with this record, never with the pool thread's next one.
+            in_own_context = contextvars.copy_context().run
             outcome = await asyncio.get_running_loop().run_in_executor(
-                pool, worker.process, message, deadline
+                pool, in_own_context, worker.process, message, deadline
             )
         except Exception as exc:
             report_failed_record(logger, app().telemetry, record.message_id, exc)

@@ -13,7 +13,7 @@ from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.config import SchedulerConfig
 from jobsched.runtime.clock import SystemClock, sleep_ms
 from jobsched.runtime.settings import Settings
-from jobsched.runtime.telemetry import BoundLogger, PowertoolsTelemetry
+from jobsched.runtime.telemetry import PowertoolsTelemetry, bind_run
 from jobsched.services.detector import MissDetector
 from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
@@ -83,7 +83,7 @@ class App:
 
 
 def run_logger(run_id: str) -> RunLogger:
-    return BoundLogger(logger, run_id)
+    return bind_run(logger, run_id)
 
 
 _app: App | None = None
