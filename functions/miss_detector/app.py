@@ -7,6 +7,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.runtime.clock import sleep_ms
 from jobsched.runtime.lambda_context import deadline_ms
 from jobsched.runtime.wiring import app, logger, metrics
+from jobsched.services.detector import MissDetector  # noqa: F401  # at init; wiring imports it lazily
 
 
 @logger.inject_lambda_context

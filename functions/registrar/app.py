@@ -22,6 +22,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.core.job import plain_values
 from jobsched.runtime.records import ForeignRecord, report_failed_record
 from jobsched.runtime.wiring import app, logger, metrics
+from jobsched.services.registrar import Registrar  # noqa: F401  # imported at init; wiring imports it lazily
 
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 

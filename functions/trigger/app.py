@@ -5,6 +5,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.runtime.lambda_context import deadline_ms
 from jobsched.runtime.wiring import app, logger, metrics
+from jobsched.services.trigger import Trigger  # noqa: F401  # imported at init; wiring imports it lazily
 
 
 @logger.inject_lambda_context

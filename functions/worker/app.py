@@ -32,6 +32,7 @@ from jobsched.runtime.lambda_context import deadline_ms
 from jobsched.runtime.records import report_failed_record
 from jobsched.runtime.wiring import app, logger, metrics
 from jobsched.services.messages import parse_run_message
+from jobsched.services.worker import Worker  # noqa: F401  # imported at init; wiring imports it lazily
 
 processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
