@@ -9,7 +9,7 @@ export AWS_ACCESS_KEY_ID ?= testing
 export AWS_SECRET_ACCESS_KEY ?= testing
 export POWERTOOLS_TRACE_DISABLED ?= true
 
-.PHONY: install demo test lint typecheck unit fast template-check sam-build chaos soak bench scale-model local clean
+.PHONY: install demo test lint typecheck unit fast template-check sam-build chaos soak bench scale-model local clean lock
 
 install: $(STAMP)
 
@@ -50,6 +50,13 @@ template-check: install
 	$(BIN)/sam validate --template-file template.yaml --region $(AWS_DEFAULT_REGION)
 	$(BIN)/sam validate --lint --template-file template.yaml --region $(AWS_DEFAULT_REGION)
 	$(MAKE) --no-print-directory sam-build
+
+# The layer's lock: its runtime dependencies only (requirements.in; never the dev extra, so no SAM
+# CLI), resolved for the Lambda runtime's Python on any platform, into the requirements.txt that
+# sam build installs. Run it after changing requirements.in; tests/unit/test_lock.py checks both.
+lock: install
+	$(BIN)/uv pip compile layers/jobsched/requirements.in --universal --python-version 3.12 \
+	  --custom-compile-command "make lock" -o layers/jobsched/requirements.txt
 
 # The Lambda runtime is python3.12; sam build needs that interpreter locally (no Docker here).
 # With pyenv, PYENV_VERSION exposes it beside 3.11; elsewhere, any python3.12 on PATH will do.

@@ -7,9 +7,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.runtime.clock import sleep_ms
 from jobsched.runtime.lambda_context import deadline_ms
 from jobsched.runtime.wiring import app, logger, metrics
+from jobsched.services.detector import MissDetector  # noqa: F401  # at init; wiring imports it lazily
 
 
-@logger.inject_lambda_context(correlation_id_path="id")
+@logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     every_ms = app().cfg.detector_sweep_seconds * 1000

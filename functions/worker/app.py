@@ -11,22 +11,28 @@ itself succeeds even when every record failed: foreign messages are not an infra
 """
 
 import asyncio
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import job_handlers  # noqa: F401  # registers this deployment's own handlers (HandlersLayer)
+# First, before anything imports pydantic: Powertools' batch module builds its parser's pydantic
+# models (about 100 ms, unused here) only when pydantic is already imported at that moment.
 from aws_lambda_powertools.utilities.batch import (
     AsyncBatchProcessor,
     EventType,
     async_process_partial_response,
 )
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+
+# isort: split
+import job_handlers  # noqa: F401  # registers this deployment's own handlers (HandlersLayer)
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.runtime.lambda_context import deadline_ms
 from jobsched.runtime.records import report_failed_record
 from jobsched.runtime.wiring import app, logger, metrics
 from jobsched.services.messages import parse_run_message
+from jobsched.services.worker import Worker  # noqa: F401  # imported at init; wiring imports it lazily
 
 processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
@@ -55,8 +61,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     async def record_handler(record: SQSRecord) -> str:
         try:
             message = parse_run_message(record.body)
+            # Each record in a fresh copy of the invocation's context: the run id its logger binds
+            # (thread-safe keys) stays with this record, never with the pool thread's next one.
+            in_own_context = contextvars.copy_context().run
             outcome = await asyncio.get_running_loop().run_in_executor(
-                pool, worker.process, message, deadline
+                pool, in_own_context, worker.process, message, deadline
             )
         except Exception as exc:
             report_failed_record(logger, app().telemetry, record.message_id, exc)

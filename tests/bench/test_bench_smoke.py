@@ -84,6 +84,10 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     assert split == pytest.approx(result["dispatch_efficiency"], rel=0.02)
     assert result["counts"]["crashes"] == result["counts"]["recovered"] == 1
     assert result["counts"]["lag_started"] == result["counts"]["lag_occurrences"]
+    # Cold-start imports: each function's, beside a bare boto3 measured in the same run.
+    assert set(result["cold_import_ms"]) == {"trigger", "worker", "miss_detector", "registrar"}
+    assert all(ms > 0 for ms in result["cold_import_ms"].values())
+    assert result["cold_import_ms_bare_boto3"] > 0
 
 
 def test_cost_formula() -> None:

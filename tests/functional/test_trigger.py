@@ -193,17 +193,25 @@ class FlakyBatchQueue:
         return self.inner.send(messages)
 
 
-def test_partial_batch_failure_retries_only_the_failed_entries(env: Env) -> None:
+def test_partial_batch_failure_is_not_resent_at_once_and_the_detector_redispatches_it(env: Env) -> None:
+    # botocore already retried the request (standard retry mode, with backoff); the dispatcher
+    # sends each batch once and leaves the entries SQS rejected to the dispatch lease.
     for index in range(5):
         seed_active(env, job(f"j{index}"), T0 + MINUTE)
     flaky = FlakyBatchQueue(env.queue.inner)
     env.queue.inner = flaky
     result = env.trigger().tick("t")
-    assert (result.claimed, result.dispatched, result.dispatch_failed) == (5, 5, 0)
-    assert flaky.calls[1] == ["m1", "m3"]
+    assert (result.claimed, result.dispatched, result.dispatch_failed) == (5, 3, 2)
+    assert len(flaky.calls) == 1
+    rejected = [run_id_for(f"j{i}", T0 + MINUTE) for i in (1, 3)]
+    assert all(env.run(run_id)["status"] == "pending" for run_id in rejected)
+    lapse = max(env.run(run_id)["lease_expires_at"] for run_id in rejected)
+    env.clock.set(lapse + env.cfg.clock_skew_allowance_ms + 1)
+    # No worker took the three sent runs either, so the detector recovers all five pending runs.
+    assert env.detector().run("d").leases_recovered == 5
     env.clock.advance(MINUTE)
-    run_ids = sorted(body["run_id"] for body in env.receive_all())
-    assert run_ids == sorted(run_id_for(f"j{i}", T0 + MINUTE) for i in range(5))  # each once
+    run_ids = {body["run_id"] for body in env.receive_all()}
+    assert run_ids == {run_id_for(f"j{i}", T0 + MINUTE) for i in range(5)}
 
 
 def test_late_occurrence_within_grace_is_claimed_older_is_left_to_the_detector(env: Env) -> None:

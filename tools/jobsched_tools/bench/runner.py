@@ -47,7 +47,7 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started, Worker
 from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
 
-from jobsched_tools.bench import units, write_units
+from jobsched_tools.bench import cold_import, units, write_units
 from jobsched_tools.emulator.local_moto import MotoProcess, start_moto_process
 from jobsched_tools.emulator.provision import Resources, provision
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
@@ -97,6 +97,7 @@ class BenchSettings:
     pollers: int = 4
     claim_concurrency: int = 16  # the trigger's parallel claimers (ClaimConcurrency)
     fast_transactions: bool = True  # see emulator/moto_fast.py
+    cold_import_runs: int = 7  # fresh interpreters per function (bench/cold_import.py); the median
 
     @classmethod
     def quick(cls) -> BenchSettings:
@@ -107,6 +108,7 @@ class BenchSettings:
             lag_seconds=12.0,
             lag_occurrences_per_s=3.0,
             crashes=3,
+            cold_import_runs=3,
         )
 
 
@@ -625,6 +627,8 @@ def bench_config(settings: BenchSettings) -> SchedulerConfig:
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     cfg = bench_config(settings)
     prices, price_source = units.load_prices()
+    progress("cold-start imports of the four functions")
+    cold = cold_import.measure(settings.cold_import_runs)  # before the moto servers load the machine
     # The servers run in their own processes, as real endpoints would: in this process they would
     # share the GIL with the trigger's claimers and the drainer, and measure their contention.
     moto = Servers(start_moto_process(fast_transactions=settings.fast_transactions), start_moto_process())
@@ -711,5 +715,6 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         },
         "targets": TARGETS,
         "writes_per_dispatch": writes_per_dispatch,
+        **cold,
         "statistics": {"lag_ms_mean": round(statistics.fmean(lags), 1) if lags else None},
     }

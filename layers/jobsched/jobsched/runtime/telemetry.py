@@ -1,5 +1,6 @@
 """Telemetry through Powertools: one structured JSON log line per event, carrying the correlation
-id (the run id for anything about a run, the invocation id for a tick), and EMF metrics."""
+id (the run id for anything about a run, the invocation's request id for a tick), and EMF metrics.
+"""
 
 from __future__ import annotations
 
@@ -33,22 +34,12 @@ class PowertoolsTelemetry:
                 self._metrics.add_metric(name=name, unit=_UNITS.get(unit, MetricUnit.Count), value=value)
 
 
-class BoundLogger:
-    """A handler's logger: every line carries its run's correlation id. (Powertools' append_keys
-    is per logger, shared by the runs of one batch, so binding is done per call instead.)"""
-
-    def __init__(self, logger: Logger, correlation_id: str) -> None:
-        self._logger = logger
-        self._correlation_id = correlation_id
-
-    def _extra(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return {"extra": {**kwargs.pop("extra", {}), "correlation_id": self._correlation_id}, **kwargs}
-
-    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
-        self._logger.info(msg, *args, **self._extra(kwargs))
-
-    def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
-        self._logger.warning(msg, *args, **self._extra(kwargs))
-
-    def error(self, msg: object, *args: object, **kwargs: Any) -> None:
-        self._logger.error(msg, *args, **self._extra(kwargs))
+def bind_run(logger: Logger, run_id: str) -> Logger:
+    """The logger a run's handler gets: every line logged in this context, by the handler through
+    this logger or through standard logging's ``jobsched.*`` loggers (which propagate to it),
+    carries ``correlation_id`` = the run id. Powertools' thread-safe keys live in a contextvar:
+    they bind the current thread's context only (the worker runs each record in a context of its
+    own, and each handler thread in a copy of it), so the concurrent runs of one batch never
+    share them, unlike ``append_keys``, which is per logger."""
+    logger.thread_safe_append_keys(correlation_id=run_id)
+    return logger

@@ -1,9 +1,14 @@
-"""Building the services for a Lambda function (or the local stack) from Settings."""
+"""Building the services for a Lambda function (or the local stack) from Settings.
+
+Each function uses one service, so the services are imported where they are built, not here: a
+function's cold start imports its own service (its app.py names it) and none of the other four.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger, Metrics
 
@@ -13,14 +18,16 @@ from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.config import SchedulerConfig
 from jobsched.runtime.clock import SystemClock, sleep_ms
 from jobsched.runtime.settings import Settings
-from jobsched.runtime.telemetry import BoundLogger, PowertoolsTelemetry
-from jobsched.services.detector import MissDetector
-from jobsched.services.operations import Operations
-from jobsched.services.registrar import Registrar
-from jobsched.services.trigger import Trigger
-from jobsched.services.worker import Worker
+from jobsched.runtime.telemetry import PowertoolsTelemetry, bind_run
 from jobsched.targets.builtin import register_builtins
 from jobsched.targets.registry import HandlerRegistry, RunLogger
+
+if TYPE_CHECKING:
+    from jobsched.services.detector import MissDetector
+    from jobsched.services.operations import Operations
+    from jobsched.services.registrar import Registrar
+    from jobsched.services.trigger import Trigger
+    from jobsched.services.worker import Worker
 
 logger = Logger(service="jobsched")
 metrics = Metrics(namespace="Jobsched", service="jobsched")
@@ -53,12 +60,18 @@ class App:
         return PowertoolsTelemetry(logger, metrics)
 
     def trigger(self) -> Trigger:
+        from jobsched.services.trigger import Trigger
+
         return Trigger(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
 
     def detector(self) -> MissDetector:
+        from jobsched.services.detector import MissDetector
+
         return MissDetector(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
 
     def registrar(self) -> Registrar:
+        from jobsched.services.registrar import Registrar
+
         register_builtins(registry, self.settings)
         trigger = self.trigger()
         return Registrar(
@@ -72,9 +85,13 @@ class App:
         )
 
     def operations(self) -> Operations:
+        from jobsched.services.operations import Operations
+
         return Operations(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
 
     def worker(self, worker_id: str) -> Worker:
+        from jobsched.services.worker import Worker
+
         register_builtins(registry, self.settings)
         return Worker(
             self.store,
@@ -90,7 +107,7 @@ class App:
 
 
 def run_logger(run_id: str) -> RunLogger:
-    return BoundLogger(logger, run_id)
+    return bind_run(logger, run_id)
 
 
 _app: App | None = None

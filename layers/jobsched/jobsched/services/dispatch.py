@@ -4,6 +4,7 @@ of a changed schedule)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,8 +15,6 @@ from jobsched.core.run import RunMessage, encode_body
 from jobsched.core.timing import send_delay_seconds
 from jobsched.ports import OutgoingMessage, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
-
-SEND_ATTEMPTS = 3
 
 
 class Dispatcher:
@@ -29,9 +28,12 @@ class Dispatcher:
 
     def dispatch(self, runs: Sequence[dict[str, Any]]) -> int:
         """Send runs (oldest due first), in batches within SQS's limits by count and by bytes,
-        retrying only the entries SQS rejected. Returns how many could not be sent: they keep
-        their dispatch lease and the miss detector redispatches them when it lapses, so a failed
-        send delays a run but never loses it."""
+        each batch in one request. Returns how many could not be sent (the entries SQS rejected,
+        or the whole batch when the request failed): they keep their dispatch lease and the miss
+        detector redispatches them when it lapses, so a failed send delays a run but never loses
+        it. No retry here: the client's botocore retry mode (``standard``, with backoff; see
+        adapters/aws.py) already retried throttling and transient errors before the failure
+        reached us, and an immediate loop on top of it only multiplied the calls."""
         sendable = [run for run in map(self._with_definition, runs) if run is not None]
         ordered = sorted(sendable, key=_due)
         bodies = [(run, RunMessage.from_run_item(run).to_body()) for run in ordered]
@@ -64,13 +66,9 @@ class Dispatcher:
             OutgoingMessage(msg_id, body, send_delay_seconds(_due(run), now))
             for msg_id, (run, body) in by_id.items()
         ]
-        for _ in range(SEND_ATTEMPTS):
-            try:
-                pending = self._queue.send(pending).failed
-            except QueueError:
-                continue  # the whole request failed: try the same entries again
-            if not pending:
-                break
+        # A failure of the whole request (after the SDK's retries) leaves every entry unsent.
+        with contextlib.suppress(QueueError):
+            pending = self._queue.send(pending).failed
         failed_ids = {message.id for message in pending}
         for msg_id, (run, _) in by_id.items():
             if msg_id in failed_ids:

@@ -8,6 +8,7 @@ current token can move the run on, and staged DynamoDB effects commit in the sam
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import itertools
 import random
@@ -282,7 +283,14 @@ class Worker:
             finally:
                 done.set()
 
-        thread = threading.Thread(target=run, name=f"handler-{started.message.run_id}", daemon=True)
+        # The handler's thread starts in a copy of this thread's context: what was bound to the
+        # run here (the logger's run id: runtime/telemetry.py bind_run) holds there too.
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(run,),
+            name=f"handler-{started.message.run_id}",
+            daemon=True,
+        )
         thread.start()
         timeout_at = started.started_at + started.definition.timeout_seconds * 1000
         timeout_at = min(timeout_at, started.deadline_ms - self._cfg.deadline_margin_ms)

@@ -15,6 +15,7 @@ attribute, EventBridge detail field, Lambda payload field) so the receiver can d
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Protocol
 
 from jobsched.targets.registry import HandlerRegistry, RunContext
@@ -52,12 +53,22 @@ def register_builtins(registry: HandlerRegistry, allow: AllowLists, clients: Any
     if registry.get("log") is not None:
         return
 
-    def client(service: str) -> Any:
-        if clients is not None:
-            return clients(service)
-        from jobsched.adapters.aws import make_client
+    # One client per service for the life of the registry (the execution environment): a new
+    # client per run would build a session and load the service model on every run. boto3
+    # clients are thread-safe once built; building one is not, hence the lock.
+    cache: dict[str, Any] = {}
+    lock = threading.Lock()
 
-        return make_client(service)
+    def client(service: str) -> Any:
+        with lock:
+            if service not in cache:
+                if clients is not None:
+                    cache[service] = clients(service)
+                else:
+                    from jobsched.adapters.aws import make_client
+
+                    cache[service] = make_client(service)
+            return cache[service]
 
     def sqs_send(ctx: RunContext) -> dict[str, Any]:
         queue_url = str(ctx.payload["queue_url"])
