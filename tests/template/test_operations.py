@@ -6,10 +6,15 @@ Each test reads the template as written (``load_template``); cfn-lint, ``sam val
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 import pytest
-from jobsched_tools.emulator.provision import load_template
+from jobsched_tools.emulator.provision import find_template, load_template
+from jobsched_tools.ops import alarms
+
+ROOT = find_template().parent
+RUNTIME = ROOT / "layers" / "jobsched" / "jobsched"
 
 FUNCTIONS = ("TriggerFunction", "WorkerFunction", "MissDetectorFunction", "RegistrarFunction")
 LAYERS = ("JobschedLayer", "HandlersLayer")
@@ -84,3 +89,94 @@ def test_event_source_mappings_invoke_the_alias(template: dict[str, Any]) -> Non
         target = mapping["Properties"]["FunctionName"]["Ref"]
         function, _, suffix = target.partition(".")
         assert function in FUNCTIONS and suffix == "Alias", (logical_id, target)
+
+
+# ---------------------------------------------------------------------------- 4. alarms
+
+
+def emitted_metrics() -> set[str]:
+    """Every custom metric name the runtime can emit: the string constants (or module-level
+    constants) in the first argument of each ``.metric(...)`` call under layers/jobsched."""
+    names: set[str] = set()
+    for path in sorted(RUNTIME.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        constants = {
+            target.id: node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            for target in node.targets
+            if isinstance(target, ast.Name) and isinstance(node.value.value, str)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "metric"
+            ):
+                if not node.args:
+                    continue
+                for part in ast.walk(node.args[0]):
+                    if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                        names.add(part.value)
+                    elif isinstance(part, ast.Name) and part.id in constants:
+                        names.add(constants[part.id])
+    return names
+
+
+def test_the_metric_scanner_finds_what_the_services_emit() -> None:
+    assert {
+        "Claims",
+        "Dispatches",
+        "StartLag",
+        "Backlog",
+        "LeasesRecovered",
+        "RecoveryLatency",
+    } <= emitted_metrics()
+    assert {"Successes", "Failures", "FailedRecords", "PoisonRecords"} <= emitted_metrics()
+
+
+def test_the_alarms_block_is_what_the_generator_writes() -> None:
+    text = find_template().read_text(encoding="utf-8")
+    assert alarms.current(text) == alarms.render(), "run python -m jobsched_tools.ops.alarms"
+
+
+def test_every_generated_alarm_is_in_the_template(template: dict[str, Any]) -> None:
+    in_template = set(_resources(template, "AWS::CloudWatch::Alarm"))
+    assert in_template == {alarm.logical_id for alarm in alarms.ALARMS}
+
+
+@pytest.mark.parametrize(
+    ("alarm", "namespace", "metric"),
+    [
+        ("RegistrarIteratorAgeAlarm", "AWS/Lambda", "IteratorAge"),
+        ("WorkQueueAgeAlarm", "AWS/SQS", "ApproximateAgeOfOldestMessage"),
+        ("DispatchFailuresAlarm", "Jobsched", "DispatchFailures"),
+        ("InvalidJobsAlarm", "Jobsched", "InvalidJobs"),
+    ],
+)
+def test_the_issue_15_alarms_exist(template: dict[str, Any], alarm: str, namespace: str, metric: str) -> None:
+    props = template["Resources"][alarm]["Properties"]
+    assert (props["Namespace"], props["MetricName"]) == (namespace, metric)
+
+
+def test_custom_metric_alarms_watch_metrics_the_code_emits(template: dict[str, Any]) -> None:
+    namespace = template["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"]
+    service = template["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]
+    emitted = emitted_metrics()
+    custom = [
+        a
+        for a in _resources(template, "AWS::CloudWatch::Alarm").values()
+        if not a["Properties"]["Namespace"].startswith("AWS/")
+    ]
+    assert custom
+    for alarm in custom:
+        props = alarm["Properties"]
+        assert props["Namespace"] == namespace
+        assert props["MetricName"] in emitted, props["MetricName"]
+        assert props["Dimensions"] == [{"Name": "service", "Value": service}]
+
+
+def test_every_alarm_has_a_runbook_line() -> None:
+    deploy = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    for alarm in alarms.ALARMS:
+        assert f"`{alarm.logical_id}`" in deploy, alarm.logical_id
