@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from jobsched_tools.emulator.provision import find_template, load_template
-from jobsched_tools.ops import alarms
+from jobsched_tools.ops import alarms, dashboard
 
 ROOT = find_template().parent
 RUNTIME = ROOT / "layers" / "jobsched" / "jobsched"
@@ -180,3 +180,81 @@ def test_every_alarm_has_a_runbook_line() -> None:
     deploy = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     for alarm in alarms.ALARMS:
         assert f"`{alarm.logical_id}`" in deploy, alarm.logical_id
+
+
+# ---------------------------------------------------------------------------- 3. dashboard
+
+
+def test_every_dashboard_metric_is_one_the_code_or_aws_emits(template: dict[str, Any]) -> None:
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    emitted = emitted_metrics()
+    queues = set(_resources(template, "AWS::SQS::Queue"))
+    lines = [
+        line
+        for widget in dashboard.dashboard_body(template)["widgets"]
+        for line in dashboard.metric_lines(widget)
+    ]
+    assert lines
+    for line in lines:
+        if line["namespace"] == "AWS/Lambda":
+            assert line["metric"] in {"Errors", "Duration", "Throttles", "IteratorAge"}, line
+            assert (
+                set(line["dimensions"]) == {"FunctionName"}
+                and line["dimensions"]["FunctionName"] in FUNCTIONS
+            )
+        elif line["namespace"] == "AWS/SQS":
+            assert line["metric"] in {
+                "ApproximateNumberOfMessagesVisible",
+                "ApproximateAgeOfOldestMessage",
+            }, line
+            queue, _, attribute = line["dimensions"]["QueueName"].partition(".")
+            assert queue in queues and attribute == "QueueName", line
+        else:
+            assert line["namespace"] == variables["POWERTOOLS_METRICS_NAMESPACE"], line
+            assert line["metric"] in emitted, f"the code emits no metric {line['metric']!r}"
+            assert line["dimensions"] == {"service": variables["POWERTOOLS_SERVICE_NAME"]}, line
+
+
+def test_the_dashboard_shows_what_the_issue_asks_for(template: dict[str, Any]) -> None:
+    shown = {
+        (line["namespace"].split("/")[-1], line["metric"], line["stat"])
+        for widget in dashboard.dashboard_body(template)["widgets"]
+        for line in dashboard.metric_lines(widget)
+    }
+    names = {(namespace, metric) for namespace, metric, _ in shown}
+    for metric in ("Claims", "Dispatches", "Backlog", "LeasesRecovered", "RecoveryLatency"):
+        assert ("Jobsched", metric) in names, metric
+    for metric in ("MissedRuns", "SkippedRuns", "Failures"):
+        assert ("Jobsched", metric) in names, metric
+    assert {("Jobsched", "StartLag", "p50"), ("Jobsched", "StartLag", "p99")} <= shown
+    assert ("SQS", "ApproximateNumberOfMessagesVisible") in names
+    assert ("Lambda", "IteratorAge") in names
+    for metric in ("Errors", "Duration", "Throttles"):
+        functions = {
+            line["dimensions"]["FunctionName"]
+            for widget in dashboard.dashboard_body(template)["widgets"]
+            for line in dashboard.metric_lines(widget)
+            if line["metric"] == metric
+        }
+        assert functions == set(FUNCTIONS), metric
+
+
+def test_the_dashboard_widgets_do_not_overlap(template: dict[str, Any]) -> None:
+    taken: set[tuple[int, int]] = set()
+    for widget in dashboard.dashboard_body(template)["widgets"]:
+        assert widget["x"] + widget["width"] <= 24
+        cells = {
+            (x, y)
+            for x in range(widget["x"], widget["x"] + widget["width"])
+            for y in range(widget["y"], widget["y"] + widget["height"])
+        }
+        assert not cells & taken, widget["properties"]["title"]
+        taken |= cells
+
+
+def test_the_picture_is_drawn_from_the_body(tmp_path: Any) -> None:
+    pytest.importorskip("matplotlib")
+    out = dashboard.render(tmp_path / "dashboard.png", minutes=5)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (ROOT / "docs" / "dashboard.png").is_file()
+    assert "dashboard.png" in (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
