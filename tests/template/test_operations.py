@@ -258,3 +258,11 @@ def test_the_picture_is_drawn_from_the_body(tmp_path: Any) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (ROOT / "docs" / "dashboard.png").is_file()
     assert "dashboard.png" in (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+
+
+def test_per_minute_statistics_for_the_picture() -> None:
+    samples = [(0, 1.0), (0, 3.0), (0, 2.0), (2, 5.0)]
+    assert dashboard._aggregate(samples, "Sum", 3) == [6.0, 0.0, 5.0]
+    assert dashboard._aggregate(samples, "Maximum", 3)[0] == 3.0
+    assert dashboard._aggregate(samples, "p50", 3)[0] == 2.0
+    assert dashboard._aggregate(samples, "p99", 3)[0] == 3.0

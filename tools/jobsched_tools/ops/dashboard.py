@@ -1,9 +1,15 @@
 """The template's CloudWatch dashboard: its body as data, and a picture of it.
 
-``python -m jobsched_tools.ops.dashboard [out.png]`` reads ``DashboardBody`` from template.yaml
-(the ``!Sub`` string, with each ``${...}`` replaced by its own name), and draws the widget grid
-as CloudWatch lays it out (24 columns), each widget with its title and its metrics' labels. The
-curves are SYNTHETIC demo data (the picture says so): this shows the layout, not a measurement.
+``python -m jobsched_tools.ops.dashboard [out.png] [--synthetic]`` reads ``DashboardBody`` from
+template.yaml (the ``!Sub`` string, with each ``${...}`` replaced by its own name), and draws the
+widget grid as CloudWatch lays it out (24 columns), each widget with its title and its metrics'
+labels.
+
+The ``Jobsched`` curves come from the deterministic chaos simulation (``jobsched_tools.sim``: the
+real services on an in-memory store, with crashes, outages and lost messages), aggregated per
+simulated minute with each line's statistic. The simulation has no Lambda or SQS, so the ``AWS/*``
+widgets say "not simulated" instead of showing invented numbers. ``--synthetic`` draws labelled
+synthetic curves everywhere instead (fast; the tests use it).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 from jobsched_tools.emulator.provision import find_template, load_template
 
 PLACEHOLDER = re.compile(r"\$\{([^}!]+)\}")
+Series = dict[str, list[tuple[int, float]]]  # metric name -> (minute, value) samples
 
 
 def dashboard_body(template: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -51,7 +58,42 @@ def metric_lines(widget: dict[str, Any]) -> list[dict[str, Any]]:
     return lines
 
 
-def _demo_series(label: str, minutes: int, rng: random.Random) -> list[float]:
+def simulate(seed: int = 1, jobs: int = 60, hours: float = 2.0) -> tuple[Series, int, str]:
+    """Every Jobsched metric the services emitted in one chaos run, by simulated minute."""
+    from jobsched_tools.sim.scenario import ChaosConfig
+    from jobsched_tools.sim.world import World
+
+    world = World(ChaosConfig(seed=seed, jobs=jobs, hours=hours))
+    report = world.run()
+    series: Series = {}
+    for at_ms, name, value in world.telemetry.metrics:
+        series.setdefault(name, []).append(((at_ms - world.start_ms) // 60_000, value))
+    minutes = int(hours * 60) + 30
+    verdict = "invariant violations!" if report.invariant_violations else "all invariants held"
+    return series, minutes, f"chaos simulation: seed {seed}, {jobs} jobs, {hours:g} h of faults; {verdict}"
+
+
+def _aggregate(samples: list[tuple[int, float]], stat: str, minutes: int) -> list[float]:
+    by_minute: dict[int, list[float]] = {}
+    for minute, value in samples:
+        by_minute.setdefault(minute, []).append(value)
+    out = []
+    for minute in range(minutes):
+        values = sorted(by_minute.get(minute, []))
+        if not values:
+            out.append(0.0 if stat == "Sum" else math.nan)
+        elif stat == "Sum":
+            out.append(sum(values))
+        elif stat == "Maximum":
+            out.append(values[-1])
+        elif stat.startswith("p"):
+            out.append(values[min(len(values) - 1, int(len(values) * float(stat[1:]) / 100))])
+        else:
+            out.append(sum(values) / len(values))
+    return out
+
+
+def _demo_series(minutes: int, rng: random.Random) -> list[float]:
     base = rng.uniform(1, 10)
     spike = rng.randrange(minutes)
     return [
@@ -65,7 +107,15 @@ def _demo_series(label: str, minutes: int, rng: random.Random) -> list[float]:
     ]
 
 
-def render(out: Path, body: dict[str, Any] | None = None, minutes: int = 60) -> Path:
+def render(
+    out: Path,
+    body: dict[str, Any] | None = None,
+    minutes: int = 60,
+    series: Series | None = None,
+    source: str = "SYNTHETIC demo data, layout only",
+) -> Path:
+    """Draw ``body`` (default: the template's) into ``out``: ``series`` for the Jobsched metrics
+    (from ``simulate``), or synthetic curves for every metric when it is None."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,18 +141,22 @@ def render(out: Path, body: dict[str, Any] | None = None, minutes: int = 60) -> 
         )
         ax.set_title(widget["properties"]["title"], fontsize=9, loc="left")
         for line in metric_lines(widget):
-            ax.plot(
-                range(minutes),
-                _demo_series(line["label"], minutes, rng),
-                label=f"{line['label']} ({line['stat']})",
-            )
+            label = line["label"] if line["stat"] in line["label"] else f"{line['label']} ({line['stat']})"
+            if series is None:
+                values = _demo_series(minutes, rng)
+            elif line["namespace"] == "Jobsched":
+                values = _aggregate(series.get(line["metric"], []), line["stat"], minutes)
+            else:
+                ax.text(0.5, 0.5, f"{line['namespace']}: not simulated", ha="center", transform=ax.transAxes)
+                ax.set_xlim(0, minutes)
+                ax.set_yticks([])
+                break
+            ax.plot(range(minutes), values, label=label)
         ax.tick_params(labelsize=6)
         ax.set_xlabel("minutes", fontsize=6)
-        ax.legend(fontsize=6, loc="upper left", frameon=False)
-    fig.suptitle(
-        "jobsched dashboard, drawn from template.yaml's DashboardBody (SYNTHETIC demo data, layout only)",
-        fontsize=11,
-    )
+        if ax.lines:
+            ax.legend(fontsize=6, loc="upper left", frameon=False)
+    fig.suptitle(f"jobsched dashboard, drawn from template.yaml's DashboardBody ({source})", fontsize=11)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=80)
     plt.close(fig)
@@ -110,8 +164,13 @@ def render(out: Path, body: dict[str, Any] | None = None, minutes: int = 60) -> 
 
 
 def main(argv: list[str]) -> int:
-    out = Path(argv[0]) if argv else find_template().parent / "docs" / "dashboard.png"
-    print(render(out))
+    args = [a for a in argv if not a.startswith("--")]
+    out = Path(args[0]) if args else find_template().parent / "docs" / "dashboard.png"
+    if "--synthetic" in argv:
+        print(render(out))
+    else:
+        series, minutes, source = simulate()
+        print(render(out, minutes=minutes, series=series, source=source))
     return 0
 
 
