@@ -207,7 +207,7 @@ def test_sam_adds_no_managed_policy_with_wildcard_data_actions(template: dict[st
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_schedules_invoke_the_alias(template: dict[str, Any], function: str) -> None:
     """SAM targets a function's events at its alias when AutoPublishAlias is set: after the
-    transform, each schedule rule's target is the alias (more alias checks: test_operations.py)."""
+    transform, each schedule rule's target is the alias (more alias checks: test_template_ops.py)."""
     output = _transformed(template)
     rules = {
         k: v
