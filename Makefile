@@ -58,7 +58,8 @@ lock: install
 	$(BIN)/uv pip compile layers/jobsched/requirements.in --universal --python-version 3.12 \
 	  --custom-compile-command "make lock" -o layers/jobsched/requirements.txt
 
-# The Lambda runtime is python3.12; sam build needs that interpreter locally (no Docker here).
+# The Lambda runtime is python3.12 on arm64; sam build needs that interpreter locally (no Docker
+# here) and pip fetches aarch64 wheels for the layers (the recipe checks that none is x86_64).
 # With pyenv, PYENV_VERSION exposes it beside 3.11; elsewhere, any python3.12 on PATH will do.
 SAM_PYENV ?= 3.11.7:3.12.1
 sam-build: install
@@ -66,7 +67,9 @@ sam-build: install
 	  PYENV_VERSION=$(SAM_PYENV) $(BIN)/sam build --build-dir .aws-sam/build --cache-dir .aws-sam/cache \
 	    --region $(AWS_DEFAULT_REGION) >/dev/null && \
 	  test -f .aws-sam/build/JobschedLayer/python/jobsched/__init__.py && \
-	  echo "sam build: ok (layer and four functions built for python3.12)"; \
+	  ls .aws-sam/build/JobschedLayer/python/pydantic_core/*aarch64-linux-gnu.so >/dev/null && \
+	  ! find .aws-sam/build -name '*x86_64*.so' | grep -q . && \
+	  echo "sam build: ok (layers and four functions built for python3.12 on arm64, no x86_64 binaries)"; \
 	else echo "sam build: skipped, no python3.12 interpreter here"; fi
 
 unit: install

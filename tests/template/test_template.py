@@ -163,6 +163,7 @@ def _transformed(template: dict[str, Any]) -> dict[str, Any]:
         "AWSXrayWriteOnlyAccess": arn + "AWSXrayWriteOnlyAccess",
         "AWSLambdaSQSQueueExecutionRole": arn + "service-role/AWSLambdaSQSQueueExecutionRole",
         "AWSLambdaDynamoDBExecutionRole": arn + "service-role/AWSLambdaDynamoDBExecutionRole",
+        "AWSCodeDeployRoleForLambda": arn + "service-role/AWSCodeDeployRoleForLambda",
     }
 
     class Loader:
@@ -179,6 +180,13 @@ def test_sam_adds_no_managed_policy_with_wildcard_data_actions(template: dict[st
     sources are explicit AWS::Lambda::EventSourceMapping resources (docs/deploy.md)."""
     output = _transformed(template)
     roles = {k: v["Properties"] for k, v in output["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
+    # The one role SAM adds for DeploymentPreference: CodeDeploy's, with only AWS's policy for
+    # shifting Lambda aliases (it grants CodeDeploy, not the functions, anything).
+    codedeploy = roles.pop("CodeDeployServiceRole")
+    assert codedeploy["ManagedPolicyArns"] == [
+        "arn:aws:iam::aws:policy/service-role/AWSCodeDeployRoleForLambda"
+    ], codedeploy
+    assert not codedeploy.get("Policies"), codedeploy
     assert set(roles) == {f"{function}Role" for function in FUNCTIONS}
     base = {
         "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
@@ -194,6 +202,25 @@ def test_sam_adds_no_managed_policy_with_wildcard_data_actions(template: dict[st
                 _assert_no_wildcard_data_action(name, statement)
     for logical_id, resource in output["Resources"].items():
         assert resource["Type"] != "AWS::IAM::ManagedPolicy", logical_id
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_schedules_invoke_the_alias(template: dict[str, Any], function: str) -> None:
+    """SAM targets a function's events at its alias when AutoPublishAlias is set: after the
+    transform, each schedule rule's target is the alias (more alias checks: test_template_ops.py)."""
+    output = _transformed(template)
+    rules = {
+        k: v
+        for k, v in output["Resources"].items()
+        if v["Type"] == "AWS::Events::Rule" and k.startswith(function)
+    }
+    if not template["Resources"][function]["Properties"].get("Events"):
+        assert not rules
+        return
+    assert rules
+    for rule in rules.values():
+        for target in rule["Properties"]["Targets"]:
+            assert target["Arn"] == {"Ref": f"{function}Aliaslive"}, target
 
 
 def test_no_function_uses_a_polling_sam_event(template: dict[str, Any]) -> None:
@@ -232,7 +259,7 @@ def test_event_source_mappings_keep_the_former_sam_event_settings(template: dict
     # The role (with its inline grants) must exist before Lambda validates the mapping.
     assert worker["DependsOn"] in ("WorkerFunctionRole", ["WorkerFunctionRole"])
     assert worker["Properties"] == {
-        "FunctionName": {"Ref": "WorkerFunction"},
+        "FunctionName": {"Ref": "WorkerFunction.Alias"},
         "EventSourceArn": {"Fn::GetAtt": ["WorkQueue", "Arn"]},
         "BatchSize": {"Ref": "WorkerBatchSize"},
         "MaximumBatchingWindowInSeconds": 0,
@@ -243,7 +270,7 @@ def test_event_source_mappings_keep_the_former_sam_event_settings(template: dict
     registrar = mappings["RegistrarFunctionJobChanges"]
     assert registrar["DependsOn"] in ("RegistrarFunctionRole", ["RegistrarFunctionRole"])
     assert registrar["Properties"] == {
-        "FunctionName": {"Ref": "RegistrarFunction"},
+        "FunctionName": {"Ref": "RegistrarFunction.Alias"},
         "EventSourceArn": {"Fn::GetAtt": ["JobsTable", "StreamArn"]},
         "StartingPosition": "TRIM_HORIZON",
         "BatchSize": 100,

@@ -67,6 +67,8 @@ class SimTelemetry:
     def __init__(self, world: World) -> None:
         self._world = world
         self.counts: Counter[str] = Counter()
+        # (simulated ms, name, value) of every metric, for the dashboard picture (ops/dashboard.py)
+        self.metrics: list[tuple[int, str, float]] = []
 
     def event(self, name: str, correlation_id: str, **fields: Any) -> None:
         self.counts[name] += 1
@@ -79,7 +81,7 @@ class SimTelemetry:
         self._world.log(self._world.store.actor, name, correlation_id, _short(fields))
 
     def metric(self, name: str, value: float, unit: str = "Count") -> None:
-        pass
+        self.metrics.append((self._world.clock.now_ms(), name, value))
 
 
 @dataclass

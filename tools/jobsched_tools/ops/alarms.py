@@ -1,0 +1,122 @@
+"""The template's CloudWatch alarms, one line each.
+
+``python -m jobsched_tools.ops.alarms`` rewrites the block between the two marker lines of
+template.yaml from ``ALARMS``; ``--check`` only reports whether it is current (the template tests
+run the same check). Why not ``Fn::ForEach`` (AWS::LanguageExtensions): with SAM CLI 1.170.0,
+plain ``sam validate`` rejects it ("All 'Resources' must be Objects") and ``sam build`` crashes
+('list' object has no attribute 'get'), although cfn-lint 1.58.0 accepts it. A generated block
+keeps the deployed template plain CloudFormation that every tool here reads.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+BEGIN = "  # BEGIN generated alarms: edit ALARMS in tools/jobsched_tools/ops/alarms.py, then run"
+BEGIN_2 = "  # `python -m jobsched_tools.ops.alarms` (the template tests fail while they disagree)."
+END = "  # END generated alarms"
+
+SQS, LAMBDA, JOBSCHED = "AWS/SQS", "AWS/Lambda", "Jobsched"
+
+
+def queue(logical_id: str) -> tuple[str, str]:
+    return ("QueueName", f"!GetAtt {logical_id}.QueueName")
+
+
+def function(logical_id: str) -> tuple[str, str]:
+    return ("FunctionName", f"!Ref {logical_id}")
+
+
+SERVICE = ("service", "jobsched")  # the one dimension Powertools EMF metrics carry here
+
+
+@dataclass(frozen=True)
+class Alarm:
+    logical_id: str
+    description: str
+    namespace: str
+    metric: str
+    dimension: tuple[str, str]
+    statistic: str = "Sum"
+    threshold: str = "0"
+    period: int = 60
+    evaluations: int = 1  # consecutive periods that must all breach
+
+    def yaml(self) -> str:
+        name, value = self.dimension
+        lines = [
+            f"  {self.logical_id}:",
+            "    Type: AWS::CloudWatch::Alarm",
+            "    Properties:",
+            f"      AlarmDescription: {self.description} (docs/deploy.md, runbook).",
+            f"      Namespace: {self.namespace}",
+            f"      MetricName: {self.metric}",
+            "      Dimensions:",
+            f"        - Name: {name}",
+            f"          Value: {value}",
+            f"      Statistic: {self.statistic}",
+            f"      Period: {self.period}",
+            f"      EvaluationPeriods: {self.evaluations}",
+        ]
+        if self.evaluations > 1:
+            lines.append(f"      DatapointsToAlarm: {self.evaluations}")
+        lines += [
+            f"      Threshold: {self.threshold}",
+            "      ComparisonOperator: GreaterThanThreshold",
+            "      TreatMissingData: notBreaching",
+            "      AlarmActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref AWS::NoValue]",
+            "      OKActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref AWS::NoValue]",
+        ]
+        return "\n".join(lines)
+
+
+# fmt: off
+ALARMS = (
+    Alarm("DeadLetterQueueAlarm", "Work messages reached the dead-letter queue", SQS, "ApproximateNumberOfMessagesVisible", queue("WorkDeadLetterQueue"), "Maximum"),  # noqa: E501
+    Alarm("RegistrarFailureQueueAlarm", "Job stream batches the registrar gave up on", SQS, "ApproximateNumberOfMessagesVisible", queue("RegistrarFailureQueue"), "Maximum"),  # noqa: E501
+    Alarm("WorkQueueAgeAlarm", "A work message has waited over 30 minutes, twice the longest SQS delay", SQS, "ApproximateAgeOfOldestMessage", queue("WorkQueue"), "Maximum", "1800", evaluations=3),  # noqa: E501
+    Alarm("MissedRunsAlarm", "Occurrences were recorded as missed", JOBSCHED, "MissedRuns", SERVICE),
+    Alarm("LeasesRecoveredAlarm", "The miss detector recovered more expired leases than usual", JOBSCHED, "LeasesRecovered", SERVICE, threshold="!Ref RecoveredLeasesAlarmThreshold", period=300),  # noqa: E501
+    Alarm("BacklogAlarm", "The trigger has left due occurrences unclaimed for 3 minutes", JOBSCHED, "Backlog", SERVICE, "Maximum", "!Ref BacklogAlarmThreshold", evaluations=3),  # noqa: E501
+    Alarm("DispatchFailuresAlarm", "Claimed runs could not be sent to the work queue", JOBSCHED, "DispatchFailures", SERVICE),  # noqa: E501
+    Alarm("InvalidJobsAlarm", "A job item was marked invalid", JOBSCHED, "InvalidJobs", SERVICE),
+    Alarm("RegistrarIteratorAgeAlarm", "The registrar is over 5 minutes behind the jobs stream", LAMBDA, "IteratorAge", function("RegistrarFunction"), "Maximum", "300000", evaluations=5),  # noqa: E501
+    Alarm("TriggerErrorsAlarm", "The trigger function failed", LAMBDA, "Errors", function("TriggerFunction")),
+    Alarm("WorkerErrorsAlarm", "The worker function failed a whole invocation", LAMBDA, "Errors", function("WorkerFunction")),  # noqa: E501
+    Alarm("MissDetectorErrorsAlarm", "The miss detector function failed", LAMBDA, "Errors", function("MissDetectorFunction")),  # noqa: E501
+    Alarm("RegistrarErrorsAlarm", "The registrar function failed a stream batch", LAMBDA, "Errors", function("RegistrarFunction")),  # noqa: E501
+)
+# fmt: on
+
+
+def render() -> str:
+    return "\n".join([BEGIN, BEGIN_2, "", "\n\n".join(a.yaml() for a in ALARMS), END])
+
+
+def current(text: str) -> str:
+    """The generated block as it stands in ``text`` (the template)."""
+    start = text.index(BEGIN)
+    end = text.index(END, start) + len(END)
+    return text[start:end]
+
+
+def main(argv: list[str]) -> int:
+    from jobsched_tools.emulator.provision import find_template
+
+    path = Path(find_template())
+    text = path.read_text(encoding="utf-8")
+    block = current(text)
+    if block == render():
+        return 0
+    if "--check" in argv:
+        print(f"{path}: the alarms block is not what ALARMS generates; run python -m {__name__}")
+        return 1
+    path.write_text(text.replace(block, render()), encoding="utf-8")
+    print(f"{path}: alarms block rewritten ({len(ALARMS)} alarms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
