@@ -26,6 +26,8 @@ KEYS = {
     "est_write_units_per_heartbeat": float,
     "est_write_units_per_run_4k_payload": float,
     "registrar_records_per_run": float,
+    "lag_ms_p99_first_occurrence": float,
+    "lag_ms_p99_steady_defaults": float,
     "usd_per_million_runs": float,
     "lag_ms_p50": float,
     "lag_ms_p99": float,

@@ -4,22 +4,13 @@ same conditional writes, so a racing tick never claims it a second time."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from harness import KINDS, T0, Env, build, job
+from harness import T0, Env, job
 from jobsched.core.run import run_id_for
 from jobsched.core.writes import JOBS, Put
 from jobsched.services.registrar import Registrar
 from jobsched.services.trigger import Trigger
 
 SECOND = 1000
-
-
-@pytest.fixture(params=KINDS)
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    with build(request.param) as built:
-        yield built
 
 
 def early_registrar(env: Env) -> Registrar:

@@ -224,8 +224,20 @@ def test_late_occurrence_within_grace_is_claimed_older_is_left_to_the_detector(e
     assert env.job("overdue")["next_run_at"] == T0 - 5 * MINUTE
 
 
-def test_definition_changed_but_not_registered_is_deferred(env: Env) -> None:
+def test_definition_changed_but_not_registered_is_registered_inline_and_claimed(env: Env) -> None:
+    """A tick that finds a job item newer than its state registers it (the stream has not yet)
+    and claims from the state that leaves, in the same tick: a first occurrence must not wait
+    a tick period for the next one (issue 16)."""
     seed_active(env, job("j1"), T0, def_hash="stale")
+    result = env.trigger().tick("t")
+    assert result.deferred == 0 and result.claimed >= 1
+    assert env.run(run_id_for("j1", T0))["def_hash"] == job("j1").definition_hash()
+    assert env.state("j1")["def_hash"] == job("j1").definition_hash()
+
+
+def test_a_job_deleted_but_not_registered_is_deferred(env: Env) -> None:
+    seed_active(env, job("j1"), T0, def_hash="stale")
+    env.store.delete(JOBS, {"job_id": "j1"})
     result = env.trigger().tick("t")
     assert (result.claimed, result.deferred) == (0, 1)
 

@@ -80,7 +80,7 @@ class SimTelemetry:
             return
         self._world.log(self._world.store.actor, name, correlation_id, _short(fields))
 
-    def metric(self, name: str, value: float, unit: str = "Count") -> None:
+    def metric(self, name: str, value: float, unit: str = "Count") -> None:  # noqa: ARG002 (the port's signature)
         self.metrics.append((self._world.clock.now_ms(), name, value))
 
 

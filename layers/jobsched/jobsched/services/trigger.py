@@ -270,6 +270,13 @@ class Trigger:
         for _ in range(REFRESHES + 1):
             job = load_job(self._store, state, self._registrar.apply)
             if job is None:
+                # The job item changed and the registrar (inline) has just applied it: claim from
+                # the state it left, in this tick, so that a new first occurrence is not left
+                # waiting a tick period (issue 16). No state, or the same one: defer.
+                fresh = self._read_state(str(state["job_id"]))
+                if fresh is not None and fresh.get("version") != state.get("version"):
+                    state = fresh
+                    continue
                 result.deferred += 1
                 self._telemetry.event("claim.deferred", str(state["job_id"]), reason="job item changed")
                 return
