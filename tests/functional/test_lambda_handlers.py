@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 import pytest
-from jobsched.core.clock import ManualClock
+from jobsched.core.clock import ManualClock, dt_to_ms, ms_to_dt
+from jobsched.core.job import JobDefinition
 from jobsched.core.run import run_id_for
 from jobsched_tools.emulator.provision import Resources
 from lambda_apps import NOW, FakeContext, event, load_app
@@ -28,6 +29,13 @@ def test_full_cycle_from_a_raw_job_item_to_a_succeeded_run(
         "retry": {"M": {"max_attempts": {"N": "2"}}},
     }
     dynamodb.put_item(TableName=resources.jobs_table, Item=item)
+    # Half a second before the job's first occurrence: the registrar claims it and the next
+    # one (both inside the lookahead) and sends them, the first with no SQS delay (issue 16).
+    schedule = JobDefinition(job_id="hello", schedule="rate(1 minute)", target="log").compiled_schedule()
+    following = schedule.next_after(ms_to_dt(NOW))
+    assert following is not None
+    first = dt_to_ms(following)
+    clock.set(first - 500)
 
     # The stream delivers the INSERT to the registrar.
     stream = event("registrar_stream.json")
@@ -41,13 +49,13 @@ def test_full_cycle_from_a_raw_job_item_to_a_succeeded_run(
     job = dynamodb.get_item(TableName=resources.jobs_table, Key={"job_id": {"S": "hello"}})["Item"]
     assert job["status"]["S"] == "active"  # the report a person reads on the job item
     state = dynamodb.get_item(TableName=resources.state_table, Key={"job_id": {"S": "hello"}})["Item"]
-    due = int(state["next_run_at"]["N"])
-    assert 0 < due - NOW <= 60_000
+    due = first
+    assert int(state["last_scheduled_at"]["N"]) == due + 60_000  # claimed at registration
 
-    # The trigger's tick at the due time claims and sends the occurrence.
+    # The trigger's tick at the due time finds them claimed: nothing is claimed twice.
     clock.set(due)
     summary = load_app("trigger").lambda_handler(event("trigger_scheduled.json"), FakeContext("tick-1"))
-    assert summary["claimed"] >= 1 and summary["dispatch_failed"] == 0
+    assert summary["dispatch_failed"] == 0 and summary["duplicates"] == 0
 
     received = sqs.receive_message(QueueUrl=resources.work_queue_url, MaxNumberOfMessages=10)["Messages"]
     bodies = [json.loads(m["Body"]) for m in received]

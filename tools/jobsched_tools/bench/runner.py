@@ -676,7 +676,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         # concurrency, and that request against a bare conditional update on the same server.
         "claim_transactions_per_s": round(ceiling, 1),
         "dispatch_vs_claim_ceiling": round(dispatch["runs_per_s"] / ceiling, 3),
-        "claim_vs_raw_write": round(ceiling / raw, 3),
+        "claim_vs_raw_write": round(ceiling * writes_per_dispatch / raw, 3),
         "ddb_write_requests_per_run": round(main["ddb_write_requests_per_run"], 4),
         "ddb_read_requests_per_run": round(main["ddb_read_requests_per_run"], 4),
         "sqs_requests_per_run": round(main["sqs_requests_per_run"], 4),
