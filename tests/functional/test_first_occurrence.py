@@ -71,3 +71,16 @@ def test_a_resumed_job_is_claimed_at_registration_too(env: Env) -> None:
     write_job(env)  # resumed 10 s before an occurrence
     registrar.apply("first")
     assert sent_runs(env) == [run_id_for("first", T0)]
+
+
+def test_an_early_claim_that_fails_leaves_the_registration_and_the_occurrence_to_the_tick(env: Env) -> None:
+    def broken(job_id: str) -> None:
+        raise RuntimeError(f"{job_id}: throttled for good")
+
+    env.clock.set(T0 - 20 * SECOND)
+    write_job(env)
+    registrar = Registrar(env.store, env.telemetry, env.clock, env.cfg, env.queue, claim_now=broken)
+    registrar.apply("first")  # does not raise: the stream record is not retried for it
+    assert env.state("first")["next_run_at"] == T0
+    assert [e.correlation_id for e in env.telemetry.named("claim.early_failed")] == ["first"]
+    assert env.trigger().tick("t").claimed >= 1 and run_id_for("first", T0) in sent_runs(env)
