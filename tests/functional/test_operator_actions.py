@@ -63,7 +63,7 @@ def test_re_putting_a_skip_job_while_it_runs_does_not_start_a_second_run(env: En
     # The README's own command, run again: the item is replaced whole, no scheduler attribute kept.
     put_item(env, definition.to_item())
     stream(env, "s")  # the report is written again; the state does not move
-    assert env.state("s") == before and before["active_run_id"] == first.run_id
+    assert env.state("s") == before and before["latest_run_id"] == first.run_id
     env.clock.set(T0 + 2 * MINUTE)
     env.trigger().tick("t2")
     (second,) = (parse_run_message(body) for body in env.receive_all())
@@ -94,9 +94,12 @@ def test_deleting_a_job_with_a_buffered_run_still_promotes_it(env: Env) -> None:
     assert counter.calls == [first.run_id, second.run_id]  # each once; nothing left waiting
 
 
-def test_a_buffered_run_whose_slot_was_lost_is_promoted_by_the_detector(env: Env) -> None:
+def test_a_buffered_run_whose_holder_ended_without_promoting_it_is_promoted_by_the_detector(
+    env: Env,
+) -> None:
     """The safety net: every unfinished run holds a lease. A buffered run whose holder finished
-    without promoting it (here: its slot entry wiped) is found when its lease lapses."""
+    without promoting it (here: the holder's pointer to it wiped, as a worker that died between
+    its commit and the promotion leaves it) is found when its lease lapses."""
     env.registry.add("t", Counter())
     register_raw(env, job("b", "rate(1 minute)", overlap=OverlapPolicy.BUFFER_ONE).to_item())
     env.clock.set(T0 + 2 * MINUTE)
@@ -109,7 +112,7 @@ def test_a_buffered_run_whose_slot_was_lost_is_promoted_by_the_detector(env: Env
     started = worker.begin(first, env.clock.now_ms() + DEADLINE)
     assert isinstance(started, Started) and worker.process(second, T0 + DEADLINE) is Outcome.BUFFERED
     env.store.update(
-        Update("state", {"job_id": "b"}, (), "lose the slot", remove=("buffered_run_id", "active_run_id"))
+        Update("runs", {"run_id": first.run_id}, (), "lose the pointer", remove=("buffered_next",))
     )
     assert worker.finish(started, worker.execute(started)) is Outcome.SUCCEEDED
     assert env.run(second.run_id)["status"] == "buffered"  # nobody promoted it

@@ -265,18 +265,33 @@ def every_30s(job_id: str, overlap: OverlapPolicy) -> Any:
 
 def test_overlap_skip(env: Env) -> None:
     env.registry.add("ledger", Ledger())
-    first, second = occurrences(env, every_30s("s", OverlapPolicy.SKIP), 2)
+    first, second, third = occurrences(env, every_30s("s", OverlapPolicy.SKIP), 3)
+    # The claim linked each run to the one before it: the chain the start walks.
+    assert (second.after_run_id, third.after_run_id) == (first.run_id, second.run_id)
     worker = env.worker()
     started = worker.begin(first, env.clock.now_ms() + DEADLINE)
     assert isinstance(started, Started)
-    assert env.job("s")["active_run_id"] == first.run_id
     env.clock.advance(30_000)
     assert worker.process(second, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED
     skipped = env.run(second.run_id)
     assert skipped["status"] == "skipped" and first.run_id in skipped["reason"]
+    assert skipped["blocked_by"] == first.run_id
     assert "lease_expires_at" not in skipped
     assert worker.finish(started, worker.execute(started)) is Outcome.SUCCEEDED
-    assert "active_run_id" not in env.job("s")
+    # The walk passes the skipped run to the one it was skipped for, which has finished.
+    env.clock.advance(30_000)
+    assert worker.process(third, env.clock.now_ms() + DEADLINE) is Outcome.SUCCEEDED
+
+
+def test_overlap_skip_waits_for_a_predecessor_not_started_yet(env: Env) -> None:
+    """Delivered out of order: the later run must not run while the earlier one could still
+    start (the earlier one would not know about it), so the later one is skipped."""
+    env.registry.add("ledger", Ledger())
+    first, second = occurrences(env, every_30s("o", OverlapPolicy.SKIP), 2)
+    worker = env.worker()
+    env.clock.advance(30_000)
+    assert worker.process(second, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED
+    assert worker.process(first, env.clock.now_ms() + DEADLINE) is Outcome.SUCCEEDED
 
 
 def test_overlap_allow(env: Env) -> None:
@@ -289,10 +304,10 @@ def test_overlap_allow(env: Env) -> None:
     assert isinstance(one, Started) and isinstance(two, Started)
     assert worker.finish(two, worker.execute(two)) is Outcome.SUCCEEDED
     assert worker.finish(one, worker.execute(one)) is Outcome.SUCCEEDED
-    assert "active_run_id" not in env.job("a") and len(env.effects()) == 2
+    assert len(env.effects()) == 2
 
 
-def test_overlap_buffer_one_promotes_when_the_slot_is_released(env: Env) -> None:
+def test_overlap_buffer_one_promotes_when_the_holder_ends(env: Env) -> None:
     ledger = Ledger()
     env.registry.add("ledger", ledger)
     first, second, third = occurrences(env, every_30s("b", OverlapPolicy.BUFFER_ONE), 3)
@@ -305,20 +320,18 @@ def test_overlap_buffer_one_promotes_when_the_slot_is_released(env: Env) -> None
     buffered = env.run(second.run_id)
     # It waits with a lease of its own, so the miss detector would see it if it waited in vain.
     assert buffered["status"] == "buffered" and "lease_expires_at" in buffered
-    assert env.job("b")["buffered_run_id"] == second.run_id
+    assert env.run(first.run_id)["buffered_next"] == second.run_id  # named on its holder
     assert worker.process(second, env.clock.now_ms() + DEADLINE) is Outcome.DUPLICATE  # redelivered
     env.clock.advance(45_000)
     assert worker.finish(started, worker.execute(started)) is Outcome.SUCCEEDED
     promoted = env.run(second.run_id)
     assert promoted["status"] == "pending" and promoted["version"] == second.version + 2
-    state = env.job("b")
-    assert state["active_run_id"] == second.run_id and "buffered_run_id" not in state
+    assert promoted["blocked_by"] == first.run_id
     bodies = [
         b for b in env.receive_all() if b["run_id"] == second.run_id and b["version"] == promoted["version"]
     ]
     assert len(bodies) == 1
     assert worker.process(parse_run_message(bodies[0]), env.clock.now_ms() + DEADLINE) is Outcome.SUCCEEDED
-    assert "active_run_id" not in env.job("b")
     assert sorted(e["pk"] for e in env.effects()) == sorted([first.run_id, second.run_id])
     assert [r for r, _ in ledger.calls] == [first.run_id, second.run_id]
 
@@ -343,7 +356,6 @@ def test_buffered_run_is_promoted_when_the_holder_is_recovered_and_fails(env: En
     assert result.runs_failed >= 1
     assert env.run(first.run_id)["status"] == "failed"
     assert env.run(second.run_id)["status"] == "pending"
-    assert env.job("bf")["active_run_id"] == second.run_id
 
 
 # --- heartbeats on the manual clock (the waiter is injected, as the clock is) -------------------

@@ -11,6 +11,7 @@ from jobsched.core.job import MisfirePolicy, OverlapPolicy, RetryPolicy
 from jobsched.core.policies import (
     OverlapDecision,
     attempts_left,
+    chain_step,
     decide_overlap,
     plan_misfire,
     retry_delay_ms,
@@ -56,24 +57,46 @@ def test_attempts_left() -> None:
     assert [attempts_left(policy, a) for a in (1, 2, 3, 4)] == [True, True, False, False]
 
 
+RUNNING = {"run_id": "other", "status": "running"}
+
+
 @pytest.mark.parametrize(
-    ("policy", "active", "buffered", "expected"),
+    ("policy", "holder", "expected"),
     [
-        (OverlapPolicy.ALLOW, "other", "x", OverlapDecision.RUN),
-        (OverlapPolicy.SKIP, None, None, OverlapDecision.RUN),
-        (OverlapPolicy.SKIP, "me", None, OverlapDecision.RUN),
-        (OverlapPolicy.SKIP, "other", None, OverlapDecision.SKIP),
-        (OverlapPolicy.BUFFER_ONE, None, None, OverlapDecision.RUN),
-        (OverlapPolicy.BUFFER_ONE, "me", None, OverlapDecision.RUN),
-        (OverlapPolicy.BUFFER_ONE, "other", None, OverlapDecision.BUFFER),
-        (OverlapPolicy.BUFFER_ONE, "other", "me", OverlapDecision.BUFFER),
-        (OverlapPolicy.BUFFER_ONE, "other", "third", OverlapDecision.SKIP),
+        (OverlapPolicy.ALLOW, RUNNING, OverlapDecision.RUN),
+        (OverlapPolicy.SKIP, None, OverlapDecision.RUN),
+        (OverlapPolicy.SKIP, {"run_id": "me", "status": "pending"}, OverlapDecision.RUN),
+        (OverlapPolicy.SKIP, RUNNING, OverlapDecision.SKIP),
+        (OverlapPolicy.SKIP, {"run_id": "other", "status": "pending"}, OverlapDecision.SKIP),
+        (OverlapPolicy.BUFFER_ONE, None, OverlapDecision.RUN),
+        (OverlapPolicy.BUFFER_ONE, RUNNING, OverlapDecision.BUFFER),
+        (OverlapPolicy.BUFFER_ONE, {**RUNNING, "buffered_next": "me"}, OverlapDecision.BUFFER),
+        (OverlapPolicy.BUFFER_ONE, {**RUNNING, "buffered_next": "third"}, OverlapDecision.SKIP),
+        (OverlapPolicy.BUFFER_ONE, {"run_id": "other", "status": "buffered"}, OverlapDecision.SKIP),
     ],
 )
 def test_decide_overlap(
-    policy: OverlapPolicy, active: str | None, buffered: str | None, expected: OverlapDecision
+    policy: OverlapPolicy, holder: dict[str, str] | None, expected: OverlapDecision
 ) -> None:
-    assert decide_overlap(policy, "me", active, buffered) is expected
+    assert decide_overlap(policy, "me", holder) is expected
+
+
+@pytest.mark.parametrize(
+    ("run", "expected"),
+    [
+        (None, (False, None)),  # expired or never there: the turn is free
+        ({"status": "pending"}, (True, None)),  # not started yet: it would not know about us
+        ({"status": "running"}, (True, None)),
+        ({"status": "buffered"}, (True, None)),
+        ({"status": "succeeded"}, (False, None)),
+        ({"status": "failed"}, (False, None)),
+        ({"status": "missed"}, (False, None)),
+        ({"status": "skipped", "blocked_by": "j@1"}, (False, "j@1")),  # ask the run it waited for
+        ({"status": "skipped"}, (False, None)),
+    ],
+)
+def test_chain_step(run: dict[str, str] | None, expected: tuple[bool, str | None]) -> None:
+    assert chain_step(run) == expected
 
 
 MISSED_TIMES = [60_000 * i for i in range(1, 8)]

@@ -5,26 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.job import OverlapPolicy
 from jobsched.core.run import RunKind, RunStatus
 from jobsched.core.transitions import (
+    adhoc_run_ops,
     advance_op,
     buffer_at_start_ops,
     create_run_op,
     finish_ops,
     heartbeat_op,
+    link_runs,
     new_run_item,
+    promote_op,
     recheck_buffered_ops,
     recheck_op,
     recover_op,
     register_op,
+    relink_op,
     report_op,
-    rerun_missed_op,
+    rerun_missed_ops,
     retry_op,
     settle_ops,
     skip_at_start_ops,
-    slot_release_ops,
-    start_ops,
+    start_op,
 )
 from jobsched.core.writes import JOBS, RUNS, STATE, Put, Update, WriteOp, conditions_hold, failing_parts
 
@@ -97,8 +99,7 @@ def test_failing_parts_name_the_race() -> None:
 
 
 def test_start_fails_on_wrong_version_status_or_missing_run() -> None:
-    ops = start_ops("j@x", "j", 1, OverlapPolicy.SKIP, "w/1", NOW + 30_000, NOW)
-    start, slot = ops
+    start = start_op("j@x", 1, "w/1", NOW + 30_000, NOW)
     pending = run(status="pending", version=1)
     assert holds(start, pending)
     assert not holds(start, run(status="pending", version=2))  # a duplicate or stale message
@@ -106,20 +107,10 @@ def test_start_fails_on_wrong_version_status_or_missing_run() -> None:
     assert not holds(start, run(status="succeeded", version=1))
     assert not holds(start, None)
     assert start.set["version"] == 2 and start.set_if_missing == {"first_started_at": NOW}
-    assert holds(slot, job())
-    assert holds(slot, job(active_run_id="j@x"))
-    assert not holds(slot, job(active_run_id="j@other"))
-    assert not holds(slot, None)  # no state item: the worker starts without the slot
-    assert slot.table == STATE
-
-
-def test_start_under_allow_takes_no_slot() -> None:
-    assert len(start_ops("j@x", "j", 1, OverlapPolicy.ALLOW, "w", NOW, NOW)) == 1
-    assert len(start_ops("j@x", "j", 1, OverlapPolicy.SKIP, "w", NOW, NOW, use_slot=False)) == 1
 
 
 def test_a_start_and_a_heartbeat_renew_the_lease_without_moving_the_lease_index() -> None:
-    start = start_ops("j@x", "j", 1, OverlapPolicy.ALLOW, "w/1", NOW + 30_000, NOW)[0]
+    start = start_op("j@x", 1, "w/1", NOW + 30_000, NOW)
     beat = heartbeat_op("j@x", 2, "w/1", NOW + 40_000, NOW)
     for op in (start, beat):
         assert "check_at" not in op.set and "lease_shard" not in op.set  # one write unit each
@@ -158,17 +149,20 @@ def test_retry_releases_lease_and_bumps_attempt() -> None:
 
 
 def test_skip_and_buffer_at_start() -> None:
-    skip = skip_at_start_ops("j@x", 1, "busy", NOW, CFG)[0]
+    skip = skip_at_start_ops("j@x", 1, "busy", "j@a", NOW, CFG)[0]
     assert holds(skip, run(status="pending", version=1))
     assert not holds(skip, run(status="pending", version=2))
-    held = job(active_run_id="j@a")
-    park, mark = buffer_at_start_ops("j@x", 1, held, NOW, CFG)
+    assert skip.set["blocked_by"] == "j@a"  # a later run's walk goes straight to the holder
+    holder = run(run_id="j@a", status="running")
+    park, mark = buffer_at_start_ops("j@x", 1, holder, NOW, CFG)
     assert holds(park, run(status="pending", version=1))
     # A buffered run keeps a lease: the miss detector sees it if it ever waits in vain.
     assert park.set["lease_expires_at"] == park.set["check_at"] == NOW + 30_000 and "lease_shard" in park.set
-    assert holds(mark, held)
-    assert not holds(mark, job(active_run_id="j@a", buffered_run_id="j@b"))  # one waits at most
-    assert not holds(mark, job())  # the holder finished since we read: don't wait for nothing
+    assert park.set["blocked_by"] == "j@a" and mark.key == {"run_id": "j@a"}
+    assert holds(mark, holder) and holds(mark, {**holder, "status": "pending"})
+    assert holds(mark, {**holder, "buffered_next": "j@x"})  # a retried write
+    assert not holds(mark, {**holder, "buffered_next": "j@b"})  # one waits at most
+    assert not holds(mark, {**holder, "status": "succeeded"})  # ended since we read: don't wait
 
 
 def test_recover_fails_if_a_heartbeat_renewed_the_lease() -> None:
@@ -193,37 +187,44 @@ def test_recover_pending_keeps_attempt_and_last_attempt_fails() -> None:
     assert after["status"] == "failed"  # redispatched too often: give up, visibly
 
 
-def test_slot_release_conditions() -> None:
-    holder = job(active_run_id="j@x")
-    ops, promoted = slot_release_ops(holder, "j", "j@x", None, NOW, CFG)
-    (release,) = ops
-    assert promoted is None
-    assert holds(release, holder)
-    assert not holds(release, job(active_run_id="j@y"))  # not ours to release
-    assert not holds(release, job(active_run_id="j@x", buffered_run_id="j@z"))  # would strand it
-    assert release.remove == ("active_run_id",)
-    assert slot_release_ops(job(active_run_id="j@y"), "j", "j@x", None, NOW, CFG) == ([], None)
+def test_promotion_happens_once_and_only_behind_its_holder() -> None:
+    waiting = run(run_id="j@z", status="buffered", version=2, blocked_by="j@x")
+    promote, promoted = promote_op(waiting, "j@x", NOW, CFG)
+    assert holds(promote, waiting)
+    assert not holds(promote, {**waiting, "status": "pending", "version": 3})  # promoted already
+    assert not holds(promote, {**waiting, "blocked_by": "j@y"})  # waits behind another run
+    assert promoted["status"] == "pending" and promoted["version"] == 3
+    assert promote.set["lease_expires_at"] == promote.set["check_at"] == NOW + 30_000
 
 
-def test_slot_release_promotes_the_buffered_run() -> None:
-    holder = job(active_run_id="j@x", buffered_run_id="j@z")
-    waiting = run(run_id="j@z", status="buffered", version=2)
-    (release, promote), promoted = slot_release_ops(holder, "j", "j@x", waiting, NOW, CFG)
-    assert holds(release, holder)
-    assert not holds(release, job(active_run_id="j@x", buffered_run_id="j@other"))
-    assert release.set["active_run_id"] == "j@z"
-    assert holds(promote, waiting) and not holds(promote, run(run_id="j@z", status="pending", version=2))
-    assert promoted is not None and promoted["status"] == "pending" and promoted["version"] == 3
-    # The buffered run is gone (or no longer waiting): free the slot and forget it.
-    (release,), promoted = slot_release_ops(holder, "j", "j@x", None, NOW, CFG)
-    assert promoted is None and set(release.remove) == {"active_run_id", "buffered_run_id"}
+def test_link_runs_chains_the_runs_that_will_run() -> None:
+    pending = [run(run_id=f"j@{i}", status="pending") for i in range(3)]
+    missed = missed_record(NOW)
+    records = [pending[0], missed, pending[1], pending[2]]
+    for record in records:
+        record.pop("after_run_id", None)
+    assert link_runs("j@before", records) == "j@2"
+    assert [r.get("after_run_id") for r in records] == ["j@before", None, "j@0", "j@1"]
+    assert link_runs(None, [missed]) is None
 
 
-def test_slot_release_without_a_read_assumes_the_common_case() -> None:
-    (release,), _ = slot_release_ops(None, "j", "j@x", None, NOW, CFG)
-    assert isinstance(release, Update) and release.key == {"job_id": "j"}
-    assert holds(release, job(active_run_id="j@x"))
-    assert not holds(release, job(active_run_id="j@x", buffered_run_id="j@z"))
+def test_an_ad_hoc_run_joins_the_chain_in_one_transaction() -> None:
+    state = job(latest_run_id="j@a")
+    manual = run(run_id="j@manual:1", status="pending", version=1, after_run_id="j@a", claimed_at=NOW)
+    create, join = adhoc_run_ops(manual, state)
+    assert holds(create, None) and not holds(create, manual)
+    assert holds(join, state) and not holds(join, job(version=state["version"] + 1))
+    assert join.set["latest_run_id"] == "j@manual:1" and join.set["version"] == state["version"] + 1
+    assert adhoc_run_ops(manual, None) == [create]  # no state item: no chain
+
+
+def test_a_stale_claim_is_relinked_only_before_it_starts() -> None:
+    stale = run(status="pending", version=1, after_run_id="j@a")
+    op = relink_op(stale, "j@m")
+    assert holds(op, stale)
+    assert not holds(op, {**stale, "after_run_id": "j@m2"})  # linked by someone else since
+    assert not holds(op, {**stale, "status": "running", "version": 2})  # walked already
+    assert op.set == {"after_run_id": "j@m", "version": 2}  # a message with the old link is stale
 
 
 def missed_record(t: int) -> dict[str, Any]:
@@ -284,30 +285,37 @@ def test_the_report_never_recreates_a_deleted_job_item() -> None:
 
 def test_rerunning_a_missed_occurrence_happens_once() -> None:
     missed = missed_record(NOW)
-    op = rerun_missed_op(missed, {"job_id": "j"}, "h2", NOW + 1, CFG)
+    op, join = rerun_missed_ops(missed, {"job_id": "j"}, "h2", NOW + 1, CFG, job(latest_run_id="j@a"))
     assert holds(op, missed)
     assert not holds(op, {**missed, "status": "pending", "version": 2})  # a concurrent backfill won
     assert op.set["status"] == "pending" and op.set["version"] == 2 and op.set["kind"] == "backfill"
     assert "lease_expires_at" in op.set and "expires_at" in op.remove
+    assert op.set["after_run_id"] == "j@a" and join.set["latest_run_id"] == missed["run_id"]
 
 
 def test_a_buffered_run_waiting_for_a_live_holder_renews_its_lease() -> None:
-    waiting = run(run_id="j@z", status="buffered", version=2)
-    state = job(active_run_id="j@x", buffered_run_id="j@z")
-    (renew,), promoted = recheck_buffered_ops(waiting, state, run(), NOW, CFG)
+    waiting = run(run_id="j@z", status="buffered", version=2, blocked_by="j@x")
+    renew, promoted = recheck_buffered_ops(waiting, run(buffered_next="j@z"), NOW, CFG)
     assert promoted is None and renew.set["lease_expires_at"] == renew.set["check_at"] == NOW + 30_000
     assert holds(renew, waiting)
     assert not holds(renew, {**waiting, "version": 3})  # promoted meanwhile
 
 
-def test_a_stranded_buffered_run_is_promoted_and_the_slot_cleared() -> None:
-    waiting = run(run_id="j@z", status="buffered", version=2)
-    finished_holder = run(status="succeeded")
-    state = job(active_run_id="j@x", buffered_run_id="j@z")
-    (promote, clear), promoted = recheck_buffered_ops(waiting, state, finished_holder, NOW, CFG)
-    assert promoted is not None and promoted["status"] == "pending"
-    assert holds(promote, waiting) and holds(clear, state)
-    assert set(clear.remove) == {"active_run_id", "buffered_run_id"}
-    # The state no longer names it at all: promote it alone; its start decides again.
-    (promote,), promoted = recheck_buffered_ops(waiting, job(), None, NOW, CFG)
-    assert promoted is not None and promote.table == RUNS
+def test_a_stranded_buffered_run_is_promoted() -> None:
+    waiting = run(run_id="j@z", status="buffered", version=2, blocked_by="j@x")
+    for holder in (run(status="succeeded", buffered_next="j@z"), run(), None):
+        promote, promoted = recheck_buffered_ops(waiting, holder, NOW, CFG)
+        assert promoted is not None and promoted["status"] == "pending"
+        assert holds(promote, waiting) and promote.table == RUNS
+        assert not holds(promote, {**waiting, "lease_expires_at": NOW + 99_000})  # renewed meanwhile
+
+
+def test_a_claims_advance_moves_the_chains_end_in_the_same_write() -> None:
+    assert advance_op(job(), NOW, NOW + 60_000, NOW, "j@x").set["latest_run_id"] == "j@x"
+    assert "latest_run_id" not in advance_op(job(), NOW, NOW + 60_000, NOW).set  # someone else's run
+
+
+def test_a_settled_chunk_links_its_runs_and_moves_the_chains_end() -> None:
+    late = new_run_item("j", "j@1", NOW, {"job_id": "j"}, "h1", RunKind.CATCHUP, NOW, CFG)
+    ops = settle_ops(job(latest_run_id="j@0"), [missed_record(NOW - 1), late], NOW - 1, NOW, None, 1, NOW)
+    assert late["after_run_id"] == "j@0" and ops[0].set["latest_run_id"] == "j@1"

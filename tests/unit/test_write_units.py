@@ -59,7 +59,9 @@ def test_a_run_costs_no_more_than_measured_and_its_payload_adds_nothing() -> Non
     allow, skip = measure("allow", runs=5, heartbeats=2), measure("skip", runs=5, heartbeats=0)
     payload = measure("allow", payload_bytes=4096, runs=5, heartbeats=0)
     # Figures of issue 14 as they stand (targets: 7 and 7; see docs/benchmarks.md).
-    assert allow.write_units_per_run <= 9 and skip.write_units_per_run <= 15
+    assert allow.write_units_per_run <= 9
+    # The overlap chain: skip, the default, writes what allow writes (no slot taken or released).
+    assert skip.write_units_per_run == allow.write_units_per_run
     assert allow.write_units_per_heartbeat <= 1
     # The run item holds the definition's digest: a 4 KiB payload adds no write unit (target <= 4).
     assert payload.write_units_per_run == allow.write_units_per_run

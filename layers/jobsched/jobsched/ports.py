@@ -28,6 +28,7 @@ INDEX_PROJECTION: dict[str, tuple[str, ...]] = {
         "misfire",
         "last_scheduled_at",
         "catchups",
+        "latest_run_id",
     ),
     "lease": ("run_id", "lease_shard", "check_at"),
     "job-runs": ("run_id", "job_id", "scheduled_at"),

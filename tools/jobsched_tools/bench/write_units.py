@@ -114,9 +114,7 @@ PHASES = {
     "create run": "claim",
     "advance job": "claim",
     "start run": "start",
-    "take overlap slot": "start",
     "commit succeeded": "commit",
-    "release overlap slot": "commit",
 }
 
 

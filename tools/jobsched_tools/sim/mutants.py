@@ -1,9 +1,9 @@
 """Conditions removed on purpose, to show the simulation can fail.
 
-Each mutant takes one named condition part out of ``core/transitions.py`` (it always holds) for
-the length of a ``with`` block. A chaos run under a mutant must report violations of the
-invariant that condition protects; ``jobsched chaos --mutant NAME`` runs one, and
-tests/sim/test_chaos.py keeps a test for each.
+Each mutant takes one named condition part out of ``core/transitions.py`` (it always holds), or
+one rule out of ``core/policies.py``, for the length of a ``with`` block. A chaos run under a
+mutant must report violations of the invariant that condition protects; ``jobsched chaos
+--mutant NAME`` runs one, and tests/sim/test_chaos.py keeps a test for each.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from jobsched.core import transitions
-from jobsched.core.writes import Cond, Put, Update
+from jobsched.core.writes import Cond, Put
 
 # What each removed condition lets through, and the invariant that must then report it.
 MUTANTS: dict[str, str] = {
     "fencing": "the commit's fencing token: a zombie worker commits (fenced_out_commit)",
     "lease": "recovery's lease-as-read: a live, renewed lease is recovered (live_lease_recovered)",
-    "slot": "start's overlap slot free-or-ours: two runs of a skip job run at once (overlap_violated)",
+    "slot": "the chain's rule that an unfinished run holds the job's turn: two runs of a skip job "
+    "run at once (overlap_violated)",
     "claim": "the claim's run-is-new: a claim overwrites a backfilled run (record_overwritten)",
 }
 
@@ -37,12 +38,8 @@ def _without_lease_check(_run: dict[str, Any]) -> Cond:
     return _holds("no lease-as-read")
 
 
-def _slot_take_unchecked(original: Callable[..., Update]) -> Callable[..., Update]:
-    def take(job_id: str, run_id: str, now: int) -> Update:
-        op = original(job_id, run_id, now)
-        return Update(op.table, op.key, op.condition[:1], op.label, op.set)  # exists only
-
-    return take
+def _turn_always_free(_run: dict[str, Any] | None) -> tuple[bool, str | None]:
+    return False, None  # no run holds the job's turn: every start finds it free
 
 
 def _claim_unchecked(original: Callable[..., Put]) -> Callable[..., Put]:
@@ -56,6 +53,7 @@ def _claim_unchecked(original: Callable[..., Put]) -> Callable[..., Put]:
 @contextmanager
 def mutant(name: str) -> Iterator[None]:
     """Run the block with one condition removed (see ``MUTANTS``)."""
+    import jobsched.services.chain as chain
     import jobsched.services.trigger as trigger
 
     patches: list[tuple[Any, str, Any]] = []
@@ -64,7 +62,7 @@ def mutant(name: str) -> Iterator[None]:
     elif name == "lease":
         patches.append((transitions, "_lease_as_read", _without_lease_check))
     elif name == "slot":
-        patches.append((transitions, "_slot_take", _slot_take_unchecked(transitions._slot_take)))
+        patches.append((chain, "chain_step", _turn_always_free))
     elif name == "claim":
         unchecked = _claim_unchecked(transitions.create_run_op)
         patches += [(transitions, "create_run_op", unchecked), (trigger, "create_run_op", unchecked)]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from jobsched.core.job import MisfirePolicy, OverlapPolicy, RetryPolicy
 from jobsched.core.run import RunStatus
@@ -24,17 +26,44 @@ def attempts_left(policy: RetryPolicy, attempt: int) -> bool:
 
 
 class OverlapDecision(StrEnum):
-    RUN = "run"  # take the job's slot (or no slot needed) and run
-    BUFFER = "buffer"  # wait for the slot
+    RUN = "run"  # the job's turn is free (or the policy allows overlap): run
+    BUFFER = "buffer"  # wait behind the run holding the turn
     SKIP = "skip"  # record as skipped
 
 
-def decide_overlap(
-    policy: OverlapPolicy, run_id: str, active_run_id: str | None, buffered_run_id: str | None
-) -> OverlapDecision:
-    if policy is OverlapPolicy.ALLOW or active_run_id is None or active_run_id == run_id:
+# The chain of a job's runs (docs/design.md, "Overlap: the chain"): every run that will run is
+# linked, when it is created, to the run created before it (``after_run_id``). A run may start
+# when the walk back along the chain finds no unfinished run. Unfinished: pending, running or
+# buffered, in any order of delivery: a run delivered before its predecessor started waits for
+# it too, since that predecessor would not know about it.
+UNFINISHED = frozenset({RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.BUFFERED.value})
+# The walk's bound. Each step is one strongly consistent read of an older run. Past it, the run
+# is skipped behind the last one read (never run: an unknown turn is not a free one).
+MAX_CHAIN_STEPS = 32
+
+
+def chain_step(run: Mapping[str, Any] | None) -> tuple[bool, str | None]:
+    """One step of the walk: whether this run holds the job's turn, and the run to read next.
+    A skipped run passes the walk to the run it was skipped for (``blocked_by``); a finished or
+    expired run ends it."""
+    if run is None:
+        return False, None
+    if run.get("status") in UNFINISHED:
+        return True, None
+    if run.get("status") == RunStatus.SKIPPED.value and run.get("blocked_by"):
+        return False, str(run["blocked_by"])
+    return False, None
+
+
+def decide_overlap(policy: OverlapPolicy, run_id: str, holder: Mapping[str, Any] | None) -> OverlapDecision:
+    """``holder``: the unfinished run the walk found, or None."""
+    if policy is OverlapPolicy.ALLOW or holder is None or holder.get("run_id") == run_id:
         return OverlapDecision.RUN
-    if policy is OverlapPolicy.BUFFER_ONE and buffered_run_id in (None, run_id):
+    if (
+        policy is OverlapPolicy.BUFFER_ONE
+        and holder.get("status") != RunStatus.BUFFERED.value  # it is itself the one waiting
+        and holder.get("buffered_next") in (None, run_id)  # or another waits behind it
+    ):
         return OverlapDecision.BUFFER
     return OverlapDecision.SKIP
 

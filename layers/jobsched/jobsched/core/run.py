@@ -5,7 +5,7 @@
        │    ╲            │   ╲─fail (last attempt)───▶ failed
        │     ╲           └─lease expired (detector)──▶ pending (next attempt) / failed
        │      ╲─overlap skip at start──▶ skipped
-       │       ╲─overlap buffer at start──▶ buffered ──slot released──▶ pending
+       │       ╲─overlap buffer at start──▶ buffered ──holder ended──▶ pending
        └──dispatch lease expired (detector): redispatched, same attempt
     missed: an occurrence not run by misfire policy (written by the miss detector)
 
@@ -73,13 +73,16 @@ class RunMessage(BaseModel):
     attempt: int = Field(ge=1)
     scheduled_at: int = Field(ge=0)
     definition: dict[str, Any]
+    # The run before this one in the job's chain (services/chain.py): where the start's walk
+    # for the job's turn begins. None: the first run of its job, or a job without a state item.
+    after_run_id: str | None = Field(default=None, max_length=400)
 
     def to_body(self) -> dict[str, Any]:
-        return self.model_dump()
+        return self.model_dump(exclude_none=True)
 
     def as_run_item(self) -> dict[str, Any]:
         """The run as the message describes it, to dispatch again (a deferral, a retry)."""
-        return self.model_dump(exclude={"v"})
+        return self.model_dump(exclude={"v"}, exclude_none=True)
 
     @classmethod
     def from_run_item(cls, item: dict[str, Any]) -> RunMessage:

@@ -8,9 +8,10 @@ A job has two items:
   writes back a report on it: ``status``, ``invalid_reasons`` and ``def_hash``;
 - the **state item** in the state table: where the job's schedule stands (``next_run_at``,
   ``last_scheduled_at``), which definition it follows (``def_hash``, ``timing``, ``misfire``)
-  and who holds its overlap slot (``active_run_id``, ``buffered_run_id``). Only jobsched writes
-  it, and every write is conditional on its ``version``. It outlives the job item: a deleted job's
-  in-flight runs still release the slot and promote a buffered run.
+  and the end of its chain of runs (``latest_run_id``: the run the next one waits for under an
+  overlap policy, services/chain.py). Only jobsched writes it, and every write is conditional on
+  its ``version``. It outlives the job item: a re-created job's runs still wait for the runs of
+  its earlier life.
 
 ``plan_registration`` is the registrar's rule, pure: from the state item as it is and the job
 item as it now reads, the state the job should be in, and which occurrences of the old timing

@@ -9,10 +9,10 @@ never on the job item people write, so a person's put-item or delete cannot undo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.job import OverlapPolicy
 from jobsched.core.run import RunKind, RunStatus, shard_of
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
 from jobsched.core.writes import (
@@ -118,8 +118,12 @@ def _lease_as_read(run: RunItem) -> Cond:
 # --- claiming ----------------------------------------------------------------------------------
 
 
-def _advance(state: StateItem, occurrence: int, next_occurrence: int | None, now: int) -> Update:
+def _advance(
+    state: StateItem, occurrence: int, next_occurrence: int | None, now: int, latest_run_id: str | None
+) -> Update:
     sets: Item = {"version": state["version"] + 1, "last_scheduled_at": occurrence, "updated_at": now}
+    if latest_run_id is not None:
+        sets["latest_run_id"] = latest_run_id
     remove: tuple[str, ...] = ("catchups",)
     if next_occurrence is None:
         sets["status"] = JobStatus.FINISHED.value
@@ -160,6 +164,7 @@ def new_run_item(
     status: RunStatus = RunStatus.PENDING,
     reason: str | None = None,
     claimed_by: str | None = None,
+    after_run_id: str | None = None,
 ) -> RunItem:
     """A run item. It carries its definition's digest, not the definition (services/definitions.py):
     a run's write units do not grow with its payload. A run that will run also carries the two
@@ -182,6 +187,8 @@ def new_run_item(
     if reason:
         item["reason"] = reason
     if status is RunStatus.PENDING:
+        if after_run_id is not None:
+            item["after_run_id"] = after_run_id
         if definition is None:
             raise ValueError(f"{run_id}: a pending run needs its definition")
         item["overlap"] = str(definition.get("overlap", "skip"))
@@ -203,10 +210,41 @@ def create_run_op(run: RunItem) -> Put:
     return Put(RUNS, run, condition=(_run_is_new(),), label="create run")
 
 
-def advance_op(state: StateItem, occurrence: int, next_occurrence: int | None, now: int) -> Update:
+def relink_op(run: RunItem, after_run_id: str | None) -> Update:
+    """Link a claim's run, created from a stale read of its job, behind the chain's real end. A
+    new token: a message sent with the old link is dropped as stale, and the relinked run is
+    sent again."""
+    as_read = run.get("after_run_id")
+    return Update(
+        RUNS,
+        {"run_id": run["run_id"]},
+        condition=(
+            _run_status(RunStatus.PENDING),
+            _run_token(run["version"]),  # not started: a started run walked from its old link
+            (
+                eq("after_run_id", as_read, "no one linked it since we read it")
+                if as_read is not None
+                else not_exists("after_run_id", "no one linked it since we read it")
+            ),
+        ),
+        label="relink run",
+        set={"version": run["version"] + 1, **({"after_run_id": after_run_id} if after_run_id else {})},
+        remove=() if after_run_id else ("after_run_id",),
+    )
+
+
+def advance_op(
+    state: StateItem,
+    occurrence: int,
+    next_occurrence: int | None,
+    now: int,
+    latest_run_id: str | None = None,
+) -> Update:
     """A claim's second write: the job moved past the occurrence (also when its run was made by
-    someone else first: a backfill, the miss detector, or this claimer before a crash)."""
-    return _advance(state, occurrence, next_occurrence, now)
+    someone else first: a backfill, the miss detector, or this claimer before a crash). With
+    ``latest_run_id``, the run joins the job's chain in the same write (``link``): it costs no
+    write unit of its own."""
+    return _advance(state, occurrence, next_occurrence, now, latest_run_id)
 
 
 def settle_ops(
@@ -227,7 +265,9 @@ def settle_ops(
     occurrence after the chunk. An interrupted writer leaves the job at the first occurrence not
     yet written, so the next attempt continues from there. ``switch`` (sets, removes) is applied
     in the same write: the registrar's change of timing or status, made together with the last
-    chunk of the old timing's occurrences.
+    chunk of the old timing's occurrences. The chunk's runs that will run join the job's chain
+    (``link_runs``: their ``after_run_id`` is set in place, so what the caller dispatches carries
+    it).
     """
     sets: Item = {
         "version": state["version"] + 1,
@@ -235,6 +275,9 @@ def settle_ops(
         "catchups": catchups,
         "last_scheduled_at": max(last, int(state.get("last_scheduled_at") or 0)),
     }
+    latest = link_runs(state.get("latest_run_id"), records)
+    if latest is not None:
+        sets["latest_run_id"] = latest
     remove: tuple[str, ...] = ()
     if resume_at is None:
         sets["status"] = JobStatus.FINISHED.value
@@ -270,16 +313,61 @@ def settle_ops(
     return ops
 
 
-def adhoc_run_ops(run: RunItem) -> list[WriteOp]:
-    """A manual or backfill run: created once per deterministic id, leaving the schedule alone."""
-    return [Put(RUNS, run, condition=(_run_is_new(),), label="create ad-hoc run")]
+def adhoc_run_ops(run: RunItem, state: StateItem | None) -> list[WriteOp]:
+    """A manual or backfill run: created once per deterministic id, leaving the schedule alone.
+    It joins the job's chain (``run`` must be linked: ``link_runs``), so the job's next
+    occurrence waits for it as it would for a scheduled run. One transaction: a run outside the
+    chain could overlap the next occurrence. A job without a state item has no chain."""
+    ops: list[WriteOp] = [Put(RUNS, run, condition=(_run_is_new(),), label="create ad-hoc run")]
+    if state is not None:
+        ops.append(_join_chain(state, run["run_id"], run["claimed_at"]))
+    return ops
 
 
-def rerun_missed_op(
-    missed: RunItem, definition: Item, def_hash: str, now: int, cfg: SchedulerConfig
-) -> Update:
+def _join_chain(state: StateItem, run_id: str, now: int) -> Update:
+    return Update(
+        STATE,
+        {"job_id": state["job_id"]},
+        condition=(
+            _state_as_read(state),  # the run links to the chain's end as read: still the end
+        ),
+        label="join chain",
+        set={"latest_run_id": run_id, "version": state["version"] + 1, "updated_at": now},
+    )
+
+
+def link_runs(latest_run_id: str | None, runs: list[RunItem]) -> str | None:
+    """Link the runs that will run, in order, behind the job's latest run: each one's
+    ``after_run_id`` is the run before it. Returns the new end of the chain."""
+    for run in runs:
+        if run.get("status") != RunStatus.PENDING.value:
+            continue  # a missed record never runs: it holds no turn
+        if latest_run_id is not None:
+            run["after_run_id"] = latest_run_id
+        latest_run_id = str(run["run_id"])
+    return latest_run_id
+
+
+def rerun_missed_ops(
+    missed: RunItem,
+    definition: Item,
+    def_hash: str,
+    now: int,
+    cfg: SchedulerConfig,
+    state: StateItem | None,
+) -> list[WriteOp]:
     """A person backfills an occurrence recorded as missed: the record itself becomes the run
-    (same id), so the occurrence still has exactly one record and runs at most once."""
+    (same id), so the occurrence still has exactly one record and runs at most once. Like any
+    ad-hoc run it joins the job's chain, in the same transaction."""
+    rerun = _rerun_missed(missed, definition, def_hash, now, cfg)
+    if state is None:
+        return [rerun]
+    link = {"after_run_id": state["latest_run_id"]} if state.get("latest_run_id") else {}
+    rerun = replace(rerun, set={**rerun.set, **link})
+    return [rerun, _join_chain(state, missed["run_id"], now)]
+
+
+def _rerun_missed(missed: RunItem, definition: Item, def_hash: str, now: int, cfg: SchedulerConfig) -> Update:
     return Update(
         RUNS,
         {"run_id": missed["run_id"]},
@@ -344,59 +432,28 @@ def report_op(job_id: str, status: str, reasons: list[str] | None, def_hash: str
 # --- starting, heartbeats ----------------------------------------------------------------------
 
 
-def _slot_take(job_id: str, run_id: str, now: int) -> Update:
+def start_op(run_id: str, version: int, owner: str, lease_until: int, now: int) -> Update:
+    """A worker takes over a pending run: the takeover bumps the fencing token it will hold. The
+    job's turn needs no write here: the worker read it from the chain (``core/policies.py``)."""
     return Update(
-        STATE,
-        {"job_id": job_id},
+        RUNS,
+        {"run_id": run_id},
         condition=(
-            exists("job_id", "a job without a state item has no slot to take (the run proceeds without one)"),
-            any_of(
-                "the previous occurrence still holds the job's overlap slot: the overlap policy "
-                "decides (skip or buffer) instead of running the two concurrently",
-                not_exists("active_run_id", "the slot is free"),
-                eq("active_run_id", run_id, "this run holds the slot already (a retry or recovery)"),
-            ),
+            exists("run_id", "a message for a run that does not exist starts nothing"),
+            _run_status(RunStatus.PENDING),
+            _run_token(version),
         ),
-        label="take overlap slot",
-        set={"active_run_id": run_id, "updated_at": now},
+        label="start run",
+        set={
+            "status": RunStatus.RUNNING.value,
+            "version": version + 1,
+            "owner": owner,
+            "started_at": now,
+            "heartbeat_at": now,
+            "lease_expires_at": lease_until,
+        },
+        set_if_missing={"first_started_at": now},
     )
-
-
-def start_ops(
-    run_id: str,
-    job_id: str,
-    version: int,
-    overlap: OverlapPolicy,
-    owner: str,
-    lease_until: int,
-    now: int,
-    use_slot: bool = True,
-) -> list[WriteOp]:
-    """A worker takes over a pending run: the takeover bumps the fencing token it will hold."""
-    ops: list[WriteOp] = [
-        Update(
-            RUNS,
-            {"run_id": run_id},
-            condition=(
-                exists("run_id", "a message for a run that does not exist starts nothing"),
-                _run_status(RunStatus.PENDING),
-                _run_token(version),
-            ),
-            label="start run",
-            set={
-                "status": RunStatus.RUNNING.value,
-                "version": version + 1,
-                "owner": owner,
-                "started_at": now,
-                "heartbeat_at": now,
-                "lease_expires_at": lease_until,
-            },
-            set_if_missing={"first_started_at": now},
-        )
-    ]
-    if overlap is not OverlapPolicy.ALLOW and use_slot:
-        ops.append(_slot_take(job_id, run_id, now))
-    return ops
 
 
 def heartbeat_op(run_id: str, version: int, owner: str, lease_until: int, now: int) -> Update:
@@ -414,8 +471,10 @@ def heartbeat_op(run_id: str, version: int, owner: str, lease_until: int, now: i
 
 
 def skip_at_start_ops(
-    run_id: str, version: int, reason: str, now: int, cfg: SchedulerConfig
+    run_id: str, version: int, reason: str, blocked_by: str, now: int, cfg: SchedulerConfig
 ) -> list[WriteOp]:
+    """Record the run as skipped. ``blocked_by`` names the unfinished run that holds the job's
+    turn, so a later run's walk along the chain goes straight to it."""
     return [
         Update(
             RUNS,
@@ -426,6 +485,7 @@ def skip_at_start_ops(
                 "status": RunStatus.SKIPPED.value,
                 "version": version + 1,
                 "reason": reason,
+                "blocked_by": blocked_by,
                 "finished_at": now,
                 "expires_at": retention_expiry(now, cfg),
             },
@@ -435,11 +495,12 @@ def skip_at_start_ops(
 
 
 def buffer_at_start_ops(
-    run_id: str, version: int, state: StateItem, now: int, cfg: SchedulerConfig
+    run_id: str, version: int, holder: RunItem, now: int, cfg: SchedulerConfig
 ) -> list[WriteOp]:
-    """Park the run until the slot holder finishes, and record it as the job's one buffered run.
-    It keeps a lease, renewed by the miss detector while the holder runs: every run that is not
-    finished holds a lease, so none can wait forever unseen."""
+    """Park the run behind the run holding the job's turn, and name it on the holder, so that
+    the holder's end promotes it (``promote_op``). One transaction: the holder's condition is
+    what makes the wait end. It keeps a lease, renewed by the miss detector while the holder
+    runs: every run that is not finished holds a lease, so none can wait forever unseen."""
     return [
         Update(
             RUNS,
@@ -450,94 +511,50 @@ def buffer_at_start_ops(
                 "status": RunStatus.BUFFERED.value,
                 "version": version + 1,
                 "buffered_at": now,
+                "blocked_by": holder["run_id"],
                 **_dispatch_lease(run_id, now + cfg.dispatch_lease_seconds * 1000, cfg),
             },
             remove=("owner",),
         ),
         Update(
-            STATE,
-            {"job_id": state["job_id"]},
+            RUNS,
+            {"run_id": holder["run_id"]},
             condition=(
-                eq(
-                    "active_run_id",
-                    state.get("active_run_id"),
-                    "the slot holder has not finished since we read the job (else this run "
-                    "would wait for a release that already happened)",
+                is_in(
+                    "status",
+                    [RunStatus.PENDING.value, RunStatus.RUNNING.value],
+                    "the holder has not finished since we read it (else this run would wait for "
+                    "an end that already happened, and wait until its lease lapses)",
                 ),
-                not_exists("buffered_run_id", "buffer_one: at most one run waits"),
+                any_of(
+                    "buffer_one: at most one run waits behind a holder",
+                    not_exists("buffered_next", "nothing waits yet"),
+                    eq("buffered_next", run_id, "this run waits already (a retried write)"),
+                ),
             ),
-            label="buffer in job",
-            set={"buffered_run_id": run_id, "updated_at": now},
+            label="wait behind holder",
+            set={"buffered_next": run_id},
         ),
     ]
 
 
-# --- finishing ---------------------------------------------------------------------------------
-
-
-def _promote(buffered: RunItem, now: int, cfg: SchedulerConfig) -> tuple[Update, RunItem]:
+def promote_op(buffered: RunItem, holder_id: str, now: int, cfg: SchedulerConfig) -> tuple[Update, RunItem]:
+    """The holder ended: the run waiting behind it becomes pending again, with a fresh dispatch
+    lease, to be sent and to decide again at its start."""
     lease = _dispatch_lease(buffered["run_id"], now + cfg.dispatch_lease_seconds * 1000, cfg)
     promoted = {**buffered, "status": RunStatus.PENDING.value, "version": buffered["version"] + 1, **lease}
-    condition: tuple[Cond, ...] = (_run_status(RunStatus.BUFFERED), _run_token(buffered["version"]))
     update = Update(
         RUNS,
         {"run_id": buffered["run_id"]},
-        condition=condition,
+        condition=(
+            _run_status(RunStatus.BUFFERED),
+            _run_token(buffered["version"]),  # promoted once: a second promoter's write fails
+            eq("blocked_by", holder_id, "the run waits behind this holder, not another"),
+        ),
         label="promote buffered run",
         set={"status": RunStatus.PENDING.value, "version": promoted["version"], **lease},
     )
     return update, promoted
-
-
-def slot_release_ops(
-    state: StateItem | None,
-    job_id: str,
-    run_id: str,
-    buffered: RunItem | None,
-    now: int,
-    cfg: SchedulerConfig,
-) -> tuple[list[WriteOp], RunItem | None]:
-    """Release the job's overlap slot held by ``run_id``, promoting the buffered run if any.
-
-    ``state`` is the state item as read (None: assume the common case, slot held and nothing
-    buffered; the write's conditions make a wrong assumption fail safely and the caller reads
-    and retries). Returns the ops and the promoted run item (to dispatch), if any.
-    """
-    if state is not None and state.get("active_run_id") != run_id:
-        return [], None  # not the slot holder (allow policy, or the slot was never taken)
-    buffered_id = state.get("buffered_run_id") if state is not None else None
-    release = Update(
-        STATE,
-        {"job_id": job_id},
-        condition=(
-            eq("active_run_id", run_id, "only the slot holder releases the job's overlap slot"),
-            (
-                eq("buffered_run_id", buffered_id, "the buffered run we promote is still the buffered one")
-                if buffered_id
-                else not_exists(
-                    "buffered_run_id", "a run buffered after we read the job must be promoted, not stranded"
-                )
-            ),
-        ),
-        label="release overlap slot",
-        set={"updated_at": now, **({"active_run_id": buffered_id} if buffered_id else {})},
-        remove=("buffered_run_id",) if buffered_id else ("active_run_id",),
-    )
-    if not buffered_id:
-        return [release], None
-    if buffered is None or buffered.get("status") != RunStatus.BUFFERED.value:
-        # The buffered run is gone or no longer waiting: release the slot and forget it.
-        release = Update(
-            release.table,
-            release.key,
-            release.condition,
-            release.label,
-            set={"updated_at": now},
-            remove=("active_run_id", "buffered_run_id"),
-        )
-        return [release], None
-    promote, promoted = _promote(buffered, now, cfg)
-    return [release, promote], promoted
 
 
 def finish_ops(
@@ -663,20 +680,17 @@ def recheck_op(run: RunItem) -> Update:
 
 
 def recheck_buffered_ops(
-    run: RunItem, state: StateItem | None, holder: RunItem | None, now: int, cfg: SchedulerConfig
-) -> tuple[list[WriteOp], RunItem | None]:
-    """A buffered run's lease lapsed: it is still waiting for a live slot holder (renew its
-    lease), or its wait can no longer end by a release (the holder is finished or gone, or the
-    job's state no longer names it): promote it, so that its start decides again under the
-    overlap policy. Returns the ops and the promoted run, if any."""
-    waiting = (
-        state is not None
-        and state.get("buffered_run_id") == run["run_id"]
-        and state.get("active_run_id") not in (None, run["run_id"])
-        and holder is not None
-        and holder.get("status") not in _FINISHED
-    )
+    run: RunItem, holder: RunItem | None, now: int, cfg: SchedulerConfig
+) -> tuple[Update, RunItem | None]:
+    """A buffered run's lease lapsed: it is still waiting behind a holder that has not finished
+    (renew its lease), or the holder ended without promoting it (a worker died between its
+    commit and the promotion): promote it. Returns the op and the promoted run, if any."""
     unchanged = (_run_status(RunStatus.BUFFERED), _run_token(run["version"]), _lease_as_read(run))
+    waiting = (
+        holder is not None
+        and holder.get("status") not in _FINISHED
+        and holder.get("buffered_next") == run["run_id"]
+    )
     if waiting:
         renew = Update(
             RUNS,
@@ -685,30 +699,9 @@ def recheck_buffered_ops(
             label="renew buffered lease",
             set=_dispatch_lease(run["run_id"], now + cfg.dispatch_lease_seconds * 1000, cfg),
         )
-        return [renew], None
-    promote, promoted = _promote(run, now, cfg)
-    promote = Update(promote.table, promote.key, unchanged, promote.label, set=promote.set)
-    ops: list[WriteOp] = [promote]
-    if state is not None and state.get("buffered_run_id") == run["run_id"]:
-        holder_id = state.get("active_run_id")
-        ops.append(
-            Update(
-                STATE,
-                {"job_id": state["job_id"]},
-                condition=(
-                    eq("buffered_run_id", run["run_id"], "the job still names this run as buffered"),
-                    (
-                        eq("active_run_id", holder_id, "the finished holder still holds the slot")
-                        if holder_id
-                        else not_exists("active_run_id", "the slot is still free")
-                    ),
-                ),
-                label="clear stranded slot",
-                set={"updated_at": now},
-                remove=("buffered_run_id", "active_run_id") if holder_id else ("buffered_run_id",),
-            )
-        )
-    return ops, promoted
+        return renew, None
+    promote, promoted = promote_op(run, str(run.get("blocked_by")), now, cfg)
+    return replace(promote, condition=unchanged), promoted
 
 
 _FINISHED = frozenset(

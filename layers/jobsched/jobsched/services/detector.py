@@ -22,9 +22,10 @@ from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.job import OverlapPolicy
 from jobsched.core.run import RunStatus
 from jobsched.core.timing import effective_grace_ms, is_overdue
-from jobsched.core.transitions import recheck_buffered_ops, recheck_op, recover_op, slot_release_ops
-from jobsched.core.writes import RUNS, STATE, WriteOp
+from jobsched.core.transitions import recheck_buffered_ops, recheck_op, recover_op
+from jobsched.core.writes import RUNS
 from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
+from jobsched.services.chain import Chain
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.loaded_job import load_job
@@ -83,6 +84,7 @@ class MissDetector:
         self._clock = clock
         self._cfg = cfg
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
+        self._chain = Chain(store, cfg)
 
     def sweep(
         self, invocation_id: str, deadline_ms: int, every_ms: int, sleep_ms: Callable[[int], None]
@@ -228,20 +230,8 @@ class MissDetector:
     def _recover(self, run: dict[str, Any], now: int, result: DetectResult) -> dict[str, Any] | None:
         max_attempts = _max_attempts(run)
         update, after = recover_op(run, now, self._cfg, max_attempts)
-        ops: list[WriteOp] = [update]
-        promoted = None
-        if after["status"] == RunStatus.FAILED.value and _overlap(run) is not OverlapPolicy.ALLOW:
-            state = self._store.get(STATE, {"job_id": run["job_id"]})
-            buffered_id = state.get("buffered_run_id") if state else None
-            buffered = self._store.get(RUNS, {"run_id": buffered_id}) if buffered_id else None
-            slot_ops, promoted = (
-                slot_release_ops(state, run["job_id"], run["run_id"], buffered, now, self._cfg)
-                if state
-                else ([], None)
-            )
-            ops += slot_ops
         try:
-            self._store.write(ops)
+            self._store.write([update])
         except ConditionFailed as lost:
             result.recovery_conflicts += 1
             self._telemetry.event("recovery.lost", run["run_id"], failed=lost.label)
@@ -254,7 +244,9 @@ class MissDetector:
             result.runs_failed += 1
             self._telemetry.event("run.failed", run["run_id"], error=after["last_error"], by="miss_detector")
             self._telemetry.metric("Failures", 1)
-            return promoted
+            if _overlap(run) is OverlapPolicy.BUFFER_ONE:
+                return self._chain.promote_waiting(run["run_id"], now)  # the run behind it
+            return None
         result.leases_recovered += 1
         self._telemetry.event(
             "lease.recovered",
@@ -268,13 +260,12 @@ class MissDetector:
         return after
 
     def _recheck_buffered(self, run: dict[str, Any], now: int, result: DetectResult) -> dict[str, Any] | None:
-        """A buffered run's lease lapsed: renew it while its slot holder runs, else promote it."""
-        state = self._store.get(STATE, {"job_id": run["job_id"]})
-        holder_id = state.get("active_run_id") if state else None
+        """A buffered run's lease lapsed: renew it while its holder runs, else promote it."""
+        holder_id = run.get("blocked_by")
         holder = self._store.get(RUNS, {"run_id": holder_id}) if holder_id else None
-        ops, promoted = recheck_buffered_ops(run, state, holder, now, self._cfg)
+        op, promoted = recheck_buffered_ops(run, holder, now, self._cfg)
         try:
-            self._store.write(ops)
+            self._store.write([op])
         except ConditionFailed as lost:
             result.recovery_conflicts += 1
             self._telemetry.event("recovery.lost", run["run_id"], failed=lost.label)

@@ -16,7 +16,7 @@ from jobsched.core.errors import ConditionFailed
 from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
 from jobsched.core.run import RunKind, RunStatus, manual_run_id, run_id_for
 from jobsched.core.state import Registration
-from jobsched.core.transitions import adhoc_run_ops, new_run_item, rerun_missed_op
+from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Update, eq, exists, not_exists
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
@@ -25,8 +25,10 @@ from jobsched.services.paging import query_all, scan_all
 from jobsched.services.registrar import Registrar
 
 MAX_BACKFILL = 1000
+# Tries to link an ad-hoc run to its job's chain while claims move the chain's end.
+CHAIN_TRIES = 5
 # What `show` and `list` add to the job item from its state item.
-STATE_VIEW = ("status", "next_run_at", "sched_shard", "last_scheduled_at", "active_run_id", "buffered_run_id")
+STATE_VIEW = ("status", "next_run_at", "sched_shard", "last_scheduled_at", "latest_run_id")
 
 
 class JobNotFound(LookupError):
@@ -118,7 +120,7 @@ class Operations:
         return self._registrar.apply(job_id)
 
     def get(self, job_id: str) -> dict[str, Any]:
-        """The job item with its scheduler state (status, next run, slot) merged in."""
+        """The job item with its scheduler state (status, next run, chain end) merged in."""
         item = self._store.get(JOBS, {"job_id": job_id})
         if item is None:
             raise JobNotFound(job_id)
@@ -158,9 +160,7 @@ class Operations:
             now,
             self._cfg,
         )
-        try:
-            self._store.write(adhoc_run_ops(run))
-        except ConditionFailed:
+        if self._create_adhoc(run) is not None:
             return run_id  # this request ran already
         self._telemetry.event("run.triggered", run_id, job_id=job_id)
         self._dispatcher.dispatch([{**run, "definition": definition.to_item()}])
@@ -210,20 +210,40 @@ class Operations:
 
     def _backfill_one(self, run: Item, snapshot: Item, digest: str, now: int) -> Item | None:
         """The run to dispatch for one occurrence, or None when it needs none."""
-        try:
-            self._store.write(adhoc_run_ops(run))
+        existing = self._create_adhoc(run)
+        if existing is None:
             return run
-        except ConditionFailed as lost:
-            current = lost.current or self._store.get(RUNS, {"run_id": run["run_id"]})
-        if current is None or current.get("status") != RunStatus.MISSED.value:
+        if existing.get("status") != RunStatus.MISSED.value:
             return None
-        op = rerun_missed_op(current, snapshot, digest, now, self._cfg)
-        try:
-            after = self._store.update(op)
-        except ConditionFailed:
-            return None  # another backfill re-ran it first
-        self._telemetry.event("run.rerun", run["run_id"], was="missed")
-        return after
+        for _ in range(CHAIN_TRIES):
+            state = self._store.get(STATE, {"job_id": run["job_id"]})
+            ops = rerun_missed_ops(existing, snapshot, digest, now, self._cfg, state)
+            try:
+                self._store.write(ops)
+            except ConditionFailed as lost:
+                if lost.op is ops[0]:
+                    return None  # another backfill re-ran it first
+                continue  # the chain moved on: link to its new end
+            self._telemetry.event("run.rerun", run["run_id"], was="missed")
+            return self._store.get(RUNS, {"run_id": run["run_id"]})
+        raise ValueError(f"{run['run_id']}: the job's chain kept moving; try again")
+
+    def _create_adhoc(self, run: Item) -> Item | None:
+        """Create a manual or backfill run at the end of its job's chain. None when created (the
+        run item is linked in place); else the record that was there already."""
+        for _ in range(CHAIN_TRIES):
+            state = self._store.get(STATE, {"job_id": run["job_id"]})
+            run.pop("after_run_id", None)
+            link_runs(state.get("latest_run_id") if state else None, [run])
+            ops = adhoc_run_ops(run, state)
+            try:
+                self._store.write(ops)
+            except ConditionFailed as lost:
+                if lost.op is ops[0]:
+                    return lost.current or self._store.get(RUNS, {"run_id": run["run_id"]}) or {}
+                continue  # the chain moved on (a claim, another manual run): link to its new end
+            return None
+        raise ValueError(f"{run['run_id']}: the job's chain kept moving; try again")
 
     def _definition(self, job_id: str) -> JobDefinition:
         item = self.get(job_id)

@@ -112,7 +112,7 @@ class Settler:
             if written is None:
                 done.lost_race = True
                 return done
-            done.state = _after(done.state, chunk, resume_at, catchups, switch)
+            done.state = _after(done.state, chunk, resume_at, catchups, switch, written)
             done.switched = switch is not None
             done.records += written
             done.to_dispatch += [
@@ -224,9 +224,13 @@ def _after(
     resume_at: int | None,
     catchups: int,
     switch: tuple[Item, tuple[str, ...]] | None,
+    written: list[Item],
 ) -> dict[str, Any]:
     """The state as one chunk's write left it (so the next chunk needs no read)."""
     after = {**state, "version": state["version"] + 1, "catchups": catchups}
+    runs = [run for run in written if run["status"] == RunStatus.PENDING.value]
+    if runs:
+        after["latest_run_id"] = runs[-1]["run_id"]
     after["last_scheduled_at"] = max(chunk[-1]["scheduled_at"], int(state.get("last_scheduled_at") or 0))
     if resume_at is None:
         after["status"] = "finished"

@@ -24,10 +24,10 @@ from typing import Any
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, Throttled, TransientStoreError
-from jobsched.core.run import RunKind, run_id_for
+from jobsched.core.run import RunKind, RunStatus, run_id_for
 from jobsched.core.state import JobStatus
 from jobsched.core.timing import is_overdue
-from jobsched.core.transitions import advance_op, create_run_op, new_run_item
+from jobsched.core.transitions import advance_op, create_run_op, new_run_item, relink_op
 from jobsched.core.writes import RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
@@ -312,8 +312,8 @@ class Trigger:
                 return
             following = job.schedule.next_after(ms_to_dt(occurrence))
             next_occurrence = dt_to_ms(following) if following is not None else None
-            self._claim_one(job, state, occurrence, next_occurrence, tick, result, claimed)
-            state = _advanced(state, occurrence, next_occurrence)
+            latest = self._claim_one(job, state, occurrence, next_occurrence, tick, result, claimed)
+            state = _advanced(state, occurrence, next_occurrence, latest)
 
     def _claim_one(
         self,
@@ -324,10 +324,11 @@ class Trigger:
         tick: _Tick,
         result: TickResult,
         claimed: list[Item],
-    ) -> None:
+    ) -> str | None:
         """Claim one occurrence: create its run, then advance the job. The run this claim created
         goes into ``claimed`` (to send) once, whatever happens to the advance. Raises ``_Lost``
-        when the job's state moved under us, or the advance's outcome is unknown."""
+        when the job's state moved under us, or the advance's outcome is unknown. Returns the
+        run the job's chain now ends with, if this claim moved it."""
         run_id = run_id_for(job.definition.job_id, occurrence)
         # Tags the claim as this tick's own: a write retried after its first attempt landed (a
         # lost response) fails its condition, and the tag tells that from a racer's claim.
@@ -342,6 +343,7 @@ class Trigger:
             tick.now,
             self._cfg,
             claimed_by=claimed_by,
+            after_run_id=state.get("latest_run_id"),
         )
         created = self._create_run(run, claimed_by)
         if created is not None and all(r["run_id"] != run_id for r in claimed):
@@ -350,15 +352,51 @@ class Trigger:
                 # The message carries the definition; a run created by this claim is under this
                 # job's (a later attempt after a changed job finds it in ``claimed`` already).
                 claimed.append({**created, "definition": job.snapshot})
+        link = self._chain_link(created, run_id, state)
+        latest = run_id if link is not None else None
         try:
-            self._store.write([advance_op(state, occurrence, next_occurrence, tick.now)])
+            self._store.write([advance_op(state, occurrence, next_occurrence, tick.now, latest)])
         except (ConditionFailed, TransientStoreError) as moved:
             raise _Lost() from moved  # read the job again; a run made above is sent regardless
+        if link is not None:
+            self._relink(link, state, job, claimed)
         if created is None:
             # The occurrence had a record already (a backfill, the miss detector): the job is
             # moved on without a second run.
             result.duplicates += 1
             self._telemetry.event("claim.duplicate_occurrence", run_id)
+        return latest
+
+    def _chain_link(self, created: Item | None, run_id: str, state: Item) -> Item | None:
+        """The claimed occurrence's record if the advance is to make it the end of the job's
+        chain, else None. A record this claim created joins; so does a racing or dead claimer's
+        (its advance never landed). A backfill's or the detector's record is in the chain
+        already: whoever made it moved the chain's end."""
+        if state.get("latest_run_id") == run_id:
+            return None  # the end already
+        record = created or self._store.get(RUNS, {"run_id": run_id})
+        if record is None or record.get("kind") != RunKind.SCHEDULED.value:
+            return None
+        return record if record.get("status") != RunStatus.MISSED.value else None
+
+    def _relink(self, record: Item, state: Item, job: LoadedJob, claimed: list[Item]) -> None:
+        """After the advance made ``record`` the chain's end: link it behind the end as the
+        advance found it, if it was created from an older read (an eventually consistent index
+        page, a racing claimer's, or a manual run that joined the chain since). The advance's
+        condition proved that read current. The relinked run is sent again, under a new token;
+        a run that started meanwhile walked from its old link: a window as wide as one retried
+        claim (docs/design.md, "Overlap")."""
+        latest = state.get("latest_run_id")
+        if record.get("after_run_id") == latest:
+            return
+        try:
+            relinked = self._store.update(relink_op(record, latest))
+        except (ConditionFailed, TransientStoreError):
+            self._telemetry.event("claim.relink_lost", str(record["run_id"]), after=latest)
+            return
+        claimed[:] = [r for r in claimed if r["run_id"] != record["run_id"]]
+        claimed.append({**relinked, "definition": job.snapshot})
+        self._telemetry.event("claim.relinked", str(record["run_id"]), after=latest)
 
     def _create_run(self, run: Item, claimed_by: str) -> Item | None:
         """The run as created by this claim (now, or by its own earlier attempt whose response
@@ -433,9 +471,13 @@ class _Sender:
                 self._count(size, sent.result())
 
 
-def _advanced(state: Item, occurrence: int, next_occurrence: int | None) -> dict[str, Any]:
+def _advanced(
+    state: Item, occurrence: int, next_occurrence: int | None, latest_run_id: str | None
+) -> dict[str, Any]:
     """The state as our successful advance left it, so the next claim in this tick needs no read."""
     state = {**state, "version": state["version"] + 1, "last_scheduled_at": occurrence}
+    if latest_run_id is not None:
+        state["latest_run_id"] = latest_run_id
     if next_occurrence is None:
         state.pop("next_run_at", None)
     else:

@@ -32,11 +32,11 @@ from jobsched.core.transitions import (
     heartbeat_op,
     retry_op,
     skip_at_start_ops,
-    slot_release_ops,
-    start_ops,
+    start_op,
 )
-from jobsched.core.writes import RUNS, STATE, WriteOp
+from jobsched.core.writes import RUNS, WriteOp
 from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.chain import Chain
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage
@@ -114,6 +114,7 @@ class Worker:
         self._waiter = waiter or EventWaiter()
         self._rng = rng or random.Random()
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
+        self._chain = Chain(store, cfg)
         # Records of one batch run on concurrent threads: next() on a count is atomic in CPython,
         # so every takeover gets its own owner tag (it tells a worker's own write from a racer's).
         self._takeovers = itertools.count(1)
@@ -149,36 +150,25 @@ class Worker:
             # The snapshot was valid when claimed; an invalid one means a corrupted message.
             raise PoisonMessage(f"run {message.run_id}: definition invalid: {exc}") from exc
         owner = f"{self._worker_id}/{next(self._takeovers)}"
-        use_slot = definition.overlap is not OverlapPolicy.ALLOW
         for _ in range(COMMIT_TRIES):
             now = self._clock.now_ms()
-            lease_until = worker_lease_until(now, deadline_ms, self._cfg)
-            ops = start_ops(
-                message.run_id,
-                message.job_id,
-                message.version,
-                definition.overlap,
-                owner,
-                lease_until,
-                now,
-                use_slot=use_slot,
+            holder = (
+                None
+                if definition.overlap is OverlapPolicy.ALLOW
+                else self._chain.holder(message.after_run_id)
             )
-            try:
-                self._write_unsure(ops, lambda: self._is_own_start(message, owner))
-            except ConditionFailed as lost:
-                if lost.op is ops[0]:  # the run's own start: a duplicate or stale message
-                    return self._drop_duplicate(message, lost.current)
-                job = lost.current  # the overlap slot's: the job's state as it is
-                if job is None:
-                    use_slot = False  # the job has no state item: the run proceeds without a slot
-                    continue
-                decision = decide_overlap(
-                    definition.overlap, message.run_id, job.get("active_run_id"), job.get("buffered_run_id")
-                )
-                settled = self._settle_overlap(message, decision, job, now)
+            decision = decide_overlap(definition.overlap, message.run_id, holder)
+            if holder is not None and decision is not OverlapDecision.RUN:
+                settled = self._settle_overlap(message, decision, holder, now)
                 if settled is not None:
                     return settled
-                continue
+                continue  # the holder moved on meanwhile: walk the chain again
+            lease_until = worker_lease_until(now, deadline_ms, self._cfg)
+            op = start_op(message.run_id, message.version, owner, lease_until, now)
+            try:
+                self._write_unsure([op], lambda: self._is_own_start(message, owner))
+            except ConditionFailed as lost:  # a duplicate or stale message
+                return self._drop_duplicate(message, lost.current)
             return self._started(message, definition, owner, now, deadline_ms)
         raise TransientStoreError(f"run {message.run_id}: could not settle the start; SQS will redeliver")
 
@@ -205,27 +195,27 @@ class Worker:
         return Started(message, definition, token, owner, now, deadline_ms, context)
 
     def _settle_overlap(
-        self, message: RunMessage, decision: OverlapDecision, job: dict[str, Any], now: int
+        self, message: RunMessage, decision: OverlapDecision, holder: dict[str, Any], now: int
     ) -> Outcome | None:
-        """The job's slot is taken: skip or buffer. None means try the start again."""
-        if decision is OverlapDecision.RUN:
-            return None  # the slot was freed meanwhile
+        """An unfinished run holds the job's turn: skip or wait behind it. None: decide again."""
+        holder_id = str(holder["run_id"])
         if decision is OverlapDecision.BUFFER:
-            ops = buffer_at_start_ops(message.run_id, message.version, job, now, self._cfg)
+            ops = buffer_at_start_ops(message.run_id, message.version, holder, now, self._cfg)
             event, outcome = "run.buffered", Outcome.BUFFERED
         else:
-            reason = f"overlap policy skip: {job.get('active_run_id')} still active"
-            ops = skip_at_start_ops(message.run_id, message.version, reason, now, self._cfg)
+            reason = f"overlap policy skip: {holder_id} still {holder.get('status')}"
+            ops = skip_at_start_ops(message.run_id, message.version, reason, holder_id, now, self._cfg)
             event, outcome = "run.skipped", Outcome.SKIPPED
         try:
             self._store.write(ops)
         except ConditionFailed as lost:
             if lost.op is ops[0]:  # the run's own write: it moved on meanwhile
                 return self._drop_duplicate(message, lost.current)
-            return None  # the job moved on: decide again
-        self._telemetry.event(event, message.run_id, active_run_id=job.get("active_run_id"))
+            return None  # the holder ended (or another run waits behind it): decide again
+        self._telemetry.event(event, message.run_id, holder=holder_id)
         if outcome is Outcome.SKIPPED:
             self._telemetry.metric("SkippedRuns", 1)
+            self._after_end(message, now)  # a run may wait behind this one
         return outcome
 
     def _drop_duplicate(self, message: RunMessage, current: dict[str, Any] | None) -> Outcome:
@@ -323,39 +313,22 @@ class Worker:
     ) -> Outcome:
         message = started.message
         now = self._clock.now_ms()
-        job: dict[str, Any] | None = None  # optimistic: slot held by us, nothing buffered
-        buffered: dict[str, Any] | None = None
-        uses_slot = started.definition.overlap is not OverlapPolicy.ALLOW
         for _ in range(COMMIT_TRIES):
             commit = finish_ops(
                 message.run_id, started.token, RunStatus.RUNNING, status, now, self._cfg, error
             )
-            slot_ops, promoted = (
-                slot_release_ops(job, message.job_id, message.run_id, buffered, now, self._cfg)
-                if uses_slot
-                else ([], None)
-            )
-            ops: list[WriteOp] = [commit, *staged, *slot_ops]
+            ops: list[WriteOp] = [commit, *staged]
             try:
                 self._write_unsure(ops, functools.partial(self._is_own_commit, started, status))
             except ConditionFailed as lost:
                 if lost.op is commit:
                     return self._fenced_out(started, lost.current)
-                if any(lost.op is effect for effect in staged):
-                    # A staged effect's own condition failed: the effect and the commit are one
-                    # transaction, so neither happened. Treat it as the handler failing.
-                    failure = f"staged write {lost.label!r} failed its condition"
-                    if status is RunStatus.SUCCEEDED:
-                        staged, status, error = [], RunStatus.FAILED, failure
-                        if attempts_left(started.definition.retry, message.attempt):
-                            return self._schedule_retry(started, failure)
-                    continue
-                job = self._store.get(STATE, {"job_id": message.job_id})
-                if job is None:
-                    uses_slot = False
-                    continue
-                buffered_id = job.get("buffered_run_id")
-                buffered = self._store.get(RUNS, {"run_id": buffered_id}) if buffered_id else None
+                # A staged effect's own condition failed: the effect and the commit are one
+                # transaction, so neither happened. Treat it as the handler failing.
+                failure = f"staged write {lost.label!r} failed its condition"
+                staged, status, error = [], RunStatus.FAILED, failure
+                if attempts_left(started.definition.retry, message.attempt):
+                    return self._schedule_retry(started, failure)
                 continue
             duration = now - started.started_at
             event = "run.succeeded" if status is RunStatus.SUCCEEDED else "run.failed"
@@ -369,11 +342,19 @@ class Worker:
             )
             self._telemetry.metric("Successes" if status is RunStatus.SUCCEEDED else "Failures", 1)
             self._telemetry.metric("RunDuration", duration, "Milliseconds")
-            if promoted is not None:
-                self._telemetry.event("run.promoted", promoted["run_id"], after=message.run_id)
-                self._dispatcher.dispatch([promoted])
+            self._after_end(message, now)
             return Outcome.SUCCEEDED if status is RunStatus.SUCCEEDED else Outcome.FAILED
         raise TransientStoreError(f"run {message.run_id}: commit kept conflicting; SQS will redeliver")
+
+    def _after_end(self, message: RunMessage, now: int) -> None:
+        """The run ended: promote the run waiting behind it (``buffer_one`` only; the others never
+        wait). One read when nothing waits."""
+        if message.definition.get("overlap") != OverlapPolicy.BUFFER_ONE.value:
+            return
+        promoted = self._chain.promote_waiting(message.run_id, now)
+        if promoted is not None:
+            self._telemetry.event("run.promoted", promoted["run_id"], after=message.run_id)
+            self._dispatcher.dispatch([promoted])
 
     def _schedule_retry(self, started: Started, error: str) -> Outcome:
         message = started.message
