@@ -29,6 +29,7 @@ FUNCTIONS = ("TriggerFunction", "WorkerFunction", "MissDetectorFunction", "Regis
 # Environment variable -> the template parameter it carries (the settings model reads these names).
 SETTINGS_ENV = {
     "SHARD_COUNT": "ShardCount",
+    "TRIGGER_GROUPS": "TriggerGroups",
     "LOOKAHEAD_SECONDS": "LookaheadSeconds",
     "TRIGGER_LOOKBACK_SECONDS": "TriggerLookbackSeconds",
     "LEASE_SECONDS": "LeaseSeconds",
@@ -571,6 +572,7 @@ def test_every_event_file_is_known_and_valid_json() -> None:
     assert names == [
         "miss_detector_scheduled.json",
         "registrar_stream.json",
+        "trigger_group.json",
         "trigger_scheduled.json",
         "worker_sqs_batch.json",
     ]
@@ -586,6 +588,15 @@ def test_scheduled_events(name: str) -> None:
     assert event["detail"] == {}
     assert re.match(r"^arn:aws:events:[a-z0-9-]+:\d{12}:rule/.+", event["resources"][0])
     datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
+
+
+def test_trigger_group_event_is_what_a_fan_out_tick_sends() -> None:
+    from jobsched.core.shard_groups import group_event, parse_tick_event
+
+    sample = _load("trigger_group.json")
+    request = parse_tick_event(sample, groups=1)  # the event's own group count decides
+    assert sample == group_event(request.group, request.groups)
+    assert not request.fan_out
 
 
 def test_worker_batch_has_two_run_messages_and_one_malformed() -> None:

@@ -101,3 +101,10 @@ class Telemetry(Protocol):
     def event(self, name: str, correlation_id: str, **fields: Any) -> None: ...
 
     def metric(self, name: str, value: float, unit: str = "Count") -> None: ...
+
+
+class GroupInvoker(Protocol):
+    """Starts one trigger invocation for a shard group, asynchronously (docs/design.md, "Trigger
+    fan-out"). Raises ``InvokeError`` when the invocation was not accepted."""
+
+    def invoke(self, event: dict[str, Any]) -> None: ...

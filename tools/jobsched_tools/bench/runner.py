@@ -47,7 +47,7 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started, Worker
 from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
 
-from jobsched_tools.bench import cold_import, first_lag, units, write_units
+from jobsched_tools.bench import cold_import, fanout, first_lag, units, write_units
 from jobsched_tools.emulator.local_moto import MotoProcess, start_moto_process
 from jobsched_tools.emulator.provision import Resources, provision
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
@@ -644,6 +644,8 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         ceiling = measure_claim_ceiling(moto, settings.dispatch_runs, cfg)
         raw_after = measure_raw(moto, settings.raw_writes - settings.raw_writes // 2)
         raw = (raw_before + raw_after) / 2
+        progress("trigger fan-out: the dispatch phase with 1, 2 and 4 trigger processes")
+        fanned = fanout.measure(moto, settings, cfg)
         progress("request counts per run")
         counts = {
             overlap: measure_counts(moto, settings.count_runs, overlap, cfg) for overlap in ("allow", "skip")
@@ -719,5 +721,6 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         "writes_per_dispatch": writes_per_dispatch,
         **cold,
         **at_defaults,
+        **fanned,
         "statistics": {"lag_ms_mean": round(statistics.fmean(lags), 1) if lags else None},
     }

@@ -187,6 +187,11 @@ class MotoProcess:
         self._process = process
         self.endpoint_url = endpoint_url
 
+    @property
+    def pid(self) -> int:
+        """The server process's id (the fan-out bench reads its CPU time)."""
+        return self._process.pid
+
     def reset(self) -> None:
         request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
         with urllib.request.urlopen(request, timeout=30) as response:

@@ -1,6 +1,7 @@
 """One process of the local stack: drives a real Lambda handler with the events AWS would send.
 
     python -m jobsched_tools.local.proc trigger  --every 5     # EventBridge scheduled events
+    python -m jobsched_tools.local.proc trigger  --every 5 --group 1 --groups 3  # one shard group
     python -m jobsched_tools.local.proc detector --every 5
     python -m jobsched_tools.local.proc worker                  # SQS event source mapping
     python -m jobsched_tools.local.proc registrar --checkpoint F  # DynamoDB stream event source mapping
@@ -109,11 +110,17 @@ def scheduled_event(rule: str) -> dict[str, Any]:
     }
 
 
-def run_ticks(invoke: Invoker, every_s: float, stop: Callable[[], bool]) -> None:
+def run_ticks(
+    invoke: Invoker, every_s: float, stop: Callable[[], bool], group: tuple[int, int] | None = None
+) -> None:
+    """Invoke on a schedule: EventBridge's scheduled event, or with ``group`` (g, K) the event a
+    fan-out tick sends group g of K (docs/design.md, "Trigger fan-out"), one process per group."""
     next_at = time.monotonic()
     while not stop():
         try:
-            invoke(scheduled_event(invoke.function))
+            invoke(
+                scheduled_event(invoke.function) if group is None else {"group": group[0], "groups": group[1]}
+            )
         except Exception as exc:  # a failed invocation is retried by the next tick, as in AWS
             _report_error(invoke.name, exc)
         next_at += every_s
@@ -254,6 +261,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default=None, help="process name (request ids start with it)")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between scheduled events")
     parser.add_argument("--timeout", type=float, default=60.0, help="invocation deadline, seconds")
+    parser.add_argument("--group", type=int, default=None, help="trigger: claim this shard group only")
+    parser.add_argument("--groups", type=int, default=None, help="trigger: of this many groups")
     parser.add_argument("--batch-size", type=int, default=100, help="registrar: records per batch")
     parser.add_argument("--max-retries", type=int, default=10, help="registrar: MaximumRetryAttempts")
     parser.add_argument("--checkpoint", type=Path, default=None, help="registrar: checkpoint file")
@@ -280,7 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f'{{"event": "local.ready", "message": "local.ready", "role": "{args.role}"}}', flush=True)
 
     if args.role in ("trigger", "detector"):
-        run_ticks(invoke, args.every, stop)
+        group = (args.group, args.groups) if args.group is not None and args.groups is not None else None
+        run_ticks(invoke, args.every, stop, group)
     elif args.role == "worker":
         run_worker(invoke, stop)
     else:

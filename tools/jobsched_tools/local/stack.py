@@ -72,6 +72,9 @@ Sink = Callable[[str, Event], None]
 class StackOptions:
     workers: int = 3
     triggers: int = 1
+    # Above 1: one trigger process per shard group instead (each ticks with its group's event,
+    # as the invocations a fan-out tick starts), and TRIGGER_GROUPS set to match.
+    trigger_groups: int = 1
     tick_seconds: float = 5.0
     detector_seconds: float = 5.0
     registrar: bool = True
@@ -155,12 +158,21 @@ class LocalStack:
             "DETECTOR_SWEEP_SECONDS": str(max(1, round(self.options.detector_seconds))),
             **self.options.settings,
         }
+        if self.options.trigger_groups > 1:
+            self.env["TRIGGER_GROUPS"] = str(self.options.trigger_groups)
         self.settings()  # a bad setting fails here, naming the variable, not in every child
         if self.options.state_file is not None:
             self.write_state(self.options.state_file)
         o = self.options
-        for i in range(1, o.triggers + 1):
-            self.add("trigger", f"trigger-{i}", ["--every", str(o.tick_seconds)])
+        if o.trigger_groups > 1:
+            for g in range(o.trigger_groups):
+                every = ["--every", str(o.tick_seconds)]
+                self.add(
+                    "trigger", f"trigger-g{g}", [*every, "--group", str(g), "--groups", str(o.trigger_groups)]
+                )
+        else:
+            for i in range(1, o.triggers + 1):
+                self.add("trigger", f"trigger-{i}", ["--every", str(o.tick_seconds)])
         minute = str(DETECTOR_INVOCATION_SECONDS)
         self.add("detector", "detector-1", ["--every", minute, "--timeout", minute])
         if o.registrar and self.resources.jobs_stream_arn:

@@ -9,11 +9,23 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# The most shards the indexes may have, and so the most trigger groups (one shard at least each).
+MAX_SHARDS = 256
+
 
 class SchedulerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    shard_count: int = Field(8, ge=1, le=256, description="Partitions of the next-run and lease indexes.")
+    shard_count: int = Field(
+        8, ge=1, le=MAX_SHARDS, description="Partitions of the next-run and lease indexes."
+    )
+    trigger_groups: int = Field(
+        1,
+        ge=1,
+        le=MAX_SHARDS,
+        description="Concurrent trigger invocations per tick, each claiming the shards s with "
+        "s % trigger_groups == its group (core/shard_groups.py). At most shard_count.",
+    )
     lookahead_seconds: int = Field(
         90,
         ge=1,
@@ -75,4 +87,11 @@ class SchedulerConfig(BaseModel):
         # A heartbeat period of half the lease tolerates one lost or slow heartbeat.
         if self.heartbeat_seconds * 2 > self.lease_seconds:
             raise ValueError("heartbeat_seconds must be at most half of lease_seconds")
+        return self
+
+    @model_validator(mode="after")
+    def _groups_within_shards(self) -> SchedulerConfig:
+        # A group with no shard would be an invocation that claims nothing, every tick.
+        if self.trigger_groups > self.shard_count:
+            raise ValueError("trigger_groups must be at most shard_count")
         return self

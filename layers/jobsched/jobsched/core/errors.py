@@ -43,3 +43,7 @@ class TransientStoreError(StoreError):
 
 class QueueError(Exception):
     """Sending to the work queue failed for the whole request."""
+
+
+class InvokeError(Exception):
+    """An asynchronous invocation (a trigger group) was not accepted."""

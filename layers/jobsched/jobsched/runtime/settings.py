@@ -40,6 +40,10 @@ class _RuntimeSettings(BaseSettings):
     runs_table: str = Field(min_length=3)
     work_queue_url: str = Field(min_length=1)
 
+    # The trigger's own `live` alias, which a fan-out tick invokes once per other shard group
+    # (TriggerGroups > 1); blank in the other functions, which never invoke it.
+    trigger_function_arn: str = ""
+
     # Records of one SQS batch processed at once by a worker invocation (1: one after another).
     worker_record_concurrency: int = Field(10, ge=1, le=100)
 

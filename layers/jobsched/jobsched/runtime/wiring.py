@@ -23,7 +23,9 @@ from jobsched.targets.builtin import register_builtins
 from jobsched.targets.registry import HandlerRegistry, RunLogger
 
 if TYPE_CHECKING:
+    from jobsched.ports import GroupInvoker
     from jobsched.services.detector import MissDetector
+    from jobsched.services.fanout import TriggerInvocation
     from jobsched.services.operations import Operations
     from jobsched.services.registrar import Registrar
     from jobsched.services.trigger import Trigger
@@ -37,6 +39,7 @@ registry = HandlerRegistry()
 @dataclass
 class App:
     settings: Settings
+    _group_invoker: GroupInvoker | None = None
 
     @cached_property
     def cfg(self) -> SchedulerConfig:
@@ -63,6 +66,21 @@ class App:
         from jobsched.services.trigger import Trigger
 
         return Trigger(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
+
+    def trigger_invocation(self) -> TriggerInvocation:
+        """The trigger function's service: a fan-out tick or one shard group's tick."""
+        from jobsched.services.fanout import TriggerInvocation
+
+        return TriggerInvocation(self.trigger(), self.group_invoker, self.telemetry, self.cfg)
+
+    def group_invoker(self) -> GroupInvoker:
+        from jobsched.adapters.lambda_invoker import LambdaGroupInvoker
+
+        if self._group_invoker is None:
+            self._group_invoker = LambdaGroupInvoker(
+                make_client("lambda"), self.settings.trigger_function_arn
+            )
+        return self._group_invoker
 
     def detector(self) -> MissDetector:
         from jobsched.services.detector import MissDetector

@@ -7,7 +7,7 @@ One place for the cursor loop, so that every reader stops at the same end-of-res
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -67,18 +67,21 @@ def shard_pages(
     on_error: Callable[[StoreError], None],
     parallel: bool,
     page_size: int = PAGE_SIZE,
+    shards: Sequence[int] | None = None,
 ) -> list[Iterator[Item]]:
-    """Every shard's matches, paged lazily, with each shard's first page already read. In
+    """Every shard's matches (or only ``shards``', a trigger group's), paged lazily, with each
+    shard's first page already read. In
     parallel the first pages cost one query's latency, not one per shard; tests and the
     simulation ask for sequential reads so that injected faults land in a reproducible order."""
 
     def shard_items(shard: int) -> Iterator[Item]:
         return prefetch(query_all(store, index, shard, sort_from, sort_to, page_size, on_error))
 
-    if parallel and shard_count > 1:
-        with ThreadPoolExecutor(max_workers=min(16, shard_count)) as pool:
-            return list(pool.map(shard_items, range(shard_count)))
-    return [shard_items(shard) for shard in range(shard_count)]
+    wanted = range(shard_count) if shards is None else shards
+    if parallel and len(wanted) > 1:
+        with ThreadPoolExecutor(max_workers=min(16, len(wanted))) as pool:
+            return list(pool.map(shard_items, wanted))
+    return [shard_items(shard) for shard in wanted]
 
 
 def scan_all(store: Store, table: str, page_size: int = PAGE_SIZE) -> Iterator[Item]:

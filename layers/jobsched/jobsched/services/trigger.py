@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,7 +129,11 @@ class Trigger:
 
     # --- the tick ------------------------------------------------------------------------------
 
-    def tick(self, invocation_id: str, deadline_ms: int | None = None) -> TickResult:
+    def tick(
+        self, invocation_id: str, deadline_ms: int | None = None, shards: Sequence[int] | None = None
+    ) -> TickResult:
+        """Claim what is due in ``shards`` of the next-run index (None: every shard; a trigger
+        group's invocation passes its own, services/fanout.py)."""
         now = self._clock.now_ms()
         window_from = now - self._cfg.trigger_lookback_seconds * 1000
         window_to = now + self._cfg.lookahead_seconds * 1000
@@ -142,7 +146,7 @@ class Trigger:
 
         tick = _Tick(invocation_id, now, window_to, _ClaimBudget(self._cfg.max_claims_per_tick), out_of_time)
         result = TickResult()
-        due = self._due_jobs(window_from, window_to, result)
+        due = self._due_jobs(window_from, window_to, result, shards)
         with _Sender(self._dispatcher, result, parallel=self._claim_concurrency > 1) as sender:
             self._claim_all(due, tick, result, sender)
         self._telemetry.metric("Claims", result.claimed)
@@ -211,8 +215,10 @@ class Trigger:
             for future in in_flight:
                 sender.collect(*future.result())
 
-    def _due_jobs(self, window_from: int, window_to: int, result: TickResult) -> Iterator[Item]:
-        """All shards' due jobs merged oldest first; each shard is paged lazily."""
+    def _due_jobs(
+        self, window_from: int, window_to: int, result: TickResult, shards: Sequence[int] | None
+    ) -> Iterator[Item]:
+        """The shards' due jobs merged oldest first; each shard is paged lazily."""
 
         def throttled(_: StoreError) -> None:
             result.throttled += 1  # this shard's rest waits for the next tick
@@ -226,6 +232,7 @@ class Trigger:
             throttled,
             self._parallel,
             DUE_PAGE_SIZE,
+            shards,
         )
         return merge_oldest_first("next-run", firsts)
 
