@@ -117,7 +117,7 @@ def app() -> App:
     """One App per execution environment: clients and settings are reused across invocations."""
     global _app
     if _app is None:
-        _app = App(Settings())  # pydantic-settings reads the environment
+        _app = App(Settings.from_env())
     return _app
 
 
