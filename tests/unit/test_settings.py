@@ -1,11 +1,13 @@
 """runtime/settings.py: the functions' configuration from their environment variables, validated
-with the bounds of its one source (SchedulerConfig), without pydantic-settings (issue 17)."""
+with the bounds of its one source (SchedulerConfig), without pydantic-settings (issue 17); and the
+App built from them (runtime/wiring.py)."""
 
 from __future__ import annotations
 
 import pytest
 from jobsched.core.config import SchedulerConfig
 from jobsched.runtime.settings import Settings
+from jobsched.runtime.wiring import App
 from pydantic import ValidationError
 
 REQUIRED = {"JOBS_TABLE": "jobs", "STATE_TABLE": "state", "RUNS_TABLE": "runs", "WORK_QUEUE_URL": "q"}
@@ -58,3 +60,13 @@ def test_the_scheduler_s_bounds_and_rules_apply_when_its_config_is_built() -> No
         Settings.from_env(REQUIRED | {"SHARD_COUNT": "1000"}).scheduler_config()
     with pytest.raises(ValidationError, match="heartbeat_seconds must be at most half"):
         Settings.from_env(REQUIRED | {"LEASE_SECONDS": "10", "HEARTBEAT_SECONDS": "6"}).scheduler_config()
+
+
+def test_a_function_s_clients_share_one_boto3_session() -> None:
+    """Each session loads botocore's endpoint, partition and retry data again (about 40 ms a
+    client on a cold start's first call); the App's DynamoDB and SQS clients load them once."""
+    app = App(Settings.from_env(REQUIRED))
+    dynamodb, sqs = app.store.client, app.queue.client
+    assert dynamodb.meta.service_model.service_name == "dynamodb"
+    assert sqs.meta.service_model.service_name == "sqs"
+    assert dynamodb._loader is sqs._loader  # type: ignore[attr-defined]

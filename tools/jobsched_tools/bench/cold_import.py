@@ -53,13 +53,13 @@ ENV = {
 
 # What each function's first invocation does before its first AWS request (functions/*/app.py):
 # the App (settings) and its service, with the boto3 clients the service is built on. For bare
-# boto3, the same two clients.
+# boto3, the same two clients, from its default session.
 FIRST_CALL = {
     "trigger": "app.app().trigger()",
     "worker": "app.app().worker('cold-start')",
     "miss_detector": "app.app().detector()",
     "registrar": "app.app().registrar()",
-    "boto3": "[boto3.session.Session().client(name) for name in ('dynamodb', 'sqs')]",
+    "boto3": "[boto3.client(name) for name in ('dynamodb', 'sqs')]",
 }
 
 PROBE = """
