@@ -90,6 +90,12 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     assert set(result["cold_import_ms"]) == {"trigger", "worker", "miss_detector", "registrar"}
     assert all(ms > 0 for ms in result["cold_import_ms"].values())
     assert result["cold_import_ms_bare_boto3"] > 0
+    # Jobsched's own share: the function's import less the bare boto3's; and the first call's set-up.
+    for name, ms in result["cold_import_ms"].items():
+        assert result["cold_import_overhead_ms"][name] == pytest.approx(
+            ms - result["cold_import_ms_bare_boto3"]
+        )
+        assert result["cold_first_call_ms"][name] > 0
 
 
 def test_cost_formula() -> None:

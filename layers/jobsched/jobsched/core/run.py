@@ -34,10 +34,6 @@ class RunStatus(StrEnum):
     MISSED = "missed"
 
 
-TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.SKIPPED, RunStatus.MISSED})
-LEASED = frozenset({RunStatus.PENDING, RunStatus.RUNNING})
-
-
 class RunKind(StrEnum):
     SCHEDULED = "scheduled"
     CATCHUP = "catchup"

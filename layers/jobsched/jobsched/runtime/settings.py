@@ -1,19 +1,24 @@
 """Deploy-time configuration: the template's parameters arrive as environment variables and are
-parsed and validated here, once, at cold start. A bad value fails the function's first invocation
-with a message naming the variable, instead of quietly weakening a guarantee.
+parsed and validated here, once, on the first invocation. A bad value fails it with a message
+naming the variable, instead of quietly weakening a guarantee.
 
 One source for every scheduler tunable: ``SchedulerConfig`` (core/config.py) holds each one's
 default, bounds and meaning. The settings below take their scheduler fields from it (one
 environment variable per field, upper-cased), and tests/template/test_template.py checks that
 every template parameter and the docs/deploy.md table agree with it.
+
+A plain pydantic model read from ``os.environ`` (``Settings.from_env``), not pydantic-settings:
+that package's import (its sources, dotenv, asyncio) cost about 50 ms of every cold start for one
+dictionary lookup per field (issue 17).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import os
+from collections.abc import Mapping
+from typing import Any
 
-from pydantic import Field, create_model
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from jobsched.core.config import SchedulerConfig
 
@@ -24,16 +29,10 @@ _SCHEDULER_FIELDS: dict[str, Any] = {
 }
 
 
-def _split(value: object) -> list[str]:
-    if isinstance(value, list):
-        return [str(v) for v in value if str(v)]
-    return [part.strip() for part in str(value or "").split(",") if part.strip()]
-
-
-class _RuntimeSettings(BaseSettings):
+class _RuntimeSettings(BaseModel):
     """What only the Lambda runtime needs: resource names, the worker's threads, allow-lists."""
 
-    model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
+    model_config = ConfigDict(extra="ignore")
 
     jobs_table: str = Field(min_length=3)
     state_table: str = Field(min_length=3)
@@ -47,13 +46,18 @@ class _RuntimeSettings(BaseSettings):
     # Records of one SQS batch processed at once by a worker invocation (1: one after another).
     worker_record_concurrency: int = Field(10, ge=1, le=100)
 
-    allowed_queue_arns: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    allowed_event_bus_arns: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    allowed_function_arns: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Comma-separated in the environment (the template joins its list parameters with ","); empty
+    # entries dropped, so an unset list parameter ("") allows nothing.
+    allowed_queue_arns: list[str] = Field(default_factory=list)
+    allowed_event_bus_arns: list[str] = Field(default_factory=list)
+    allowed_function_arns: list[str] = Field(default_factory=list)
 
-    def model_post_init(self, context: object) -> None:
-        for name in ("allowed_queue_arns", "allowed_event_bus_arns", "allowed_function_arns"):
-            object.__setattr__(self, name, _split(getattr(self, name)))
+    @field_validator("allowed_queue_arns", "allowed_event_bus_arns", "allowed_function_arns", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> list[str]:
+        if isinstance(value, list | tuple):
+            return [str(v) for v in value if str(v)]
+        return [part.strip() for part in str(value or "").split(",") if part.strip()]
 
 
 _WithScheduler: type[_RuntimeSettings] = create_model(
@@ -62,5 +66,13 @@ _WithScheduler: type[_RuntimeSettings] = create_model(
 
 
 class Settings(_WithScheduler):
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings from environment variables (``os.environ`` by default): one per field,
+        its name upper-cased (``JOBS_TABLE``); any case is accepted, other variables ignored."""
+        env = os.environ if environ is None else environ
+        by_field = {name.lower(): value for name, value in env.items() if name.lower() in cls.model_fields}
+        return cls.model_validate(by_field)
+
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(**{name: getattr(self, name) for name in SchedulerConfig.model_fields})
