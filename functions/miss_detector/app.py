@@ -12,7 +12,7 @@ from jobsched.services.detector import MissDetector  # noqa: F401  # at init; wi
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(_event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     every_ms = app().cfg.detector_sweep_seconds * 1000
     result = app().detector().sweep(context.aws_request_id, deadline_ms(context), every_ms, sleep_ms)
     return result.summary()

@@ -215,7 +215,7 @@ def scheduled_job(
 def _registry() -> HandlerRegistry:
     registry = HandlerRegistry()
 
-    def noop(context: RunContext) -> None:
+    def noop(_context: RunContext) -> None:
         return None
 
     registry.add(NOOP, noop)

@@ -99,7 +99,7 @@ class Worker:
         registry: HandlerRegistry,
         worker_id: str,
         logger_for: Callable[[str], RunLogger],
-        sleep_ms: Callable[[int], None] = lambda ms: None,
+        sleep_ms: Callable[[int], None] = lambda _ms: None,
         rng: random.Random | None = None,
         waiter: Waiter | None = None,
     ) -> None:
