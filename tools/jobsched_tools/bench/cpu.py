@@ -197,3 +197,32 @@ def batching_tradeoff(
         "write_units_added_per_run": extra_units,
         "usd_added_per_million_runs": round(cost_usd, 4),
     }
+
+
+def bench_keys(
+    figures: CpuFigures, cost: dict[str, float], prices: dict[str, dict[str, Any]], read_units_per_run: float
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """``cost`` with the trigger's and the worker's Lambda compute added (and its total), and the
+    bench JSON's CPU, compute, worker-wait, batching and scale-model keys."""
+    from jobsched_tools.bench import scale, worker_wait
+
+    wait = worker_wait.measure()
+    compute = lambda_compute(figures, prices, wait["worker_wait_s_per_batch"])
+    parts = {k: v for k, v in cost.items() if k != "total"}
+    parts["lambda_compute_trigger"] = compute["lambda_compute_trigger"]
+    parts["lambda_compute_worker"] = compute["lambda_compute_worker"]
+    priced = parts | {"total": round(sum(parts.values()), 4)}
+    extra: dict[str, Any] = {
+        **figures.as_json(),
+        **{k: v for k, v in compute.items() if k.endswith("_ms_per_run")},
+        **wait,
+        "worker_wait_usd_per_million_runs": worker_wait.priced(
+            wait["worker_wait_s_per_batch"], prices, FUNCTION_MEMORY_MB, WORKER_BATCH
+        ),
+        "worker_wait_usd_per_million_runs_round_down": worker_wait.priced(
+            WORKER_WAIT_S_PER_BATCH_FLOOR, prices, FUNCTION_MEMORY_MB, WORKER_BATCH
+        ),
+        "batching_claims_into_transactions": batching_tradeoff(figures, prices),
+        **scale.bench_keys(figures.as_json(), read_units_per_run),
+    }
+    return priced, extra

@@ -47,7 +47,7 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started, Worker
 from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
 
-from jobsched_tools.bench import cold_import, first_lag, units, write_units
+from jobsched_tools.bench import cold_import, cpu, first_lag, units, write_units
 from jobsched_tools.emulator.local_moto import MotoProcess, start_moto_process
 from jobsched_tools.emulator.provision import Resources, provision
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
@@ -644,6 +644,8 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         ceiling = measure_claim_ceiling(moto, settings.dispatch_runs, cfg)
         raw_after = measure_raw(moto, settings.raw_writes - settings.raw_writes // 2)
         raw = (raw_before + raw_after) / 2
+        progress("client CPU per dispatched run and per bare write")
+        cpu_figures = cpu.measure(moto)
         progress("request counts per run")
         counts = {
             overlap: measure_counts(moto, settings.count_runs, overlap, cfg) for overlap in ("allow", "skip")
@@ -664,6 +666,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         ),
         prices,
     )
+    cost, cpu_keys = cpu.bench_keys(cpu_figures, cost, prices, main["est_read_units_per_run"])
     with_payload = write_units.measure("allow", payload_bytes=4096, runs=20, heartbeats=0)
     writes_per_dispatch = 2  # the claim: PutItem(run), then UpdateItem(state)
     lags = [float(v) for v in live["lag_ms"]]
@@ -719,5 +722,6 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         "writes_per_dispatch": writes_per_dispatch,
         **cold,
         **at_defaults,
+        **cpu_keys,
         "statistics": {"lag_ms_mean": round(statistics.fmean(lags), 1) if lags else None},
     }
