@@ -47,7 +47,7 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started, Worker
 from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
 
-from jobsched_tools.bench import cold_import, cpu, first_lag, units, write_units
+from jobsched_tools.bench import cold_import, cpu, first_lag, memory, units, write_units
 from jobsched_tools.emulator.local_moto import MotoProcess, start_moto_process
 from jobsched_tools.emulator.provision import Resources, provision
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
@@ -631,6 +631,8 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
     cold = cold_import.measure(settings.cold_import_runs)  # before the moto servers load the machine
     progress("lag at the deployed defaults (manual clock): first occurrences and steady ones")
     at_defaults = first_lag.measure()
+    progress("peak memory of each function at its largest settings")
+    peaks = memory.measure()
     # The servers run in their own processes, as real endpoints would: in this process they would
     # share the GIL with the trigger's claimers and the drainer, and measure their contention.
     moto = Servers(start_moto_process(fast_transactions=settings.fast_transactions), start_moto_process())
@@ -723,5 +725,6 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         **cold,
         **at_defaults,
         **cpu_keys,
+        **peaks,
         "statistics": {"lag_ms_mean": round(statistics.fmean(lags), 1) if lags else None},
     }
