@@ -33,6 +33,13 @@ KEYS = {
     "lag_ms_p99": float,
     "recovery_s_p50": float,
     "recovery_s_max": float,
+    "trigger_cpu_ms_per_run": float,
+    "bare_write_cpu_ms": float,
+    "worker_cpu_ms_per_run": float,
+    "worker_wait_s_per_batch": float,
+    "modelled_runs_per_s_default": float,
+    "modelled_runs_per_s_max": float,
+    "peak_rss_mb": dict,
 }
 
 

@@ -1,6 +1,7 @@
 """Peak memory of each function's service at the largest values its template parameters allow
-(issue 18, part 3): ``peak_rss_mb`` per function, each in a fresh subprocess, read from
-``resource.getrusage(RUSAGE_SELF).ru_maxrss``; nothing subtracted. Beside it ``baseline_mb``: the
+(issue 18, part 3): ``peak_rss_mb`` per function, each in a fresh subprocess, the kernel's
+high-water mark of its resident memory (``VmHWM``; see ``rss_mb`` for why not ``ru_maxrss``);
+nothing subtracted. Beside it ``baseline_mb``: the
 same reading after the imports and the store's setup, before the service runs.
 
 The trigger and the miss detector run against a *generating* store, not the moto server: at
@@ -51,6 +52,17 @@ def largest_config() -> SchedulerConfig:
 
 
 def rss_mb() -> float:
+    """This process's peak resident set, MB. Linux's ``ru_maxrss`` survives ``execve`` (it is kept
+    with the process, not its memory map), so a subprocess of a large parent reports the parent's
+    peak; ``VmHWM`` belongs to the new memory map and starts afresh. Both are the kernel's
+    high-water mark of resident pages; ``ru_maxrss`` is the fallback where /proc is missing."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)  # kB
+    except OSError:
+        pass
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KB
 
 
