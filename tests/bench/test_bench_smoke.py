@@ -39,7 +39,6 @@ KEYS = {
     "worker_wait_s_per_batch": float,
     "modelled_runs_per_s_default": float,
     "modelled_runs_per_s_max": float,
-    "peak_rss_mb": dict,
 }
 
 
@@ -67,6 +66,11 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
         if kind is int:
             assert float(result[key]).is_integer(), (key, result[key])
         assert math.isfinite(result[key]) and result[key] >= 0, (key, result[key])
+
+    # Peak memory per function (issue 18): each at most the 256 MB target, and above its baseline.
+    assert set(result["peak_rss_mb"]) == {"trigger", "worker", "miss_detector", "registrar"}
+    for function, peak in result["peak_rss_mb"].items():
+        assert result["baseline_rss_mb"][function] <= peak <= 256, (function, peak)
 
     # The design: claim = PutItem (the run) + UpdateItem (the job's advance), start = UpdateItem,
     # commit = UpdateItem; no transaction (each would double its items' write units).
