@@ -33,6 +33,12 @@ KEYS = {
     "lag_ms_p99": float,
     "recovery_s_p50": float,
     "recovery_s_max": float,
+    "trigger_cpu_ms_per_run": float,
+    "bare_write_cpu_ms": float,
+    "worker_cpu_ms_per_run": float,
+    "worker_wait_s_per_batch": float,
+    "modelled_runs_per_s_default": float,
+    "modelled_runs_per_s_max": float,
 }
 
 
@@ -60,6 +66,11 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
         if kind is int:
             assert float(result[key]).is_integer(), (key, result[key])
         assert math.isfinite(result[key]) and result[key] >= 0, (key, result[key])
+
+    # Peak memory per function (issue 18): each at most the 256 MB target, and above its baseline.
+    assert set(result["peak_rss_mb"]) == {"trigger", "worker", "miss_detector", "registrar"}
+    for function, peak in result["peak_rss_mb"].items():
+        assert result["baseline_rss_mb"][function] <= peak <= 256, (function, peak)
 
     # The design: claim = PutItem (the run) + UpdateItem (the job's advance), start = UpdateItem,
     # commit = UpdateItem; no transaction (each would double its items' write units).

@@ -47,7 +47,7 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started, Worker
 from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
 
-from jobsched_tools.bench import cold_import, fanout, first_lag, units, write_units
+from jobsched_tools.bench import cold_import, cpu, fanout, first_lag, memory, units, write_units
 from jobsched_tools.emulator.local_moto import MotoProcess, start_moto_process
 from jobsched_tools.emulator.provision import Resources, provision
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
@@ -631,6 +631,8 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
     cold = cold_import.measure(settings.cold_import_runs)  # before the moto servers load the machine
     progress("lag at the deployed defaults (manual clock): first occurrences and steady ones")
     at_defaults = first_lag.measure()
+    progress("peak memory of each function at its largest settings")
+    peaks = memory.measure()
     # The servers run in their own processes, as real endpoints would: in this process they would
     # share the GIL with the trigger's claimers and the drainer, and measure their contention.
     moto = Servers(start_moto_process(fast_transactions=settings.fast_transactions), start_moto_process())
@@ -646,6 +648,8 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         raw = (raw_before + raw_after) / 2
         progress("trigger fan-out: the dispatch phase with 1, 2 and 4 trigger processes")
         fanned = fanout.measure(moto, settings, cfg)
+        progress("client CPU per dispatched run and per bare write")
+        cpu_figures = cpu.measure(moto)
         progress("request counts per run")
         counts = {
             overlap: measure_counts(moto, settings.count_runs, overlap, cfg) for overlap in ("allow", "skip")
@@ -666,6 +670,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         ),
         prices,
     )
+    cost, cpu_keys = cpu.bench_keys(cpu_figures, cost, prices, main["est_read_units_per_run"])
     with_payload = write_units.measure("allow", payload_bytes=4096, runs=20, heartbeats=0)
     writes_per_dispatch = 2  # the claim: PutItem(run), then UpdateItem(state)
     lags = [float(v) for v in live["lag_ms"]]
@@ -722,5 +727,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         **cold,
         **at_defaults,
         **fanned,
+        **cpu_keys,
+        **peaks,
         "statistics": {"lag_ms_mean": round(statistics.fmean(lags), 1) if lags else None},
     }

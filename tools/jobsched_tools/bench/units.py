@@ -22,7 +22,11 @@ READ_CHUNK = 4 * KB
 DEFAULT_PRICES: dict[str, dict[str, Any]] = {
     "dynamodb": {"write_request_unit_usd_per_million": 0.625, "read_request_unit_usd_per_million": 0.125},
     "sqs": {"standard_request_usd_per_million": 0.40},
-    "lambda": {"request_usd_per_million": 0.20, "gb_second_usd": 0.0000166667},
+    "lambda": {
+        "request_usd_per_million": 0.20,
+        "gb_second_usd": 0.0000166667,
+        "arm64_gb_second_usd": 0.0000133334,
+    },
     "eventbridge_scheduler": {"invocation_usd_per_million": 1.00},
     "baseline": {"usd_per_million_runs": 2.45, "description": "EventBridge Scheduler + Lambda + idempotency"},
 }

@@ -7,7 +7,7 @@ the figures to their targets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.clock import ManualClock
@@ -37,6 +37,9 @@ class RunUnits:
     read_units_per_run: float
     registrar_records_per_run: float  # writes to job items (each wakes the registrar)
     by_step: dict[str, float]
+    # Write units per run by table or index ("runs", "runs/lease", ...), heartbeats included: what
+    # the scale model divides among an index's partitions.
+    by_table: dict[str, float] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -106,6 +109,7 @@ def measure(overlap: str = "skip", payload_bytes: int = 0, runs: int = 20, heart
         store.read_units / runs,
         job_item_writes / runs,
         by_step,
+        by_table={name: units / runs for name, units in sorted(store.write_units.items())},
     )
 
 

@@ -32,6 +32,11 @@ SUMMARY_KEYS = (
     "lag_ms_p99",
     "recovery_s_p50",
     "recovery_s_max",
+    "trigger_cpu_ms_per_run",
+    "bare_write_cpu_ms",
+    "worker_wait_s_per_batch",
+    "modelled_runs_per_s_default",
+    "modelled_runs_per_s_max",
 )
 
 

@@ -14,6 +14,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import boto3
+import botocore
 from boto3.session import Session as Session  # re-exported: the type of new_session()
 from botocore.config import Config
 
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
 DEFAULT_MAX_ATTEMPTS = 4
 DEFAULT_CONNECT_TIMEOUT = 2.0
 DEFAULT_READ_TIMEOUT = 5.0
+# A fixed User-Agent, built once: botocore otherwise rebuilds and sanitises its user-agent string
+# (about 18 components) twice per request, which is ~0.4 ms of a ~3 ms conditional write's client
+# CPU (issue 18; bench/cpu.py). It still names the SDK and its versions.
+USER_AGENT = f"jobsched Boto3/{boto3.__version__} Botocore/{botocore.__version__}"
 
 # A boto3 Session is not thread-safe (its clients are): clients are made from it one at a time.
 _SESSION_LOCK = threading.Lock()
@@ -47,6 +52,10 @@ def client_config(
         # The trigger claims with up to 64 threads sharing one client (boto3 clients are
         # thread-safe); botocore's default pool of 10 would make them queue for connections.
         max_pool_connections=64,
+        user_agent=USER_AGENT,
+        # Every request is built by the adapters from core types; botocore's client-side check of
+        # it again costs CPU on every request and catches nothing the server would not.
+        parameter_validation=False,
     )
 
 

@@ -36,6 +36,10 @@ from jobsched.services.settle import Settler, SettleRequest
 
 # Lapsed leases counted beyond what one run can recover (a lower bound is what the alarm needs).
 BACKLOG_COUNT_LIMIT = 10_000
+# Catch-up runs are sent in chunks of this many as the overdue jobs are handled, not all at the end.
+DISPATCH_CHUNK = 100
+# The overdue count looks at the deadline every this many jobs.
+COUNT_CHECK_EVERY = 256
 
 # The shortest nap between two sweeps when woken for a lapsing lease: at most four sweeps a second.
 MIN_WAKE_GAP_MS = 250
@@ -281,23 +285,27 @@ class MissDetector:
 
     def _catch_up_overdue(self, result: DetectResult, budget_left: Callable[[], bool]) -> None:
         now = self._clock.now_ms()
-        # Per-job grace is at least 0, so anything not older than `now` could be overdue; the
-        # per-job rule (shared with the trigger) decides.
-        overdue = (state for state in self._merged("next-run", None, now) if _overdue(state, now, self._cfg))
-        # Decide whether to degrade from a bounded look: read at most the degradation threshold
-        # plus what one invocation can use, never an unbounded backlog (the states stay in the
-        # index; the next invocation reads them again).
+        # Decide whether to degrade from a bounded look: count at most the degradation threshold
+        # plus what one invocation can use, never an unbounded backlog, and hold none of it: the
+        # count streams through the index a page at a time (the threshold may be 10 million).
+        # Then a second pass handles the overdue jobs oldest first, one at a time (the states
+        # stay in the index; the next invocation reads what this one leaves).
         look = self._cfg.detector_degrade_backlog + self._cfg.detector_max_items
-        jobs = list(itertools.islice(overdue, look))
-        degraded = len(jobs) > self._cfg.detector_degrade_backlog
+        # The count also stops at the deadline: a backlog too long to count in time is at least
+        # what was counted (the decision and the DetectorBacklog metric are lower bounds then).
+        counted = 0
+        for counted, _ in enumerate(itertools.islice(self._overdue(now), look), start=1):
+            if counted % COUNT_CHECK_EVERY == 0 and not budget_left():
+                break
+        degraded = counted > self._cfg.detector_degrade_backlog
         if degraded:
             result.degraded = True
-            self._telemetry.event("detector.degraded", "miss_detector", overdue_jobs_at_least=len(jobs))
+            self._telemetry.event("detector.degraded", "miss_detector", overdue_jobs_at_least=counted)
         to_dispatch: list[dict[str, Any]] = []
-        for index, state in enumerate(jobs):
+        for handled, state in enumerate(itertools.islice(self._overdue(now), counted)):
             if not budget_left():
                 result.stopped_early = True
-                result.backlog += len(jobs) - index
+                result.backlog += counted - handled
                 break
             try:
                 to_dispatch += self._catch_up(state, now, degraded, result, budget_left)
@@ -305,7 +313,15 @@ class MissDetector:
                 result.backlog += 1  # throttled or unknown: the job is still overdue next time
             except Exception as exc:  # one job's failure must not stop the others
                 self._job_error(result, str(state.get("job_id")), exc)
+            if len(to_dispatch) >= DISPATCH_CHUNK:
+                self._dispatcher.dispatch(to_dispatch)  # sent as they come: none held for long
+                to_dispatch = []
         self._dispatcher.dispatch(to_dispatch)
+
+    def _overdue(self, now: int) -> Iterator[dict[str, Any]]:
+        """Overdue jobs, oldest first, streamed. Per-job grace is at least 0, so anything not
+        older than ``now`` could be overdue; the per-job rule (shared with the trigger) decides."""
+        return (state for state in self._merged("next-run", None, now) if _overdue(state, now, self._cfg))
 
     def _catch_up(
         self,

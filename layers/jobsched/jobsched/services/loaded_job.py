@@ -35,9 +35,9 @@ def load_job(store: Store, state: Item, repair: Callable[[str], object]) -> Load
             definition = JobDefinition.from_item(item)
         except InvalidJob:
             definition = None
-    if definition is None or definition.definition_hash() != state.get("def_hash"):
+    # The digest is computed once per claim (it serialises the whole definition).
+    digest = definition.definition_hash() if definition is not None else None
+    if definition is None or digest != state.get("def_hash"):
         repair(job_id)
         return None
-    return LoadedJob(
-        state, definition, definition.to_item(), definition.definition_hash(), state_schedule(state)
-    )
+    return LoadedJob(state, definition, definition.to_item(), str(digest), state_schedule(state))

@@ -16,6 +16,18 @@ from jobsched.core.writes import Item
 from jobsched.ports import INDEX_KEYS, INDEX_TABLE, TABLE_KEY, IndexName, Store
 
 PAGE_SIZE = 100
+# Items all shards' pages may hold at once. A merge across shards keeps one page per shard in
+# memory (and the trigger reads every shard's first page at once), so a page is this budget over
+# the shard count: at ~2.4 KB an item (a state item as Python objects, measured by
+# bench/memory.py), ~20 MB however many shards, and never below MIN_PAGE_SIZE items a query.
+HELD_ITEMS_BUDGET = 8_000
+MIN_PAGE_SIZE = 25
+
+
+def bounded_page_size(wanted: int, shard_count: int) -> int:
+    """The page size for a merge over ``shard_count`` shards: ``wanted``, or less so that one page
+    per shard fits ``HELD_ITEMS_BUDGET`` (issue 18: ShardCount allows 256)."""
+    return max(1, min(wanted, max(MIN_PAGE_SIZE, HELD_ITEMS_BUDGET // max(1, shard_count))))
 
 
 def query_all(
@@ -70,14 +82,17 @@ def shard_pages(
     shards: Sequence[int] | None = None,
 ) -> list[Iterator[Item]]:
     """Every shard's matches (or only ``shards``', a trigger group's), paged lazily, with each
-    shard's first page already read. In
+    shard's first page already read; pages of at most ``bounded_page_size(page_size, shards
+    read)`` items, so the pages held stay within ``HELD_ITEMS_BUDGET`` whatever the shard count. In
     parallel the first pages cost one query's latency, not one per shard; tests and the
     simulation ask for sequential reads so that injected faults land in a reproducible order."""
+
+    wanted = range(shard_count) if shards is None else shards
+    page_size = bounded_page_size(page_size, len(wanted))
 
     def shard_items(shard: int) -> Iterator[Item]:
         return prefetch(query_all(store, index, shard, sort_from, sort_to, page_size, on_error))
 
-    wanted = range(shard_count) if shards is None else shards
     if parallel and len(wanted) > 1:
         with ThreadPoolExecutor(max_workers=min(16, len(wanted))) as pool:
             return list(pool.map(shard_items, wanted))

@@ -39,7 +39,8 @@ from jobsched.services.results import Counters
 
 SEND_BATCH = 10
 # A tick claims everything due in its window, so it reads large pages: fewer round trips per
-# tick (DynamoDB still caps a page at 1 MB, about 2,500 state items).
+# tick (DynamoDB still caps a page at 1 MB, about 2,500 state items). With many shards a page is
+# smaller, so that one page per shard fits paging.HELD_ITEMS_BUDGET (memory bounded, issue 18).
 DUE_PAGE_SIZE = 1000
 SENDERS = 4
 BACKLOG_COUNT_LIMIT = 10_000
