@@ -80,10 +80,11 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     assert allow["requests"]["dynamodb:PutItem"] == 10
     assert allow["requests"]["dynamodb:UpdateItem"] == 30
     assert "dynamodb:TransactWriteItems" not in allow["requests"]
-    # With the overlap slot the start and the commit are transactions: still 4 requests.
+    # The overlap chain (design.md): skip, the default, makes the same writes, no transaction.
     skip = result["by_overlap"]["skip"]
     assert skip["ddb_write_requests_per_run"] == 4
-    assert skip["requests"]["dynamodb:TransactWriteItems"] == 20
+    assert "dynamodb:TransactWriteItems" not in skip["requests"]
+    assert skip["requests"]["dynamodb:UpdateItem"] == allow["requests"]["dynamodb:UpdateItem"]
     # The event source mapping: one receive and one batch delete per 10 messages, one send per 10.
     assert allow["requests"]["sqs:SendMessageBatch"] == 1
     assert allow["requests"]["sqs:ReceiveMessage"] == 1

@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jobsched.core.config import MAX_SHARDS, SchedulerConfig
 from jobsched.core.shard_groups import BadTickEvent, group_event, group_shards, parse_tick_event
-from pydantic import ValidationError
 
 
 @st.composite
@@ -79,7 +78,7 @@ def test_a_malformed_group_event_is_refused(event: dict[str, object]) -> None:
         parse_tick_event(event, groups=2)
 
 
-def test_trigger_groups_may_not_exceed_the_shards() -> None:
-    SchedulerConfig(shard_count=4, trigger_groups=4)
-    with pytest.raises(ValidationError, match="trigger_groups must be at most shard_count"):
-        SchedulerConfig(shard_count=4, trigger_groups=5)
+def test_trigger_groups_above_the_shards_act_as_a_group_per_shard() -> None:
+    assert SchedulerConfig(shard_count=4, trigger_groups=4).groups_per_tick == 4
+    # More groups than shards: a group per shard, never an invocation with nothing to claim.
+    assert SchedulerConfig(shard_count=4, trigger_groups=16).groups_per_tick == 4

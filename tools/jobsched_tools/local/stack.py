@@ -46,6 +46,7 @@ REGION = LOCAL_REGION
 # Settings that make a local stack recover in seconds rather than minutes.
 LOCAL_SETTINGS = {
     "SHARD_COUNT": "4",
+    "TRIGGER_GROUPS": "1",  # one trigger process claims every shard (--trigger-groups runs more)
     "LOOKAHEAD_SECONDS": "10",
     "LEASE_SECONDS": "6",
     "HEARTBEAT_SECONDS": "2",

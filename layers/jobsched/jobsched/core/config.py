@@ -17,14 +17,15 @@ class SchedulerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     shard_count: int = Field(
-        8, ge=1, le=MAX_SHARDS, description="Partitions of the next-run and lease indexes."
+        16, ge=1, le=MAX_SHARDS, description="Partitions of the next-run and lease indexes."
     )
     trigger_groups: int = Field(
-        1,
+        16,
         ge=1,
         le=MAX_SHARDS,
         description="Concurrent trigger invocations per tick, each claiming the shards s with "
-        "s % trigger_groups == its group (core/shard_groups.py). At most shard_count.",
+        "s % groups == its group (core/shard_groups.py). Above shard_count it acts as shard_count "
+        "(a group per shard): see ``groups_per_tick``.",
     )
     lookahead_seconds: int = Field(
         90,
@@ -89,9 +90,9 @@ class SchedulerConfig(BaseModel):
             raise ValueError("heartbeat_seconds must be at most half of lease_seconds")
         return self
 
-    @model_validator(mode="after")
-    def _groups_within_shards(self) -> SchedulerConfig:
-        # A group with no shard would be an invocation that claims nothing, every tick.
-        if self.trigger_groups > self.shard_count:
-            raise ValueError("trigger_groups must be at most shard_count")
-        return self
+    @property
+    def groups_per_tick(self) -> int:
+        """The trigger invocations a tick starts: a group with no shard would claim nothing,
+        every tick, so there are never more groups than shards. Clamped rather than rejected, so
+        that a small ShardCount (a dev stack, the local stack) works with the default groups."""
+        return min(self.trigger_groups, self.shard_count)

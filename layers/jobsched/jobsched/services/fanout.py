@@ -45,7 +45,7 @@ class TriggerInvocation:
         self._cfg = cfg
 
     def handle(self, event: Mapping[str, Any], invocation_id: str, deadline_ms: int | None) -> dict[str, Any]:
-        request = parse_tick_event(event, self._cfg.trigger_groups)
+        request = parse_tick_event(event, self._cfg.groups_per_tick)
         invoked, not_invoked = self._fan_out(request, invocation_id)
         shards = request.shards(self._cfg.shard_count)
         result = self._trigger.tick(invocation_id, deadline_ms, shards=shards)
