@@ -44,6 +44,10 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Resources, Any, Any, 
     # tested against the serialised moto server in test_worker_batch.py).
     monkeypatch.setenv("WORKER_RECORD_CONCURRENCY", "1")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Jobsched")
+    # One trigger invocation claims every shard (there is no Lambda to fan out to here); the
+    # fan-out tests set TRIGGER_GROUPS themselves, over these 8 shards.
+    monkeypatch.setenv("SHARD_COUNT", "8")
+    monkeypatch.setenv("TRIGGER_GROUPS", "1")
     monkeypatch.syspath_prepend(str(ROOT / "layers" / "handlers"))
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")

@@ -29,13 +29,14 @@ def test_full_cycle_from_a_raw_job_item_to_a_succeeded_run(
         "retry": {"M": {"max_attempts": {"N": "2"}}},
     }
     dynamodb.put_item(TableName=resources.jobs_table, Item=item)
-    # Half a second before the job's first occurrence: the registrar claims it and the next
-    # one (both inside the lookahead) and sends them, the first with no SQS delay (issue 16).
+    # 0.4 s before the job's first occurrence: the registrar claims it and the next one (both
+    # inside the lookahead) and sends them, the first with no SQS delay (issue 16: delays are
+    # rounded to the nearest second, and moto holds a delayed message in real time).
     schedule = JobDefinition(job_id="hello", schedule="rate(1 minute)", target="log").compiled_schedule()
     following = schedule.next_after(ms_to_dt(NOW))
     assert following is not None
     first = dt_to_ms(following)
-    clock.set(first - 500)
+    clock.set(first - 400)
 
     # The stream delivers the INSERT to the registrar.
     stream = event("registrar_stream.json")

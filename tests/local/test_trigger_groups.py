@@ -52,7 +52,10 @@ def test_k_trigger_processes_over_disjoint_groups_claim_every_occurrence_once() 
             with lock:
                 claims.append((proc, str(event.get("correlation_id"))))
 
-    options = StackOptions(workers=0, trigger_groups=GROUPS, tick_seconds=1.0, registrar=False)
+    # Its own tables: a stack earlier in this process leaves its items in moto's in-process backend.
+    options = StackOptions(
+        workers=0, trigger_groups=GROUPS, tick_seconds=1.0, registrar=False, prefix="jobsched-groups"
+    )
     with LocalStack(options, sink=sink) as stack:
         due = (time.time_ns() // 1_000_000 // 1000 + 4) * 1000  # whole second, a few seconds ahead
         shard_of_run = _seed(stack, due)
