@@ -21,6 +21,7 @@ from jobsched.adapters.aws import RequestCounter, make_client
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
 from jobsched.core.limits import DYNAMODB_MAX_TRANSACTION_ITEMS, RequestTooLarge, item_size
+from jobsched.core.run import run_key
 from jobsched.core.writes import (
     JOBS,
     RUNS,
@@ -38,7 +39,7 @@ from jobsched.core.writes import (
     ne,
     not_exists,
 )
-from jobsched.ports import IndexName, Store
+from jobsched.ports import TABLE_KEY, IndexName, Store
 from jobsched_tools.emulator.provision import provision
 from jobsched_tools.fakes.memory_store import MemoryStore
 from moto import mock_aws
@@ -63,11 +64,12 @@ def moto_tables() -> Iterator[tuple[Any, Any]]:
         yield dynamodb, resources
 
 
-def _empty(dynamodb: Any, table: str, key: str) -> None:
+def _empty(dynamodb: Any, table: str, *key: str) -> None:
+    names = {f"#k{i}": name for i, name in enumerate(key)}
     keys = [
-        {key: item[key]}
+        {name: item[name] for name in key}
         for page in dynamodb.get_paginator("scan").paginate(
-            TableName=table, ProjectionExpression="#k", ExpressionAttributeNames={"#k": key}
+            TableName=table, ProjectionExpression=", ".join(names), ExpressionAttributeNames=names
         )
         for item in page["Items"]
     ]
@@ -88,7 +90,7 @@ def dynamo(moto_tables: tuple[Any, Any]) -> Iterator[DynamoStore]:
     )
     _empty(dynamodb, resources.jobs_table, "job_id")
     _empty(dynamodb, resources.state_table, "job_id")
-    _empty(dynamodb, resources.runs_table, "run_id")
+    _empty(dynamodb, resources.runs_table, *TABLE_KEY[RUNS])
     _empty(dynamodb, EFFECTS, "pk")
 
 
@@ -121,6 +123,11 @@ def seed(store: Store, item: dict[str, Any] | None = None) -> dict[str, Any]:
     return item
 
 
+def rk(name: str) -> dict[str, str]:
+    """A runs-table key (core/run.py run_key): the run id ``name``, or job "j"'s run ``j@name``."""
+    return run_key(name if "@" in name else f"j@{name}")
+
+
 def drain(store: Store, index: IndexName, partition: Any, limit: int, **bounds: Any) -> list[list[Any]]:
     """Every page of a query, following cursors until None."""
     pages: list[list[Any]] = []
@@ -139,20 +146,20 @@ def drain(store: Store, index: IndexName, partition: Any, limit: int, **bounds: 
 
 
 def test_put_not_exists_creates_once_and_returns_the_current_item(store: Store) -> None:
-    first = {"run_id": "r1", "status": "pending", "version": 1}
+    first = {**rk("r1"), "status": "pending", "version": 1}
     store.write([Put(RUNS, first, (not_exists("run_id", why()),), "claim")])
     with pytest.raises(ConditionFailed) as lost:
         store.write([Put(RUNS, {**first, "version": 9}, (not_exists("run_id", why()),), "claim again")])
     assert lost.value.op_index == 0
     assert lost.value.label == "claim again"
     assert lost.value.current == first
-    assert store.get(RUNS, {"run_id": "r1"}) == first
+    assert store.get(RUNS, rk("r1")) == first
 
 
 def test_unconditional_put_overwrites(store: Store) -> None:
-    store.write([Put(RUNS, {"run_id": "r1", "a": 1}, (), "p1")])
-    store.write([Put(RUNS, {"run_id": "r1", "b": 2}, (), "p2")])
-    assert store.get(RUNS, {"run_id": "r1"}) == {"run_id": "r1", "b": 2}
+    store.write([Put(RUNS, {**rk("r1"), "a": 1}, (), "p1")])
+    store.write([Put(RUNS, {**rk("r1"), "b": 2}, (), "p2")])
+    assert store.get(RUNS, rk("r1")) == {**rk("r1"), "b": 2}
 
 
 # ---------------------------------------------------------------------------- conditions
@@ -301,14 +308,12 @@ def test_update_to_none_removes_the_attribute(store: Store) -> None:
 
 
 def test_put_drops_top_level_none_and_keeps_nested_none(store: Store) -> None:
-    store.write([Put(RUNS, {"run_id": "r1", "owner": None, "m": {"a": None}, "l": [None]}, (), "p")])
-    assert store.get(RUNS, {"run_id": "r1"}) == {"run_id": "r1", "m": {"a": None}, "l": [None]}
+    store.write([Put(RUNS, {**rk("r1"), "owner": None, "m": {"a": None}, "l": [None]}, (), "p")])
+    assert store.get(RUNS, rk("r1")) == {**rk("r1"), "m": {"a": None}, "l": [None]}
 
 
 def test_update_with_no_changes_creates_the_key_only_item(store: Store) -> None:
-    assert store.update(Update(RUNS, {"run_id": "r1"}, (not_exists("run_id", why()),), "touch")) == {
-        "run_id": "r1"
-    }
+    assert store.update(Update(RUNS, rk("r1"), (not_exists("run_id", why()),), "touch")) == rk("r1")
 
 
 def test_update_cannot_change_the_key(store: Store) -> None:
@@ -329,7 +334,7 @@ def test_update_names_each_attribute_once(store: Store) -> None:
 
 def test_floats_are_rejected(store: Store) -> None:
     with pytest.raises(TypeError):
-        store.write([Put(RUNS, {"run_id": "r1", "ratio": 0.5}, (), "float")])
+        store.write([Put(RUNS, {**rk("r1"), "ratio": 0.5}, (), "float")])
 
 
 # ------------------------------------------------------------------------ transactions
@@ -342,24 +347,24 @@ def test_transaction_applies_all(store: Store) -> None:
             Update(JOBS, {"job_id": "j1"}, (eq("version", 3, why()),), "advance", set={"version": 4}),
             Put(
                 RUNS,
-                {"run_id": "j1@1", "job_id": "j1", "scheduled_at": 1},
+                {**rk("j1@1"), "scheduled_at": 1},
                 (not_exists("run_id", why()),),
                 "new",
             ),
-            Check(RUNS, {"run_id": "j1@0"}, (not_exists("run_id", why()),), "no such run"),
+            Check(RUNS, rk("j1@0"), (not_exists("run_id", why()),), "no such run"),
             Put(EFFECTS, {"pk": "e1", "value": 1}, (not_exists("pk", why()),), "effect"),
         ]
     )
     assert store.get(JOBS, {"job_id": "j1"}) == {**JOB, "version": 4}
-    assert store.get(RUNS, {"run_id": "j1@1"}) == {"run_id": "j1@1", "job_id": "j1", "scheduled_at": 1}
+    assert store.get(RUNS, rk("j1@1")) == {**rk("j1@1"), "scheduled_at": 1}
     assert store.get(EFFECTS, {"pk": "e1"}) == {"pk": "e1", "value": 1}
 
 
 @pytest.mark.parametrize("failing", [0, 1, 2, 3])
 def test_transaction_is_all_or_nothing_and_names_the_failing_op(store: Store, failing: int) -> None:
     seed(store)
-    store.write([Put(RUNS, {"run_id": "old", "status": "running", "version": 7}, (), "seed run")])
-    store.write([Put(RUNS, {"run_id": "other", "status": "succeeded"}, (), "seed other")])
+    store.write([Put(RUNS, {**rk("old"), "status": "running", "version": 7}, (), "seed run")])
+    store.write([Put(RUNS, {**rk("other"), "status": "succeeded"}, (), "seed other")])
     ops = [
         Update(
             JOBS,
@@ -370,16 +375,14 @@ def test_transaction_is_all_or_nothing_and_names_the_failing_op(store: Store, fa
         ),
         Put(
             RUNS,
-            {"run_id": "old" if failing == 1 else "new", "status": "pending"},
+            {**rk("old" if failing == 1 else "new"), "status": "pending"},
             (not_exists("run_id", why()),),
             "create run",
         ),
-        Check(
-            RUNS, {"run_id": "ghost" if failing == 2 else "other"}, (exists("run_id", why()),), "run exists"
-        ),
+        Check(RUNS, rk("ghost" if failing == 2 else "other"), (exists("run_id", why()),), "run exists"),
         Update(
             RUNS,
-            {"run_id": "old"},
+            rk("old"),
             (eq("version", 8 if failing == 3 else 7, why()),),
             "fence",
             set={"version": 8},
@@ -394,15 +397,15 @@ def test_transaction_is_all_or_nothing_and_names_the_failing_op(store: Store, fa
     assert lost.value.op is ops[failing]  # the very operation: services ask "was it my commit?"
     expected_current = {
         0: JOB,
-        1: {"run_id": "old", "status": "running", "version": 7},
+        1: {**rk("old"), "status": "running", "version": 7},
         2: None,
-        3: {"run_id": "old", "status": "running", "version": 7},
+        3: {**rk("old"), "status": "running", "version": 7},
     }[failing]
     assert lost.value.current == expected_current
     # Nothing was applied.
     assert store.get(JOBS, {"job_id": "j1"}) == JOB
-    assert store.get(RUNS, {"run_id": "new"}) is None
-    assert store.get(RUNS, {"run_id": "old"}) == {"run_id": "old", "status": "running", "version": 7}
+    assert store.get(RUNS, rk("new")) is None
+    assert store.get(RUNS, rk("old")) == {**rk("old"), "status": "running", "version": 7}
     assert store.get(EFFECTS, {"pk": "e"}) is None
 
 
@@ -417,45 +420,41 @@ def test_lone_check(store: Store) -> None:
 def test_transaction_limits(store: Store) -> None:
     store.write([])  # nothing to do
     with pytest.raises(ValueError):
-        store.write(
-            [Put(RUNS, {"run_id": f"r{i}"}, (), "p") for i in range(DYNAMODB_MAX_TRANSACTION_ITEMS + 1)]
-        )
+        store.write([Put(RUNS, {**rk(f"r{i}")}, (), "p") for i in range(DYNAMODB_MAX_TRANSACTION_ITEMS + 1)])
     with pytest.raises(ValueError):
-        store.write(
-            [Put(RUNS, {"run_id": "r"}, (), "p"), Update(RUNS, {"run_id": "r"}, (), "u", set={"a": 1})]
-        )
+        store.write([Put(RUNS, rk("r"), (), "p"), Update(RUNS, rk("r"), (), "u", set={"a": 1})])
 
 
 def test_an_item_past_400_kb_is_rejected_before_anything_is_written(store: Store) -> None:
     """DynamoDB rejects an item past 400 KB (names and values counted); moto does not always,
     so both stores check it themselves, as DynamoDB would."""
-    big = {"run_id": "big", "blob": "x" * 400_000}
+    big = {**rk("big"), "blob": "x" * 400_000}
     assert item_size(big) > 400_000
     with pytest.raises(RequestTooLarge):
         store.write([Put(RUNS, big, (), "too big")])
     with pytest.raises(RequestTooLarge):
-        store.write([Put(RUNS, {"run_id": "ok"}, (), "ok"), Put(RUNS, big, (), "too big")])
-    assert store.get(RUNS, {"run_id": "ok"}) is None  # the transaction wrote nothing
-    fits = {"run_id": "fits", "blob": "x" * (400_000 - 100)}
+        store.write([Put(RUNS, rk("ok"), (), "ok"), Put(RUNS, big, (), "too big")])
+    assert store.get(RUNS, rk("ok")) is None  # the transaction wrote nothing
+    fits = {**rk("fits"), "blob": "x" * (400_000 - 100)}
     store.write([Put(RUNS, fits, (), "fits")])
-    assert store.get(RUNS, {"run_id": "fits"}) == fits
+    assert store.get(RUNS, rk("fits")) == fits
 
 
 def test_a_transaction_past_4_mb_is_rejected_before_anything_is_written(store: Store) -> None:
     """DynamoDB rejects a TransactWriteItems whose items add up to more than 4 MB; moto does not."""
-    chunk = [Put(RUNS, {"run_id": f"r{i}", "blob": "x" * 90_000}, (), f"p{i}") for i in range(50)]
+    chunk = [Put(RUNS, {**rk(f"r{i}"), "blob": "x" * 90_000}, (), f"p{i}") for i in range(50)]
     with pytest.raises(RequestTooLarge):
         store.write(chunk)
-    assert store.get(RUNS, {"run_id": "r0"}) is None
+    assert store.get(RUNS, rk("r0")) is None
     store.write(chunk[:40])  # 3.6 MB: within the limit
-    assert store.get(RUNS, {"run_id": "r39"}) is not None
+    assert store.get(RUNS, rk("r39")) is not None
 
 
 def test_transaction_of_many_items(store: Store) -> None:
     store.write(
-        [Put(RUNS, {"run_id": f"r{i:03d}", "n": i}, (not_exists("run_id", why()),), "p") for i in range(100)]
+        [Put(RUNS, {**rk(f"r{i:03d}"), "n": i}, (not_exists("run_id", why()),), "p") for i in range(100)]
     )
-    assert store.get(RUNS, {"run_id": "r099"}) == {"run_id": "r099", "n": 99}
+    assert store.get(RUNS, rk("r099")) == {**rk("r099"), "n": 99}
 
 
 # ---------------------------------------------------------------------------- reads
@@ -490,7 +489,7 @@ def test_conditional_delete(store: Store) -> None:
 
 def test_ints_stay_ints_and_nested_values_round_trip(store: Store) -> None:
     item = {
-        "run_id": "r1",
+        **rk("r1"),
         "big": 2**53 + 1,
         "neg": -5,
         "zero": 0,
@@ -499,56 +498,66 @@ def test_ints_stay_ints_and_nested_values_round_trip(store: Store) -> None:
         "text": "",
     }
     store.write([Put(RUNS, item, (), "p")])
-    got = store.get(RUNS, {"run_id": "r1"})
+    got = store.get(RUNS, rk("r1"))
     assert got == item
     assert got is not None
     assert type(got["big"]) is int and type(got["nested"]["a"][0]) is int
     assert type(got["flag"]) is bool
 
 
-def _query_runs(store: Store) -> None:
+def _query_runs(store: Store) -> list[dict[str, Any]]:
     runs = [
-        {"run_id": f"j1@{i:02d}", "job_id": "j1", "scheduled_at": 1000 + i * 10, "status": "succeeded"}
+        {**rk(f"j1@{i:02d}"), "scheduled_at": 1000 + i * 10, "status": "succeeded", "attempt": 1}
         for i in range(25)
     ]
-    runs.append({"run_id": "j2@00", "job_id": "j2", "scheduled_at": 1050})
-    runs.append({"run_id": "j1@nosort", "job_id": "j1"})  # no sort key: not in the index
+    runs.append({**rk("j2@00"), "scheduled_at": 1050})  # another job's partition
+    runs.append(rk("j1@nosort"))  # the base table holds every run, whatever attributes it has
     for start in range(0, len(runs), 25):
         store.write([Put(RUNS, run, (), f"run {start}") for run in runs[start : start + 25]])
+    return [run for run in runs if run["job_id"] == "j1"]
 
 
-@pytest.mark.parametrize(
-    ("bounds", "expected"),
-    [
-        ({}, list(range(25))),
-        ({"sort_from": 1050, "sort_to": 1100}, [5, 6, 7, 8, 9, 10]),
-        ({"sort_from": 1200}, list(range(20, 25))),
-        ({"sort_to": 1015}, [0, 1]),
-        ({"sort_from": 1001, "sort_to": 1009}, []),
-        ({"sort_from": 1100, "sort_to": 1050}, []),
-    ],
-)
 @pytest.mark.parametrize("limit", [1, 4, 5, 100])
-def test_query_job_runs_bounds_and_pagination(
-    store: Store, bounds: dict[str, int], expected: list[int], limit: int
-) -> None:
-    _query_runs(store)
-    pages = drain(store, "job-runs", "j1", limit, **bounds)
+def test_runs_of_job_pages_through_the_jobs_partition(store: Store, limit: int) -> None:
+    """The runs table is keyed by (job_id, run_id): a job's history is a query of the table's own
+    key, no index. Whole items, in run id order, every page within the limit."""
+    written = _query_runs(store)
+    pages = drain(store, "runs-of-job", "j1", limit)
     items = [item for page in pages for item in page]
-    assert [item["run_id"] for item in items] == [f"j1@{i:02d}" for i in expected]
+    assert items == sorted(written, key=lambda run: run["run_id"])
     # A page may end exactly at the last match and still carry a cursor (DynamoDB does, moto
     # sometimes): at most one trailing empty page.
-    assert len(pages) <= max(1, math.ceil(len(expected) / limit)) + 1
+    assert len(pages) <= max(1, math.ceil(len(written) / limit)) + 1
     assert all(pages[:-1])
+    assert drain(store, "runs-of-job", "nobody", limit) == [[]]
 
 
-def test_job_runs_index_holds_keys_only(store: Store) -> None:
-    # KEYS_ONLY in template.yaml: later updates of a run never write the index (cheaper), and
-    # readers must fetch the run itself. Both stores must return only the keys.
-    _query_runs(store)
-    items = [item for page in drain(store, "job-runs", "j1", 100) for item in page]
-    assert len(items) == 25
-    assert all(set(item) == {"run_id", "job_id", "scheduled_at"} for item in items)
+def test_runs_of_job_takes_no_sort_bounds(store: Store) -> None:
+    # Its sort key is the run id (a string), not an instant: callers order by scheduled_at.
+    with pytest.raises(ValueError):
+        store.query("runs-of-job", "j1", sort_from=1000)
+    with pytest.raises(ValueError):
+        store.query("runs-of-job", "j1", sort_to=1000)
+
+
+def test_a_runs_key_needs_the_job_id(store: Store) -> None:
+    """DynamoDB rejects a key without its partition attribute (ValidationException): the fakes
+    too, so a call site that keys a run by run_id alone fails in tests as it would on AWS."""
+    store.write([Put(RUNS, rk("j1@a"), (), "seed")])
+    with pytest.raises(ValueError):
+        store.get(RUNS, {"run_id": "j1@a"})
+    with pytest.raises(ValueError):
+        store.update(Update(RUNS, {"run_id": "j1@a"}, (), "no job id", set={"x": 1}))
+    with pytest.raises(ValueError):
+        store.write([Put(RUNS, {"run_id": "j1@b"}, (), "no job id")])
+    with pytest.raises(ValueError):
+        store.write(
+            [
+                Check(RUNS, {"run_id": "j1@a"}, (exists("run_id", why()),), "no job id"),
+                Put(JOBS, JOB, (), "j"),
+            ]
+        )
+    assert store.get(RUNS, rk("j1@a")) == rk("j1@a")
 
 
 def test_next_run_index_is_sparse_and_partitioned(store: Store) -> None:
@@ -584,7 +593,7 @@ def test_lease_index_holds_only_leased_runs(store: Store) -> None:
                 Put(
                     RUNS,
                     {
-                        "run_id": f"r{i}",
+                        **rk(f"r{i}"),
                         "status": "running",
                         "lease_shard": 3,
                         "check_at": 100 + i,
@@ -595,29 +604,29 @@ def test_lease_index_holds_only_leased_runs(store: Store) -> None:
                 )
             ]
         )
-    store.write([Put(RUNS, {"run_id": "done", "status": "succeeded"}, (), "p")])
+    store.write([Put(RUNS, {**rk("done"), "status": "succeeded"}, (), "p")])
     entries = [item for page in drain(store, "lease", 3, 2, sort_to=103) for item in page]
-    assert [item["run_id"] for item in entries] == ["r0", "r1", "r2", "r3"]
-    # Keys only: the index's and the table's keys, never the run's other attributes.
-    assert all(set(item) == {"run_id", "lease_shard", "check_at"} for item in entries)
+    assert [item["run_id"] for item in entries] == ["j@r0", "j@r1", "j@r2", "j@r3"]
+    # Keys only: the index's and the table's keys (job and run), never the run's other attributes.
+    assert all(set(item) == {"job_id", "run_id", "lease_shard", "check_at"} for item in entries)
     store.update(
         Update(
             RUNS,
-            {"run_id": "r1"},
+            rk("r1"),
             (exists("check_at", why()),),
             "finish",
             set={"status": "succeeded"},
             remove=("check_at", "lease_shard"),
         )
     )
-    store.update(Update(RUNS, {"run_id": "r2"}, (), "extend", set={"check_at": 200}))
+    store.update(Update(RUNS, rk("r2"), (), "extend", set={"check_at": 200}))
     leased = [item["run_id"] for page in drain(store, "lease", 3, 100) for item in page]
-    assert leased == ["r0", "r3", "r4", "r5", "r2"]
+    assert leased == ["j@r0", "j@r3", "j@r4", "j@r5", "j@r2"]
     assert drain(store, "lease", 4, 100) == [[]]
 
 
 def test_scan_pagination(store: Store) -> None:
-    store.write([Put(RUNS, {"run_id": f"r{i:02d}", "n": i}, (), "p") for i in range(23)])
+    store.write([Put(RUNS, {**rk(f"r{i:02d}"), "n": i}, (), "p") for i in range(23)])
     seen: list[str] = []
     cursor = None
     pages = 0
@@ -630,7 +639,7 @@ def test_scan_pagination(store: Store) -> None:
         if cursor is None:
             break
         assert pages < 100
-    assert sorted(seen) == [f"r{i:02d}" for i in range(23)]
+    assert sorted(seen) == [f"j@r{i:02d}" for i in range(23)]
     assert len(seen) == 23
     assert pages <= 6
 
@@ -671,7 +680,7 @@ values = st.recursive(
     max_leaves=12,
 )
 attribute_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8).filter(
-    lambda name: name != "run_id"
+    lambda name: name not in ("run_id", "job_id")
 )
 
 
@@ -679,13 +688,13 @@ attribute_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, ma
 @given(attributes=st.dictionaries(attribute_names, values, max_size=6), counter=st.integers(0, 10**9))
 def test_item_values_round_trip(store: Store, attributes: dict[str, Any], counter: int) -> None:
     key = f"rt-{counter}"
-    item = {"run_id": key, **attributes}
+    item = {**rk(key), **attributes}
     store.write([Put(RUNS, item, (), "round trip")])
     expected = {k: v for k, v in item.items() if v is not None}  # a top-level None is an absent attribute
-    assert store.get(RUNS, {"run_id": key}) == expected
-    updated = store.update(Update(RUNS, {"run_id": key}, (), "set", set={"copy": attributes}))
+    assert store.get(RUNS, rk(key)) == expected
+    updated = store.update(Update(RUNS, rk(key), (), "set", set={"copy": attributes}))
     assert updated["copy"] == attributes
-    assert store.update(Update(RUNS, {"run_id": key}, (eq("copy", attributes, why()),), "eq")) == updated
+    assert store.update(Update(RUNS, rk(key), (eq("copy", attributes, why()),), "eq")) == updated
 
 
 # ------------------------------------------------------------ DynamoStore adapter specifics
@@ -714,7 +723,7 @@ def test_every_attribute_name_goes_through_a_placeholder(dynamo: DynamoStore) ->
                 add={"count": 1},
                 set_if_missing={"name": "x"},
             ),
-            Check(RUNS, {"run_id": "x"}, (not_exists("run_id", why()),), "no run"),
+            Check(RUNS, rk("x"), (not_exists("run_id", why()),), "no run"),
         ]
     )
     request = captured[-1]["TransactItems"][0]["Update"]
@@ -778,7 +787,7 @@ def test_transaction_cancellations_map_to_core_errors(codes: list[str], expected
             modeled_fields=_cancelled(codes),
         )
         with pytest.raises(expected) as raised:
-            store.write([Put(RUNS, {"run_id": "a"}, (), "first"), Put(RUNS, {"run_id": "b"}, (), "second")])
+            store.write([Put(RUNS, rk("a"), (), "first"), Put(RUNS, rk("b"), (), "second")])
     if expected is ConditionFailed:
         assert isinstance(raised.value, ConditionFailed)
         assert (raised.value.op_index, raised.value.label, raised.value.current) == (1, "second", None)
@@ -792,7 +801,7 @@ def test_connection_failures_are_transient() -> None:
     with pytest.raises(TransientStoreError):
         store.get(JOBS, {"job_id": "j"})
     with pytest.raises(TransientStoreError):
-        store.write([Put(RUNS, {"run_id": "a"}, (), "a"), Put(RUNS, {"run_id": "b"}, (), "b")])
+        store.write([Put(RUNS, rk("a"), (), "a"), Put(RUNS, rk("b"), (), "b")])
 
 
 def test_request_counter_counts_calls_and_attempts(dynamo: DynamoStore) -> None:
@@ -800,8 +809,8 @@ def test_request_counter_counts_calls_and_attempts(dynamo: DynamoStore) -> None:
     counter.attach(dynamo.client)  # attaching twice does not double count
     seed(dynamo)
     dynamo.get(JOBS, {"job_id": "j1"})
-    dynamo.write([Put(RUNS, {"run_id": "a"}, (), "a"), Put(RUNS, {"run_id": "b"}, (), "b")])
-    dynamo.query("job-runs", "j1")
+    dynamo.write([Put(RUNS, rk("a"), (), "a"), Put(RUNS, rk("b"), (), "b")])
+    dynamo.query("runs-of-job", "j1")
     assert counter.snapshot()["calls"] == {
         "dynamodb:GetItem": 1,
         "dynamodb:PutItem": 1,

@@ -30,6 +30,7 @@ from jobsched.adapters.sqs_queue import SqsWorkQueue
 from jobsched.core.clock import ManualClock, Waiter
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition
+from jobsched.core.run import run_key
 from jobsched.core.state import registered_state
 from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import OutgoingMessage, SendResult, Store, WorkQueue
@@ -168,7 +169,7 @@ class Env:
         return self.store.get(JOBS, {"job_id": job_id})
 
     def run(self, run_id: str) -> dict[str, Any]:
-        item = self.store.get(RUNS, {"run_id": run_id})
+        item = self.store.get(RUNS, run_key(run_id))
         assert item is not None, run_id
         return item
 

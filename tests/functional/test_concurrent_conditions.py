@@ -21,6 +21,7 @@ import pytest
 from jobsched.adapters.aws import make_client
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.core.errors import ConditionFailed
+from jobsched.core.run import run_key
 from jobsched.core.writes import RUNS, Put, Update, eq, not_exists
 
 REGION = "us-east-1"
@@ -74,7 +75,7 @@ def race(store: DynamoStore, racer: str, ids: list[str], mode: str) -> list[str]
                     [
                         Put(
                             RUNS,
-                            {"run_id": run_id, "winner": racer, "version": 0},
+                            {**run_key(run_id), "winner": racer, "version": 0},
                             (not_exists("run_id", "one creator per run"),),
                             "claim",
                         )
@@ -84,7 +85,7 @@ def race(store: DynamoStore, racer: str, ids: list[str], mode: str) -> list[str]
                 store.update(
                     Update(
                         RUNS,
-                        {"run_id": run_id},
+                        run_key(run_id),
                         (eq("version", 0, "one bump from the version read"),),
                         "bump",
                         set={"version": 1, "owner": racer},
@@ -134,7 +135,7 @@ def test_threads_race_for_each_item(tables: tuple[str, str, str]) -> None:
     def racer(name: str) -> None:
         try:
             store = make_store(endpoint, jobs_table, runs_table)
-            store.get(RUNS, {"run_id": "warm-up"})  # connect before the start line
+            store.get(RUNS, run_key("warm@up"))  # connect before the start line
             barrier.wait(timeout=60)
             # Every racer goes through the items in the same order, so that they collide.
             wins[name] = race_both(store, name, ids, barrier)
@@ -164,7 +165,7 @@ def process_racer(
     """Runs in a spawned process: its own interpreter, client and store."""
     try:
         store = make_store(endpoint, jobs_table, runs_table)
-        store.get(RUNS, {"run_id": "warm-up"})  # connect before the start line
+        store.get(RUNS, run_key("warm@up"))  # connect before the start line
         barrier.wait(timeout=60)
         results.put((name, race_both(store, name, ids, barrier), None))
     except BaseException as error:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from harness import KINDS, T0, Env, build, default_cfg, job
 from jobsched.core.job import JobDefinition, OverlapPolicy
-from jobsched.core.run import run_id_for
+from jobsched.core.run import run_id_for, run_key
 from jobsched.core.transitions import retention_expiry, snapshot_key
 from jobsched.core.writes import RUNS, STATE
 
@@ -81,4 +81,4 @@ def test_a_run_whose_definition_is_gone_is_not_sent_and_says_so(env: Env) -> Non
     assert len(sent_payloads(env, run_id)) == 1  # the first send only
     missing = env.telemetry.named("run.definition_missing")
     assert [e.correlation_id for e in missing] == [run_id]
-    assert env.store.get(RUNS, {"run_id": run_id})["status"] == "pending"  # its lease says when to look again
+    assert env.store.get(RUNS, run_key(run_id))["status"] == "pending"  # its lease says when to look again

@@ -13,7 +13,7 @@ from harness import KINDS, MINUTE, T0, Env, build, default_cfg, job, seed_active
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
 from jobsched.core.limits import SQS_MAX_BATCH_BYTES, item_size
-from jobsched.core.run import RunMessage, encode_body, run_id_for
+from jobsched.core.run import RunMessage, encode_body, run_id_for, run_key
 from jobsched.core.writes import JOBS, RUNS, Item, Put, Update, WriteOp
 from jobsched.ports import OutgoingMessage, SendResult
 from jobsched.services.detector import MissDetector
@@ -179,7 +179,7 @@ def test_a_long_outage_of_a_job_with_a_large_payload_is_settled_within_the_limit
 def test_the_stores_refuse_what_dynamodb_would(env: Env) -> None:
     """The misfire chunk the old detector wrote (99 runs, each with a 50 KB definition) is past
     DynamoDB's 4 MB: both stores refuse it before sending, as DynamoDB would (moto would not)."""
-    runs = [{"run_id": f"r{i}", "definition": {"payload": "x" * 50_000}} for i in range(99)]
+    runs = [{**run_key(f"j@r{i}"), "definition": {"payload": "x" * 50_000}} for i in range(99)]
     with pytest.raises(ValueError, match="4 MB"):
         env.store.write(
             [Update("state", {"job_id": "j"}, (), "advance"), *[Put(RUNS, r, (), "p") for r in runs]]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from jobsched.core.clock import ManualClock, dt_to_ms, ms_to_dt
 from jobsched.core.job import JobDefinition
-from jobsched.core.run import run_id_for
+from jobsched.core.run import run_id_for, run_key
 from jobsched_tools.emulator.provision import Resources
 from lambda_apps import NOW, FakeContext, event, load_app
 
@@ -72,13 +72,17 @@ def test_full_cycle_from_a_raw_job_item_to_a_succeeded_run(
     )
     worked = load_app("worker").lambda_handler({"Records": [sqs_record]}, FakeContext("work-1"))
     assert worked == {"batchItemFailures": []}
-    run = dynamodb.get_item(TableName=resources.runs_table, Key={"run_id": {"S": run_id}})["Item"]
+    run = dynamodb.get_item(
+        TableName=resources.runs_table, Key={k: {"S": v} for k, v in run_key(run_id).items()}
+    )["Item"]
     assert run["status"]["S"] == "succeeded" and run["attempt"]["N"] == "1"
 
     # The same message delivered again is acknowledged and changes nothing.
     again = load_app("worker").lambda_handler({"Records": [sqs_record]}, FakeContext("work-2"))
     assert again == {"batchItemFailures": []}
-    after = dynamodb.get_item(TableName=resources.runs_table, Key={"run_id": {"S": run_id}})["Item"]
+    after = dynamodb.get_item(
+        TableName=resources.runs_table, Key={k: {"S": v} for k, v in run_key(run_id).items()}
+    )["Item"]
     assert after == run
 
     # The miss detector finds nothing to do.

@@ -71,6 +71,18 @@ def test_runs_lists_newest_first(env: Env) -> None:
     assert runs[0]["scheduled_at"] == T0 + 90_000
 
 
+def test_runs_orders_a_manual_run_by_its_instant_not_its_id(env: Env) -> None:
+    """A job's runs are its partition of the runs table, sorted there by run id, and a manual
+    run's id (``j1@manual:...``) sorts after every scheduled one: the list orders by instant."""
+    ops = env.ops()
+    ops.register(job("j1", "rate(10 seconds)"))
+    env.trigger().tick("t")
+    manual = ops.trigger("j1", request_id="now")
+    runs = ops.runs("j1")
+    assert [r["scheduled_at"] for r in runs] == sorted((r["scheduled_at"] for r in runs), reverse=True)
+    assert manual in [r["run_id"] for r in runs] and runs[0]["run_id"] != manual
+
+
 def test_backfill_runs_each_occurrence_once(env: Env) -> None:
     counter = Counter()
     env.registry.add("t", counter)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from harness import KINDS, MINUTE, T0, Counter, Env, build, default_cfg, job, register_raw
 from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
-from jobsched.core.run import run_id_for
+from jobsched.core.run import run_id_for, run_key
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Put, Update, WriteOp
 from jobsched.services.messages import parse_run_message
@@ -111,9 +111,7 @@ def test_a_buffered_run_whose_holder_ended_without_promoting_it_is_promoted_by_t
     worker = env.worker()
     started = worker.begin(first, env.clock.now_ms() + DEADLINE)
     assert isinstance(started, Started) and worker.process(second, T0 + DEADLINE) is Outcome.BUFFERED
-    env.store.update(
-        Update("runs", {"run_id": first.run_id}, (), "lose the pointer", remove=("buffered_next",))
-    )
+    env.store.update(Update("runs", run_key(first.run_id), (), "lose the pointer", remove=("buffered_next",)))
     assert worker.finish(started, worker.execute(started)) is Outcome.SUCCEEDED
     assert env.run(second.run_id)["status"] == "buffered"  # nobody promoted it
     env.clock.set(env.run(second.run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1)

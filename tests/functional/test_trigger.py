@@ -20,7 +20,7 @@ from harness import (
     tick_in_process,
 )
 from jobsched.core.errors import QueueError
-from jobsched.core.run import run_id_for
+from jobsched.core.run import run_id_for, run_key
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched.ports import OutgoingMessage, SendResult, WorkQueue
@@ -219,8 +219,8 @@ def test_late_occurrence_within_grace_is_claimed_older_is_left_to_the_detector(e
     seed_active(env, job("overdue"), T0 - 5 * MINUTE)
     result = env.trigger().tick("t")
     assert result.claimed >= 1
-    assert env.store.get(RUNS, {"run_id": run_id_for("late", T0 - 30_000)}) is not None
-    assert env.store.get(RUNS, {"run_id": run_id_for("overdue", T0 - 5 * MINUTE)}) is None
+    assert env.store.get(RUNS, run_key(run_id_for("late", T0 - 30_000))) is not None
+    assert env.store.get(RUNS, run_key(run_id_for("overdue", T0 - 5 * MINUTE))) is None
     assert env.job("overdue")["next_run_at"] == T0 - 5 * MINUTE
 
 

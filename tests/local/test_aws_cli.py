@@ -282,7 +282,7 @@ def test_docs_local_md_talking_to_it_runs_verbatim(stack: Stack) -> None:
 
     # get-item's answer, printed by the second block, three seconds after the put.
     assert re.search(r'"status":\s*\{\s*"S":\s*"active"', out), out
-    # The scan found the job's succeeded runs.
+    # The query found the job's succeeded runs.
     assert re.search(r'"S":\s*"succeeded"', out), out
     # The last block paused, rescheduled and deleted it.
     wait_for("job.deleted for hello", lambda: stack.events_for("job.deleted", "hello") or None)

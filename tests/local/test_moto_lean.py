@@ -45,7 +45,12 @@ def claim(dynamodb: Any, resources: Resources, n: int, *, cancel: bool) -> None:
         "ExpressionAttributeValues": {":n": {"N": str(n)}, **({":wrong": {"N": "-1"}} if cancel else {})},
     }
     items: list[Any] = [
-        {"Put": {"TableName": resources.runs_table, "Item": {"run_id": {"S": f"r{n}"}}}},
+        {
+            "Put": {
+                "TableName": resources.runs_table,
+                "Item": {"job_id": {"S": "j"}, "run_id": {"S": f"j@r{n}"}},
+            }
+        },
         {"Update": update},
     ]
     if cancel:
@@ -92,7 +97,7 @@ def test_a_cancelled_transaction_leaves_no_item_and_no_stream_record(
                 {
                     "ConditionCheck": {
                         "TableName": resources.runs_table,
-                        "Key": {"run_id": {"S": "absent"}},
+                        "Key": {"job_id": {"S": "j"}, "run_id": {"S": "j@absent"}},
                         "ConditionExpression": "attribute_exists(run_id)",
                     }
                 },

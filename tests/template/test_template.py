@@ -466,9 +466,9 @@ def aws() -> Iterator[tuple[Any, Any]]:
         yield boto3.client("dynamodb"), boto3.client("sqs")
 
 
-# The trigger and the detector read whole items from next-run and lease; job-runs only lists
-# keys, so a run's later updates never write it (docs/data-model.md).
-PROJECTIONS = {"next-run": "INCLUDE", "lease": "KEYS_ONLY", "job-runs": "KEYS_ONLY"}
+# The trigger reads the attributes next-run includes; the detector reads each run the lease
+# index lists. A job's history is a query of the runs table's own key: no index (docs/data-model.md).
+PROJECTIONS = {"next-run": "INCLUDE", "lease": "KEYS_ONLY"}
 
 
 def _index(description: dict[str, Any], name: str) -> list[tuple[str, str]]:
@@ -511,16 +511,14 @@ def test_provision_creates_the_data_model(aws: tuple[Any, Any]) -> None:
     assert _types(state) == {"job_id": "S", "sched_shard": "N", "next_run_at": "N"}
 
     runs = dynamodb.describe_table(TableName=resources.runs_table)["Table"]
-    assert [(k["AttributeName"], k["KeyType"]) for k in runs["KeySchema"]] == [("run_id", "HASH")]
+    # Keyed by job and run (core/run.py run_key): a job's runs are one partition, no index.
+    assert [(k["AttributeName"], k["KeyType"]) for k in runs["KeySchema"]] == [
+        ("job_id", "HASH"),
+        ("run_id", "RANGE"),
+    ]
+    assert [i["IndexName"] for i in runs["GlobalSecondaryIndexes"]] == ["lease"]
     assert _index(runs, "lease") == [("lease_shard", "HASH"), ("check_at", "RANGE")]
-    assert _index(runs, "job-runs") == [("job_id", "HASH"), ("scheduled_at", "RANGE")]
-    assert _types(runs) == {
-        "run_id": "S",
-        "lease_shard": "N",
-        "check_at": "N",
-        "job_id": "S",
-        "scheduled_at": "N",
-    }
+    assert _types(runs) == {"job_id": "S", "run_id": "S", "lease_shard": "N", "check_at": "N"}
     ttl = dynamodb.describe_time_to_live(TableName=resources.runs_table)["TimeToLiveDescription"]
     assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "expires_at")
 
@@ -676,3 +674,17 @@ def test_the_indexes_project_what_the_stores_return(template: dict[str, Any]) ->
             assert tuple(keys) == INDEX_KEYS[index["IndexName"]]
             found[index["IndexName"]] = {*table_keys, *keys, *projection.get("NonKeyAttributes", [])}
     assert found == {name: set(attrs) for name, attrs in INDEX_PROJECTION.items()}
+
+
+def test_the_table_keys_are_the_stores_keys(template: dict[str, Any]) -> None:
+    """ports.TABLE_KEY (how every store keys an item) is each table's key schema in the template,
+    and a base-table query (the runs of a job) queries the runs table's own key."""
+    from jobsched.ports import BASE_QUERIES, INDEX_KEYS, INDEX_TABLE, TABLE_KEY
+
+    logical = {"jobs": "JobsTable", "state": "StateTable", "runs": "RunsTable"}
+    for table, logical_id in logical.items():
+        schema = template["Resources"][logical_id]["Properties"]["KeySchema"]
+        assert TABLE_KEY[table] == tuple(k["AttributeName"] for k in schema)
+    assert {"runs-of-job"} == BASE_QUERIES
+    for query in BASE_QUERIES:
+        assert INDEX_KEYS[query] == TABLE_KEY[INDEX_TABLE[query]]

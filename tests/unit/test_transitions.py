@@ -158,7 +158,7 @@ def test_skip_and_buffer_at_start() -> None:
     assert holds(park, run(status="pending", version=1))
     # A buffered run keeps a lease: the miss detector sees it if it ever waits in vain.
     assert park.set["lease_expires_at"] == park.set["check_at"] == NOW + 30_000 and "lease_shard" in park.set
-    assert park.set["blocked_by"] == "j@a" and mark.key == {"run_id": "j@a"}
+    assert park.set["blocked_by"] == "j@a" and mark.key == {"job_id": "j", "run_id": "j@a"}
     assert holds(mark, holder) and holds(mark, {**holder, "status": "pending"})
     assert holds(mark, {**holder, "buffered_next": "j@x"})  # a retried write
     assert not holds(mark, {**holder, "buffered_next": "j@b"})  # one waits at most

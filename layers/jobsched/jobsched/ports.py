@@ -8,14 +8,25 @@ from typing import Any, Literal, Protocol
 
 from jobsched.core.writes import Cond, Item, Update, WriteOp
 
-IndexName = Literal["next-run", "lease", "job-runs"]
+# What ``Store.query`` reads: a global secondary index ("next-run", "lease"), or the key of a
+# base table ("runs-of-job": a Query on the runs table without IndexName, whose partition key is
+# the job id; see BASE_QUERIES).
+IndexName = Literal["next-run", "lease", "runs-of-job"]
 
-INDEX_TABLE: dict[str, str] = {"next-run": "state", "lease": "runs", "job-runs": "runs"}
-# The base table's key attribute of each logical table (an index query's tie-breaker).
-TABLE_KEY: dict[str, str] = {"jobs": "job_id", "state": "job_id", "runs": "run_id"}
-# Indexes that project only keys (template.yaml): a query returns these attributes, nothing else.
+INDEX_TABLE: dict[str, str] = {"next-run": "state", "lease": "runs", "runs-of-job": "runs"}
+# Each logical table's key attributes (template.yaml): partition, then sort if the table has one.
+TABLE_KEY: dict[str, tuple[str, ...]] = {
+    "jobs": ("job_id",),
+    "state": ("job_id",),
+    "runs": ("job_id", "run_id"),
+}
+# Queries served by the base table's own key, not by an index: they return whole items in the
+# order of the table's sort key (a run's history: the caller orders it by ``scheduled_at``) and
+# take no sort bounds. Eventually consistent, as the index queries are.
+BASE_QUERIES: frozenset[str] = frozenset({"runs-of-job"})
 # What each index returns of an item (template.yaml's projections; a test holds the two equal):
 # a query sees these attributes and nothing else, so no reader can rely on one the index drops.
+# A KEYS_ONLY index holds the table's key (for runs: job_id and run_id) and its own.
 INDEX_PROJECTION: dict[str, tuple[str, ...]] = {
     "next-run": (
         "job_id",
@@ -30,13 +41,13 @@ INDEX_PROJECTION: dict[str, tuple[str, ...]] = {
         "catchups",
         "latest_run_id",
     ),
-    "lease": ("run_id", "lease_shard", "check_at"),
-    "job-runs": ("run_id", "job_id", "scheduled_at"),
+    "lease": ("job_id", "run_id", "lease_shard", "check_at"),
 }
+# The partition and sort attribute of each query (for "runs-of-job", the runs table's own key).
 INDEX_KEYS: dict[str, tuple[str, str]] = {
     "next-run": ("sched_shard", "next_run_at"),
     "lease": ("lease_shard", "check_at"),
-    "job-runs": ("job_id", "scheduled_at"),
+    "runs-of-job": ("job_id", "run_id"),
 }
 
 
@@ -63,7 +74,8 @@ class Store(Protocol):
         cursor: dict[str, Any] | None = None,
     ) -> Page:
         """Items of ``index`` in one partition with sort key in [sort_from, sort_to], ascending.
-        Index reads are eventually consistent, as on DynamoDB."""
+        Index reads are eventually consistent, as on DynamoDB. A base-table query
+        (``BASE_QUERIES``) returns whole items and takes no bounds (``ValueError``)."""
         ...
 
     def write(self, ops: Sequence[WriteOp]) -> None: ...

@@ -21,7 +21,7 @@ from typing import Any
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition
-from jobsched.core.run import run_id_for
+from jobsched.core.run import run_id_for, run_key
 from jobsched.core.writes import JOBS, STATE, Put
 from jobsched.ports import OutgoingMessage, SendResult
 from jobsched.services.registrar import Registrar
@@ -157,7 +157,7 @@ def _figures(store: MemoryStore, sent: dict[str, int], firsts: dict[str, int], e
     steady: list[int] = []
     short = 0
     for run_id, sent_at in sent.items():
-        run: dict[str, Any] = store.tables.get("runs", {}).get(run_id) or {}
+        run: dict[str, Any] = store.get("runs", run_key(run_id)) or {}
         scheduled = int(run.get("scheduled_at", 0))
         if not scheduled or scheduled > end - 2 * MINUTE:
             continue  # claimed near the end: its neighbours are not all in

@@ -41,9 +41,9 @@ from jobsched.core.writes import (
     WriteOp,
     conditions_hold,
 )
-from jobsched.ports import INDEX_KEYS, INDEX_PROJECTION, INDEX_TABLE, IndexName, Page
+from jobsched.ports import BASE_QUERIES, INDEX_KEYS, INDEX_PROJECTION, INDEX_TABLE, TABLE_KEY, IndexName, Page
 
-KEYS = {JOBS: "job_id", STATE: "job_id", RUNS: "run_id"}
+KEYS = TABLE_KEY  # template.yaml's key schemas: the runs table's key is (job_id, run_id)
 
 
 def _check_value(value: Any, where: str) -> None:
@@ -60,7 +60,7 @@ def _check_value(value: Any, where: str) -> None:
 class MemoryStore:
     def __init__(self, extra_keys: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.tables: dict[str, dict[Any, Item]] = {JOBS: {}, STATE: {}, RUNS: {}}
-        self.key_schema: dict[str, tuple[str, ...]] = {table: (attr,) for table, attr in KEYS.items()}
+        self.key_schema: dict[str, tuple[str, ...]] = dict(KEYS)
         self.key_schema.update({table: tuple(attrs) for table, attrs in (extra_keys or {}).items()})
         self._lock = threading.RLock()
         self.request_counts: dict[str, int] = {}
@@ -82,8 +82,10 @@ class MemoryStore:
         return names
 
     def _key_value(self, table: str, key: Mapping[str, Any], *, from_item: bool = False) -> Any:
-        """The dict key of an item: the bare value for a one-attribute key ("jobs", "runs":
-        ``tables["jobs"][job_id]``), else a tuple of the values in key-schema order."""
+        """The dict key of an item: the bare value for a one-attribute key ("jobs", "state":
+        ``tables["jobs"][job_id]``), else a tuple of the values in key-schema order ("runs":
+        ``tables["runs"][(job_id, run_id)]``). A key with an attribute missing or extra raises
+        ``ValueError``, as DynamoDB's ValidationException."""
         names = self._key_names(table, None if from_item else key)
         if not from_item and set(key) != set(names):
             raise ValueError(f"key {sorted(key)} does not match table {table!r}'s key {list(names)}")
@@ -110,8 +112,11 @@ class MemoryStore:
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
     ) -> Page:
+        base = index in BASE_QUERIES
+        if base and (sort_from is not None or sort_to is not None):
+            raise ValueError(f"{index!r} queries a table's key: it takes no sort bounds")
         pk, sk = INDEX_KEYS[index]
-        key_attr = KEYS[INDEX_TABLE[index]]
+        key_attr = KEYS[INDEX_TABLE[index]][-1]  # the table key's last attribute: unique in a partition
         with self._lock:
             self._count("Query")
             matches = [
@@ -131,8 +136,9 @@ class MemoryStore:
             page = matches[:limit]
             more = len(matches) > limit
             next_cursor = {sk: page[-1][sk], key_attr: page[-1][key_attr]} if more and page else None
-            projected = INDEX_PROJECTION[index]  # as DynamoDB returns the index's entries
-            page = [{k: item[k] for k in projected if k in item} for item in page]
+            if not base:
+                projected = INDEX_PROJECTION[index]  # as DynamoDB returns the index's entries
+                page = [{k: item[k] for k in projected if k in item} for item in page]
             return Page([copy.deepcopy(item) for item in page], next_cursor)
 
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:

@@ -1,6 +1,7 @@
-"""Measuring a local-stack session from what it left behind: the run records (``job-runs``
-index), the ledger table and the processes' structured events. Nothing here is computed from
-the plan except the set of due occurrences, which comes from the schedule engine."""
+"""Measuring a local-stack session from what it left behind: the run records (each job's
+partition of the runs table), the ledger table and the processes' structured events. Nothing
+here is computed from the plan except the set of due occurrences, which comes from the schedule
+engine."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.core.clock import dt_to_ms
 from jobsched.core.job import JobDefinition
-from jobsched.core.writes import RUNS
 from jobsched.services.paging import query_all
 
 COMMITTED = ("succeeded", "failed")
@@ -75,10 +75,9 @@ def due_occurrences(definition: JobDefinition, window_from_ms: int, window_to_ms
 
 
 def job_runs(store: DynamoStore, job_id: str) -> list[dict[str, Any]]:
-    # The index holds keys only: read each run. moto may repeat a page's end item: one per run id.
-    run_ids = {key["run_id"] for key in query_all(store, "job-runs", job_id)}
-    runs = (store.get(RUNS, {"run_id": run_id}) for run_id in sorted(run_ids))
-    return [run for run in runs if run is not None]
+    # The job's partition of the runs table. moto may repeat a page's end item: one per run id.
+    runs = {run["run_id"]: run for run in query_all(store, "runs-of-job", job_id)}
+    return [runs[run_id] for run_id in sorted(runs)]
 
 
 def ledger_rows(store: DynamoStore, table: str) -> list[dict[str, Any]]:

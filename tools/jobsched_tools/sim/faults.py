@@ -16,6 +16,7 @@ from typing import Any
 
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
+from jobsched.core.run import run_key
 from jobsched.core.writes import JOBS, RUNS, STATE, Check, Cond, Item, Put, Update, WriteOp, conditions_hold
 from jobsched.ports import INDEX_KEYS, INDEX_PROJECTION, IndexName, OutgoingMessage, Page, SendResult, Store
 from jobsched.services.definitions import is_snapshot
@@ -180,7 +181,7 @@ class FaultyStore:
 
     def _run_preimages(self, ops: Sequence[WriteOp]) -> dict[str, Item | None]:
         return {
-            str(_run_key(op)): self.inner.get(RUNS, {"run_id": _run_key(op)})
+            str(_run_key(op)): self.inner.get(RUNS, run_key(_run_key(op)))
             for op in ops
             if op.table == RUNS and not isinstance(op, Check)
         }
@@ -201,7 +202,7 @@ class FaultyStore:
             if op.table != RUNS or isinstance(op, Check):
                 continue
             run_id = str(_run_key(op))
-            before, after = runs_before.get(run_id), self.inner.get(RUNS, {"run_id": run_id})
+            before, after = runs_before.get(run_id), self.inner.get(RUNS, run_key(run_id))
             if isinstance(op, Put):
                 self.ledger.creations[run_id] += 1
                 if before is not None:
@@ -296,7 +297,7 @@ class LeaseIndexedMemoryStore(MemoryStore):
 
     def __init__(self, extra_keys: dict[str, tuple[str, ...]] | None = None) -> None:
         super().__init__(extra_keys)
-        self._leased: dict[str, None] = {}
+        self._leased: dict[Any, None] = {}  # the runs table's keys (job_id, run_id) of leased runs
 
     def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:  # noqa: ARG002 - always consistent
         with self._lock:
@@ -318,12 +319,11 @@ class LeaseIndexedMemoryStore(MemoryStore):
     def _apply(self, op: WriteOp) -> Item:
         item = self._apply_fast(op)
         if op.table == RUNS and not isinstance(op, Check):
-            run_id = item.get("run_id") if isinstance(op, Put) else op.key.get("run_id")
-            if run_id is not None:
-                if "check_at" in item and "lease_shard" in item:
-                    self._leased[str(run_id)] = None
-                else:
-                    self._leased.pop(str(run_id), None)
+            key = self._target(op)
+            if "check_at" in item and "lease_shard" in item:
+                self._leased[key] = None
+            else:
+                self._leased.pop(key, None)
         return item
 
     def _apply_fast(self, op: WriteOp) -> Item:
@@ -372,8 +372,8 @@ class LeaseIndexedMemoryStore(MemoryStore):
             self._count("Query")
             runs = self.tables[RUNS]
             matches = []
-            for run_id in self._leased:
-                item = runs.get(run_id)
+            for key in self._leased:
+                item = runs.get(key)
                 if (
                     item is not None
                     and pk in item

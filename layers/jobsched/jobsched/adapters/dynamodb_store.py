@@ -43,7 +43,7 @@ from jobsched.core.writes import (
     Update,
     WriteOp,
 )
-from jobsched.ports import INDEX_KEYS, INDEX_TABLE, IndexName, Page
+from jobsched.ports import BASE_QUERIES, INDEX_KEYS, INDEX_TABLE, TABLE_KEY, IndexName, Page
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -221,7 +221,7 @@ class DynamoStore:
     ) -> None:
         self.client = client
         self._names = {JOBS: jobs_table, STATE: state_table, RUNS: runs_table}
-        self._keys: dict[str, tuple[str, ...]] = {JOBS: ("job_id",), STATE: ("job_id",), RUNS: ("run_id",)}
+        self._keys: dict[str, tuple[str, ...]] = dict(TABLE_KEY)  # template.yaml: runs by (job_id, run_id)
         self._keys.update(table_keys or {})
 
     def table_name(self, table: str) -> str:
@@ -248,6 +248,9 @@ class DynamoStore:
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
     ) -> Page:
+        base = index in BASE_QUERIES
+        if base and (sort_from is not None or sort_to is not None):
+            raise ValueError(f"{index!r} queries a table's key: it takes no sort bounds")
         pk, sk = INDEX_KEYS[index]
         names = {"#pk": pk, "#sk": sk}
         values: dict[str, Any] = {":p": serialize(partition)}
@@ -266,13 +269,15 @@ class DynamoStore:
             del names["#sk"]  # DynamoDB rejects an unused placeholder
         request: dict[str, Any] = {
             "TableName": self.table_name(INDEX_TABLE[index]),
-            "IndexName": index,
             "KeyConditionExpression": condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
             "Limit": limit,
             # Global secondary indexes are eventually consistent; ConsistentRead is not allowed.
+            # A base-table query (no IndexName) reads eventually consistent too, as the port says.
         }
+        if not base:
+            request["IndexName"] = index
         if sort_from is not None and sort_to is not None and sort_from > sort_to:
             return Page([], None)  # DynamoDB rejects BETWEEN with reversed bounds
         if cursor is not None:

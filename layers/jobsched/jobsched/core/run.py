@@ -50,6 +50,16 @@ def manual_run_id(job_id: str, request_id: str) -> str:
     return f"{job_id}@manual:{request_id}"
 
 
+def run_key(run_id: str) -> dict[str, str]:
+    """The runs table's key of a run: partition ``job_id``, sort ``run_id``. Every run id is
+    ``<job_id>@...`` and a job id cannot contain ``@`` (``JOB_ID_PATTERN``), so the job id is the
+    part before the first ``@``. A run id without one is not a run's (``ValueError``)."""
+    job_id, at, _ = run_id.partition("@")
+    if not at or not job_id:
+        raise ValueError(f"not a run id (expected <job_id>@...): {run_id!r}")
+    return {"job_id": job_id, "run_id": run_id}
+
+
 def shard_of(key: str, shard_count: int) -> int:
     # A stable hash (not Python's salted hash()) so every process agrees on the shard.
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") % shard_count

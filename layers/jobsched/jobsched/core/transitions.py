@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.run import RunKind, RunStatus, shard_of
+from jobsched.core.run import RunKind, RunStatus, run_key, shard_of
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
 from jobsched.core.writes import (
     JOBS,
@@ -217,7 +217,7 @@ def relink_op(run: RunItem, after_run_id: str | None) -> Update:
     as_read = run.get("after_run_id")
     return Update(
         RUNS,
-        {"run_id": run["run_id"]},
+        run_key(run["run_id"]),
         condition=(
             _run_status(RunStatus.PENDING),
             _run_token(run["version"]),  # not started: a started run walked from its old link
@@ -370,7 +370,7 @@ def rerun_missed_ops(
 def _rerun_missed(missed: RunItem, definition: Item, def_hash: str, now: int, cfg: SchedulerConfig) -> Update:
     return Update(
         RUNS,
-        {"run_id": missed["run_id"]},
+        run_key(missed["run_id"]),
         condition=(
             _run_status(RunStatus.MISSED),
             _run_token(missed["version"]),
@@ -437,7 +437,7 @@ def start_op(run_id: str, version: int, owner: str, lease_until: int, now: int) 
     job's turn needs no write here: the worker read it from the chain (``core/policies.py``)."""
     return Update(
         RUNS,
-        {"run_id": run_id},
+        run_key(run_id),
         condition=(
             exists("run_id", "a message for a run that does not exist starts nothing"),
             _run_status(RunStatus.PENDING),
@@ -459,7 +459,7 @@ def start_op(run_id: str, version: int, owner: str, lease_until: int, now: int) 
 def heartbeat_op(run_id: str, version: int, owner: str, lease_until: int, now: int) -> Update:
     return Update(
         RUNS,
-        {"run_id": run_id},
+        run_key(run_id),
         condition=(
             _run_status(RunStatus.RUNNING),
             _run_token(version),
@@ -478,7 +478,7 @@ def skip_at_start_ops(
     return [
         Update(
             RUNS,
-            {"run_id": run_id},
+            run_key(run_id),
             condition=(_run_status(RunStatus.PENDING), _run_token(version)),
             label="skip run",
             set={
@@ -504,7 +504,7 @@ def buffer_at_start_ops(
     return [
         Update(
             RUNS,
-            {"run_id": run_id},
+            run_key(run_id),
             condition=(_run_status(RunStatus.PENDING), _run_token(version)),
             label="buffer run",
             set={
@@ -518,7 +518,7 @@ def buffer_at_start_ops(
         ),
         Update(
             RUNS,
-            {"run_id": holder["run_id"]},
+            run_key(holder["run_id"]),
             condition=(
                 is_in(
                     "status",
@@ -545,7 +545,7 @@ def promote_op(buffered: RunItem, holder_id: str, now: int, cfg: SchedulerConfig
     promoted = {**buffered, "status": RunStatus.PENDING.value, "version": buffered["version"] + 1, **lease}
     update = Update(
         RUNS,
-        {"run_id": buffered["run_id"]},
+        run_key(buffered["run_id"]),
         condition=(
             _run_status(RunStatus.BUFFERED),
             _run_token(buffered["version"]),  # promoted once: a second promoter's write fails
@@ -578,7 +578,7 @@ def finish_ops(
         sets["last_error"] = error[:2000]
     return Update(
         RUNS,
-        {"run_id": run_id},
+        run_key(run_id),
         condition=(_run_status(from_status), _run_token(held_version), *extra_conditions),
         label=f"commit {status.value}",
         set=sets,
@@ -593,7 +593,7 @@ def retry_op(
     the dispatch lease covers the delay, so a lost retry message is recovered too)."""
     return Update(
         RUNS,
-        {"run_id": run_id},
+        run_key(run_id),
         condition=(_run_status(RunStatus.RUNNING), _run_token(held_version)),
         label="schedule retry",
         set={
@@ -646,7 +646,7 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
     )
     update = Update(
         RUNS,
-        {"run_id": run["run_id"]},
+        run_key(run["run_id"]),
         condition=condition,
         label="recover run",
         set={
@@ -669,7 +669,7 @@ def recheck_op(run: RunItem) -> Update:
     alive): look again when the lease as it is now runs out. No token changes hands."""
     return Update(
         RUNS,
-        {"run_id": run["run_id"]},
+        run_key(run["run_id"]),
         condition=(
             _run_token(run["version"]),
             _run_status(RunStatus(run["status"])),
@@ -694,7 +694,7 @@ def recheck_buffered_ops(
     if waiting:
         renew = Update(
             RUNS,
-            {"run_id": run["run_id"]},
+            run_key(run["run_id"]),
             condition=unchanged,
             label="renew buffered lease",
             set=_dispatch_lease(run["run_id"], now + cfg.dispatch_lease_seconds * 1000, cfg),

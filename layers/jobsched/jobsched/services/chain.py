@@ -14,7 +14,7 @@ from typing import Any
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.policies import MAX_CHAIN_STEPS, chain_step
-from jobsched.core.run import RunStatus
+from jobsched.core.run import RunStatus, run_key
 from jobsched.core.transitions import promote_op
 from jobsched.core.writes import RUNS
 from jobsched.ports import Store
@@ -33,7 +33,7 @@ class Chain:
         for _ in range(MAX_CHAIN_STEPS):
             if run_id is None:
                 return None
-            run = self._store.get(RUNS, {"run_id": run_id})
+            run = self._store.get(RUNS, run_key(run_id))
             holds, run_id = chain_step(run)
             if holds:
                 return run
@@ -47,9 +47,9 @@ class Chain:
         dispatch. Best effort: a failure here leaves the waiting run's lease to the miss detector
         (``recheck_buffered_ops``), which promotes it when its lease lapses."""
         try:
-            holder = self._store.get(RUNS, {"run_id": holder_id})
+            holder = self._store.get(RUNS, run_key(holder_id))
             waiting_id = holder.get("buffered_next") if holder else None
-            waiting = self._store.get(RUNS, {"run_id": waiting_id}) if waiting_id else None
+            waiting = self._store.get(RUNS, run_key(waiting_id)) if waiting_id else None
             if waiting is None or waiting.get("status") != RunStatus.BUFFERED.value:
                 return None
             if waiting.get("blocked_by") != holder_id:

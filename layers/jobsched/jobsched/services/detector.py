@@ -20,7 +20,7 @@ from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.job import OverlapPolicy
-from jobsched.core.run import RunStatus
+from jobsched.core.run import RunStatus, run_key
 from jobsched.core.timing import effective_grace_ms, is_overdue
 from jobsched.core.transitions import recheck_buffered_ops, recheck_op, recover_op
 from jobsched.core.writes import RUNS
@@ -214,7 +214,7 @@ class MissDetector:
     ) -> dict[str, Any] | None:
         """A run whose ``check_at`` came (the lease index holds keys only): read it, then move
         ``check_at`` to its renewed lease if the worker is alive, or recover it."""
-        run = self._store.get(RUNS, {"run_id": entry["run_id"]})
+        run = self._store.get(RUNS, run_key(entry["run_id"]))
         if run is None or "check_at" not in run or int(run["check_at"]) > expired_before:
             return None  # finished or moved on since the (eventually consistent) index read
         if run.get("status") == RunStatus.BUFFERED.value:
@@ -266,7 +266,7 @@ class MissDetector:
     def _recheck_buffered(self, run: dict[str, Any], now: int, result: DetectResult) -> dict[str, Any] | None:
         """A buffered run's lease lapsed: renew it while its holder runs, else promote it."""
         holder_id = run.get("blocked_by")
-        holder = self._store.get(RUNS, {"run_id": holder_id}) if holder_id else None
+        holder = self._store.get(RUNS, run_key(holder_id)) if holder_id else None
         op, promoted = recheck_buffered_ops(run, holder, now, self._cfg)
         try:
             self._store.write([op])

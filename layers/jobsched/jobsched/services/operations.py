@@ -14,7 +14,7 @@ from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
-from jobsched.core.run import RunKind, RunStatus, manual_run_id, run_id_for
+from jobsched.core.run import RunKind, RunStatus, manual_run_id, run_id_for, run_key
 from jobsched.core.state import Registration
 from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Update, eq, exists, not_exists
@@ -134,16 +134,14 @@ class Operations:
         ]
 
     def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
-        """The job's most recent runs, newest first. The job-runs index holds keys only, so the
-        runs shown are read one by one (a run expired by TTL in between is left out)."""
-        keys = sorted(
-            query_all(self._store, "job-runs", job_id), key=lambda k: k["scheduled_at"], reverse=True
-        )
-        runs = (self._store.get(RUNS, {"run_id": key["run_id"]}, consistent=False) for key in keys[:limit])
-        return [run for run in runs if run is not None]
+        """The job's most recent runs, newest first: its partition of the runs table (keyed by job
+        and run), read page by page and ordered by ``scheduled_at`` (the run id's order is not
+        time's: manual runs' ids sort after every scheduled one)."""
+        runs = query_all(self._store, "runs-of-job", job_id)
+        return sorted(runs, key=lambda run: (run["scheduled_at"], run["run_id"]), reverse=True)[:limit]
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
-        return self._store.get(RUNS, {"run_id": run_id})
+        return self._store.get(RUNS, run_key(run_id))
 
     def trigger(self, job_id: str, request_id: str | None = None) -> str:
         """Run the job now, outside its schedule. A repeated request id runs it once."""
@@ -225,7 +223,7 @@ class Operations:
                     return None  # another backfill re-ran it first
                 continue  # the chain moved on: link to its new end
             self._telemetry.event("run.rerun", run["run_id"], was="missed")
-            return self._store.get(RUNS, {"run_id": run["run_id"]})
+            return self._store.get(RUNS, run_key(run["run_id"]))
         raise ValueError(f"{run['run_id']}: the job's chain kept moving; try again")
 
     def _create_adhoc(self, run: Item) -> Item | None:
@@ -240,7 +238,7 @@ class Operations:
                 self._store.write(ops)
             except ConditionFailed as lost:
                 if lost.op is ops[0]:
-                    return lost.current or self._store.get(RUNS, {"run_id": run["run_id"]}) or {}
+                    return lost.current or self._store.get(RUNS, run_key(run["run_id"])) or {}
                 continue  # the chain moved on (a claim, another manual run): link to its new end
             return None
         raise ValueError(f"{run['run_id']}: the job's chain kept moving; try again")

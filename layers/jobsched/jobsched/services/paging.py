@@ -112,6 +112,8 @@ def scan_all(store: Store, table: str, page_size: int = PAGE_SIZE) -> Iterator[I
 def merge_oldest_first(index: IndexName, shards: list[Iterator[Item]]) -> Iterator[Item]:
     """Merge per-shard iterators (each in sort order) into one, oldest first across shards."""
     sort_attr = INDEX_KEYS[index][1]
-    key_attr = TABLE_KEY[INDEX_TABLE[index]]
-    # Ties broken by the item's key, so that the order (and a simulation) is deterministic.
+    # Ties broken by the table key's last attribute (unique in a partition: the run id, the job
+    # id), as the in-memory stores order a page, so that the order (and a simulation) is
+    # deterministic.
+    key_attr = TABLE_KEY[INDEX_TABLE[index]][-1]
     return heapq.merge(*shards, key=lambda item: (item[sort_attr], item[key_attr]))

@@ -24,7 +24,7 @@ from typing import Any
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, Throttled, TransientStoreError
-from jobsched.core.run import RunKind, RunStatus, run_id_for
+from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key
 from jobsched.core.state import JobStatus
 from jobsched.core.timing import is_overdue
 from jobsched.core.transitions import advance_op, create_run_op, new_run_item, relink_op
@@ -382,7 +382,7 @@ class Trigger:
         already: whoever made it moved the chain's end."""
         if state.get("latest_run_id") == run_id:
             return None  # the end already
-        record = created or self._store.get(RUNS, {"run_id": run_id})
+        record = created or self._store.get(RUNS, run_key(run_id))
         if record is None or record.get("kind") != RunKind.SCHEDULED.value:
             return None
         return record if record.get("status") != RunStatus.MISSED.value else None
@@ -409,7 +409,7 @@ class Trigger:
     def _create_run(self, run: Item, claimed_by: str) -> Item | None:
         """The run as created by this claim (now, or by its own earlier attempt whose response
         was lost), or None when someone else's record is there."""
-        key = {"run_id": run["run_id"]}
+        key = run_key(run["run_id"])
         try:
             self._store.write([create_run_op(run)])
             return run

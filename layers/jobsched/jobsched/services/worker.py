@@ -24,7 +24,7 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, TransientStoreError
 from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
 from jobsched.core.policies import OverlapDecision, attempts_left, decide_overlap, retry_delay_ms
-from jobsched.core.run import RunMessage, RunStatus
+from jobsched.core.run import RunMessage, RunStatus, run_key
 from jobsched.core.timing import worker_lease_until
 from jobsched.core.transitions import (
     buffer_at_start_ops,
@@ -230,7 +230,7 @@ class Worker:
         return Outcome.DUPLICATE
 
     def _is_own_start(self, message: RunMessage, owner: str) -> bool:
-        run = self._store.get(RUNS, {"run_id": message.run_id})
+        run = self._store.get(RUNS, run_key(message.run_id))
         return bool(run and run.get("owner") == owner and run.get("version") == message.version + 1)
 
     def heartbeat(self, started: Started) -> bool:
@@ -390,7 +390,7 @@ class Worker:
         return Outcome.FENCED_OUT
 
     def _is_own_commit(self, started: Started, status: RunStatus) -> bool:
-        run = self._store.get(RUNS, {"run_id": started.message.run_id})
+        run = self._store.get(RUNS, run_key(started.message.run_id))
         return bool(
             run
             and run.get("status") == status.value
@@ -399,7 +399,7 @@ class Worker:
         )
 
     def _is_own_retry(self, started: Started) -> bool:
-        run = self._store.get(RUNS, {"run_id": started.message.run_id})
+        run = self._store.get(RUNS, run_key(started.message.run_id))
         return bool(
             run
             and run.get("version") == started.token + 1
