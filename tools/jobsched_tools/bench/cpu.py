@@ -46,9 +46,20 @@ if TYPE_CHECKING:
 # Lambda: one vCPU at 1,769 MB, proportional below (docs.aws.amazon.com/lambda/latest/dg/
 # configuration-memory.html); a Python process with the GIL uses about one core above it.
 MB_PER_VCPU = 1_769
-# The template's MemorySize (Globals) for every function, and the worker's batch (WorkerBatchSize).
+# A function's MemorySize when the template gives it no parameter of its own (Globals), and the
+# worker's batch (WorkerBatchSize).
 FUNCTION_MEMORY_MB = 512
 WORKER_BATCH = 10
+
+
+def template_memory_mb(parameter: str) -> int:
+    """The default of a function's memory parameter (TriggerMemorySize, WorkerMemorySize)."""
+    from jobsched_tools.bench import scale
+
+    spec = scale.load_template()["Parameters"].get(parameter)
+    return int(spec["Default"]) if spec else FUNCTION_MEMORY_MB
+
+
 # In-region DynamoDB single-write latency assumed (scripts/scale_model.py uses the same figure).
 WRITE_LATENCY_S = 0.006
 # The worker's mean wait per batch for the exact second, before issue 18 part 4 (SQS delays are
@@ -155,24 +166,24 @@ def lambda_compute(
     figures: CpuFigures,
     prices: dict[str, dict[str, Any]],
     worker_wait_s_per_batch: float,
-    memory_mb: int = FUNCTION_MEMORY_MB,
+    trigger_memory_mb: int = FUNCTION_MEMORY_MB,
+    worker_memory_mb: int = FUNCTION_MEMORY_MB,
     batch: int = WORKER_BATCH,
 ) -> dict[str, float]:
-    """Lambda compute (GB-seconds at ``memory_mb``, arm64) per million runs, by function."""
-    gb = memory_mb / 1024
+    """Lambda compute (GB-seconds at each function's memory, arm64) per million runs."""
     usd_per_gb_s = float(prices["lambda"]["arm64_gb_second_usd"])
-    trigger_s = figures.trigger_cpu_ms_per_run / 1000 / vcpu(memory_mb)
+    trigger_s = figures.trigger_cpu_ms_per_run / 1000 / vcpu(trigger_memory_mb)
     worker_batch_s = (
         worker_wait_s_per_batch
         + 2 * WRITE_LATENCY_S
-        + batch * figures.worker_cpu_ms_per_run / 1000 / vcpu(memory_mb)
+        + batch * figures.worker_cpu_ms_per_run / 1000 / vcpu(worker_memory_mb)
     )
     worker_s = worker_batch_s / batch
     return {
         "trigger_billed_ms_per_run": round(trigger_s * 1000, 4),
         "worker_billed_ms_per_run": round(worker_s * 1000, 4),
-        "lambda_compute_trigger": round(trigger_s * gb * usd_per_gb_s * 1e6, 4),
-        "lambda_compute_worker": round(worker_s * gb * usd_per_gb_s * 1e6, 4),
+        "lambda_compute_trigger": round(trigger_s * trigger_memory_mb / 1024 * usd_per_gb_s * 1e6, 4),
+        "lambda_compute_worker": round(worker_s * worker_memory_mb / 1024 * usd_per_gb_s * 1e6, 4),
     }
 
 
@@ -207,7 +218,10 @@ def bench_keys(
     from jobsched_tools.bench import scale, worker_wait
 
     wait = worker_wait.measure()
-    compute = lambda_compute(figures, prices, wait["worker_wait_s_per_batch"])
+    worker_mb = template_memory_mb("WorkerMemorySize")
+    compute = lambda_compute(
+        figures, prices, wait["worker_wait_s_per_batch"], template_memory_mb("TriggerMemorySize"), worker_mb
+    )
     parts = {k: v for k, v in cost.items() if k != "total"}
     parts["lambda_compute_trigger"] = compute["lambda_compute_trigger"]
     parts["lambda_compute_worker"] = compute["lambda_compute_worker"]
@@ -217,10 +231,10 @@ def bench_keys(
         **{k: v for k, v in compute.items() if k.endswith("_ms_per_run")},
         **wait,
         "worker_wait_usd_per_million_runs": worker_wait.priced(
-            wait["worker_wait_s_per_batch"], prices, FUNCTION_MEMORY_MB, WORKER_BATCH
+            wait["worker_wait_s_per_batch"], prices, worker_mb, WORKER_BATCH
         ),
         "worker_wait_usd_per_million_runs_round_down": worker_wait.priced(
-            WORKER_WAIT_S_PER_BATCH_FLOOR, prices, FUNCTION_MEMORY_MB, WORKER_BATCH
+            WORKER_WAIT_S_PER_BATCH_FLOOR, prices, worker_mb, WORKER_BATCH
         ),
         "batching_claims_into_transactions": batching_tradeoff(figures, prices),
         **scale.bench_keys(figures.as_json(), read_units_per_run),
