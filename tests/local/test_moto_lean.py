@@ -135,3 +135,46 @@ def test_stream_iterators_expire(
     monkeypatch.setattr(moto_fast, "ITERATOR_TTL_S", -1)  # every iterator issued so far has expired
     read()
     assert len(backend.shard_iterators) <= 2  # the one just issued and the one GetRecords returned
+
+
+def test_a_cancelled_transaction_restores_an_item_of_a_table_with_a_range_key(lean: Any) -> None:
+    """The runs table is keyed by (job_id, run_id): its items are restored one by one too."""
+    _, resources, dynamodb = lean
+    key = {"job_id": {"S": "j"}, "run_id": {"S": "j@1"}}
+    dynamodb.put_item(TableName=resources.runs_table, Item={**key, "v": {"N": "1"}})
+    table = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables[resources.runs_table]
+    with pytest.raises(dynamodb.exceptions.TransactionCanceledException):
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": resources.runs_table,
+                        "Key": key,
+                        "UpdateExpression": "SET v = :v",
+                        "ExpressionAttributeValues": {":v": {"N": "2"}},
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": resources.runs_table,
+                        "Item": {"job_id": {"S": "k"}, "run_id": {"S": "k@1"}},
+                    }
+                },
+                {
+                    "ConditionCheck": {
+                        "TableName": resources.runs_table,
+                        "Key": {"job_id": {"S": "j"}, "run_id": {"S": "j@absent"}},
+                        "ConditionExpression": "attribute_exists(run_id)",
+                    }
+                },
+            ]
+        )
+    assert dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables[resources.runs_table] is table
+    kept = dynamodb.get_item(TableName=resources.runs_table, Key=key, ConsistentRead=True)
+    assert kept["Item"]["v"] == {"N": "1"}
+    gone = dynamodb.get_item(
+        TableName=resources.runs_table,
+        Key={"job_id": {"S": "k"}, "run_id": {"S": "k@1"}},
+        ConsistentRead=True,
+    )
+    assert "Item" not in gone

@@ -66,18 +66,28 @@ def _fast_transactions() -> None:
     original = models.DynamoDBBackend.transact_write_items
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        saved: list[tuple[Any, Any, Any]] = []
+        saved: list[tuple[Any, Any, Any, Any]] = []  # (table, hash, range or None, item as it was)
         streams: dict[int, tuple[Any, int]] = {}  # id(shard) -> (shard, records before)
         fast = True
         for entry in transact_items:
             _, op = next(iter(entry.items()))
             table = self.tables.get(op.get("TableName")) if isinstance(op, dict) else None
             attrs = (op.get("Key") or op.get("Item") or {}) if isinstance(op, dict) else {}
-            if table is None or table.range_key_attr is not None or table.hash_key_attr not in attrs:
+            range_attr = table.range_key_attr if table is not None else None
+            if (
+                table is None
+                or table.hash_key_attr not in attrs
+                or (range_attr is not None and range_attr not in attrs)
+            ):
                 fast = False  # anything unusual: moto's own whole-table backup
                 break
             hash_value = DynamoType(attrs[table.hash_key_attr])
-            saved.append((table, hash_value, real_deepcopy(table.items.get(hash_value))))
+            # A table with a range key keeps items[hash][range] (moto's Table.items).
+            range_value = DynamoType(attrs[range_attr]) if range_attr is not None else None
+            held = table.items.get(hash_value)
+            if range_value is not None:
+                held = held.get(range_value) if held is not None else None
+            saved.append((table, hash_value, range_value, real_deepcopy(held)))
             shard = table.stream_shard
             if shard is not None:
                 streams.setdefault(id(shard), (shard, len(shard.items)))
@@ -86,11 +96,8 @@ def _fast_transactions() -> None:
             original(self, transact_items)
         except Exception:
             if fast:
-                for table, hash_value, item in reversed(saved):
-                    if item is None:
-                        table.items.pop(hash_value, None)
-                    else:
-                        table.items[hash_value] = item
+                for table, hash_value, range_value, item in reversed(saved):
+                    _restore(table, hash_value, range_value, item)
                 for shard, length in streams.values():
                     del shard.items[length:]
             raise
@@ -98,6 +105,22 @@ def _fast_transactions() -> None:
             _local.fast = False
 
     models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+def _restore(table: Any, hash_value: Any, range_value: Any, item: Any) -> None:
+    if range_value is None:
+        if item is None:
+            table.items.pop(hash_value, None)
+        else:
+            table.items[hash_value] = item
+        return
+    by_range = table.items[hash_value]
+    if item is None:
+        by_range.pop(range_value, None)
+        if not by_range:
+            table.items.pop(hash_value, None)
+    else:
+        by_range[range_value] = item
 
 
 def _no_instance_tracking() -> None:
