@@ -104,6 +104,8 @@ def _fast_transactions() -> None:
         finally:
             _local.fast = False
 
+    # moto's own transaction (its whole-table backup), for a test of what plain moto does.
+    transact_write_items.__wrapped__ = original  # type: ignore[attr-defined]
     models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
 
 
