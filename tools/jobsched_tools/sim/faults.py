@@ -83,6 +83,8 @@ class FaultyStore:
         self.ledger = Ledger()
         # Set by the world: called once, inside a trigger's claim, to run another tick interleaved.
         self.interleave: Callable[[], None] | None = None
+        # Set by the world: called once, with the job id, just before a claim creates its run.
+        self.before_create: Callable[[str], None] | None = None
         # Set by the world: the next heartbeat write crashes its worker ("before" or "after" it lands).
         self.heartbeat_crash: str | None = None
         # Set by the world: called with a job id after every write to a job item (the stream).
@@ -144,6 +146,11 @@ class FaultyStore:
         if self.interleave is not None and any(op.label == "advance job" for op in ops):
             interleave, self.interleave = self.interleave, None
             interleave()
+        if self.before_create is not None:
+            created = next((op for op in ops if op.label == "create run" and isinstance(op, Put)), None)
+            if created is not None:
+                before_create, self.before_create = self.before_create, None
+                before_create(str(created.item["job_id"]))
         if self.before_recovery is not None and self.actor == "detector":
             for op in ops:
                 if op.label == "recover run" and isinstance(op, Update):

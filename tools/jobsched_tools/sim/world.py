@@ -346,17 +346,35 @@ class World:
             name = f"trigger-{'AB'[n]}"
             if self.roll("trigger_concurrent", self.rates.trigger_concurrent):
                 self.store.interleave = lambda: self._interleaved_tick(minute)
+            if self.roll("operator_manual_run", self.rates.operator_manual_run):
+                self.store.before_create = self._manual_run
             crash = self.faults_on and self.rng.random() < self.rates.trigger_crash_before_send
             self.queue.crash_next_send = crash
             self.call(name, functools.partial(trigger.tick, f"tick-{minute}-{n}"), f"tick-{minute}")
             self.queue.crash_next_send = False
             self.store.interleave = None
+            self.store.before_create = None
 
     def _interleaved_tick(self, minute: int) -> None:
         crash, self.queue.crash_next_send = self.queue.crash_next_send, False
         trigger = self.triggers[1]
         self.call("trigger-C", lambda: trigger.tick(f"tick-{minute}-concurrent"), f"tick-{minute}")
         self.queue.crash_next_send = crash
+
+    def _manual_run(self, job_id: str) -> None:
+        """A person's `jobsched trigger`, landing inside a tick's claim of the same job."""
+        request = f"person-{self.clock.now_ms()}"
+
+        def run_now() -> object:
+            try:
+                return self.ops.trigger(job_id, request)
+            except (ValueError, JobNotFound):
+                return None  # the job is invalid or gone: the person reads the error
+
+        ok, result = self.call("operator", run_now, job_id)
+        if ok and result is not None:
+            self.operated.add(job_id)
+            self.log("operator", "operator_manual_run", job_id, str(result))
 
     def _detect(self) -> None:
         minute = self.clock.now_ms() // MINUTE

@@ -392,8 +392,8 @@ class Trigger:
         advance found it, if it was created from an older read (an eventually consistent index
         page, a racing claimer's, or a manual run that joined the chain since). The advance's
         condition proved that read current. The relinked run is sent again, under a new token;
-        a run that started meanwhile walked from its old link: a window as wide as one retried
-        claim (docs/design.md, "Overlap")."""
+        a run that started meanwhile walked from its old link and is not relinked: a known gap
+        when a manual run joined the chain in between (docs/design.md, "Overlap: the chain")."""
         latest = state.get("latest_run_id")
         if record.get("after_run_id") == latest:
             return
