@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from harness import T0, Env, build, job, seed_active
+from jobsched.core.errors import Throttled
 from jobsched.core.job import OverlapPolicy
 from jobsched.core.run import RunMessage
 from jobsched.core.writes import WriteOp
@@ -79,3 +80,36 @@ def test_a_manual_run_waits_for_the_scheduled_run_before_it(env: Env) -> None:
     assert manual.run_id == manual_id and manual.after_run_id == scheduled.run_id
     assert worker.process(manual, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED
     assert env.state("m")["latest_run_id"] == manual_id  # the next occurrence waits for it
+
+
+class ThrottledRelink(ManualRunBeforeTheClaim):
+    """As above, and the claim's relink is throttled once (after the SDK's own retries)."""
+
+    throttled = False
+
+    def write(self, ops: list[WriteOp]) -> None:
+        if not self.throttled and any(op.label == "relink run" for op in ops):
+            self.throttled = True
+            raise Throttled("relink throttled")
+        super().write(ops)
+
+
+def test_a_claim_whose_relink_is_throttled_sends_nothing_on_the_stale_link(env: Env) -> None:
+    """The relink and the advance are one write: throttled, neither lands, the run is not sent,
+    and the next tick relinks it and sends it. Sent on its old link it would start beside the
+    manual run."""
+    env.registry.add("t", lambda _ctx: None)
+    seed_active(env, job("c", "rate(1 hour)", target="t", overlap=OverlapPolicy.SKIP), T0)
+    env.clock.set(T0 - 30_000)
+    store = ThrottledRelink(env, "c")
+    result = Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False).tick("t")  # type: ignore[arg-type]
+    assert store.throttled and result.throttled == 1
+    env.clock.set(T0)
+    (manual,) = (parse_run_message(body) for body in env.receive_all())  # the claim's run stays
+    assert manual.run_id == store.manual_run_id
+    worker = env.worker()
+    assert isinstance(worker.begin(manual, env.clock.now_ms() + DEADLINE), Started)
+    env.trigger().tick("next")
+    (claimed,) = (parse_run_message(body) for body in env.receive_all())
+    assert claimed.after_run_id == manual.run_id
+    assert worker.process(claimed, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED

@@ -20,11 +20,14 @@ from harness import (
     tick_in_process,
 )
 from jobsched.core.errors import QueueError
+from jobsched.core.job import OverlapPolicy
 from jobsched.core.run import run_id_for, run_key
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched.ports import OutgoingMessage, SendResult, WorkQueue
+from jobsched.services.messages import parse_run_message
 from jobsched.services.trigger import Trigger
+from jobsched.services.worker import Outcome, Started
 from jobsched_tools.emulator.local_moto import LocalMoto
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
@@ -160,7 +163,7 @@ class CrashingStore(TickingStore):
         raise CrashAfterClaim
 
 
-def test_trigger_crashing_after_the_write_leaves_a_pending_run_that_is_redispatched() -> None:
+def test_trigger_crashing_after_the_write_leaves_a_pending_run_that_the_next_tick_sends() -> None:
     with build("memory") as env:
         counter = Counter()
         env.registry.add("t", counter)
@@ -170,11 +173,38 @@ def test_trigger_crashing_after_the_write_leaves_a_pending_run_that_is_redispatc
             crashing.tick("dies")
         run_id = run_id_for("j1", T0 + MINUTE)
         assert env.run(run_id)["status"] == "pending" and env.receive_all() == []
-        assert env.trigger().tick("next").claimed == 0  # the next tick does not claim it again
-        env.clock.set(env.run(run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1)
-        assert env.detector().run("d").leases_recovered == 1
+        assert env.state("j1")["next_run_at"] == T0 + MINUTE  # the claim's advance never landed
+        result = env.trigger().tick("next")
+        assert (result.claimed, result.duplicates, result.dispatched) == (0, 1, 1)  # not claimed again
+        assert env.state("j1")["latest_run_id"] == run_id  # the advance it finished links it
+        env.clock.set(T0 + MINUTE)
         assert [o.value for o in env.drain(env.worker())] == ["succeeded"]
         assert counter.calls == [run_id]
+
+
+def test_a_claim_left_half_made_is_finished_by_the_miss_detector_before_it_is_sent() -> None:
+    """No tick comes (the trigger is down): the detector makes the claim's advance, linking the
+    run behind the manual run that joined the chain meanwhile, and only then sends it."""
+    with build("memory") as env:
+        counter = Counter()
+        env.registry.add("t", counter)
+        env.ops().register(job("j1", overlap=OverlapPolicy.SKIP))
+        crashing = Trigger(CrashingStore(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        with pytest.raises(CrashAfterClaim):
+            crashing.tick("dies")
+        run_id = run_id_for("j1", T0 + MINUTE)
+        manual_id = env.ops().trigger("j1", "person")
+        (manual,) = (parse_run_message(body) for body in env.receive_all())
+        assert manual.after_run_id is None and env.run(run_id).get("after_run_id") is None
+        env.clock.set(env.run(run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1)
+        worker = env.worker()
+        assert isinstance(worker.begin(manual, env.clock.now_ms() + 60_000), Started)  # still running
+        assert env.detector().run("d").leases_recovered == 1
+        assert env.run(run_id)["after_run_id"] == manual_id  # relinked before it was sent
+        assert env.state("j1")["next_run_at"] == T0 + 2 * MINUTE
+        (scheduled,) = (parse_run_message(body) for body in env.receive_all())
+        assert scheduled.run_id == run_id and scheduled.after_run_id == manual_id
+        assert worker.process(scheduled, env.clock.now_ms() + 60_000) is Outcome.SKIPPED  # no overlap
 
 
 class FlakyBatchQueue:

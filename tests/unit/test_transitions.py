@@ -7,10 +7,12 @@ from typing import Any
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.run import RunKind, RunStatus
 from jobsched.core.transitions import (
+    UnfinishedClaim,
     adhoc_run_ops,
     advance_op,
     buffer_at_start_ops,
     create_run_op,
+    finish_claim_ops,
     finish_ops,
     heartbeat_op,
     link_runs,
@@ -216,6 +218,23 @@ def test_an_ad_hoc_run_joins_the_chain_in_one_transaction() -> None:
     assert holds(join, state) and not holds(join, job(version=state["version"] + 1))
     assert join.set["latest_run_id"] == "j@manual:1" and join.set["version"] == state["version"] + 1
     assert adhoc_run_ops(manual, None) == [create]  # no state item: no chain
+
+
+def test_finishing_a_claim_relinks_its_run_only_when_the_chain_moved_since_it_was_made() -> None:
+    state = job(latest_run_id="j@m")
+    current = run(run_id="j@t", status="pending", version=1, after_run_id="j@m")
+    (advance,) = finish_claim_ops(state, UnfinishedClaim(current, NOW, NOW + 60_000), NOW)
+    assert advance.set["latest_run_id"] == "j@t" and advance.set["next_run_at"] == NOW + 60_000
+    assert holds(advance, state) and not holds(advance, job(next_run_at=NOW + 60_000))  # a racer advanced
+    stale = {**current, "after_run_id": "j@a"}  # a manual run joined after it was made
+    relink, advance = finish_claim_ops(state, UnfinishedClaim(stale, NOW, None), NOW)
+    assert relink.set["after_run_id"] == "j@m" and relink.set["version"] == 2
+    assert holds(relink, stale) and not holds(relink, {**stale, "status": "running"})  # it started
+    assert advance.set["status"] == "finished"  # the schedule's last occurrence
+    started = {**stale, "status": "running"}  # walked its old link already: relinking changes nothing
+    assert [op.label for op in finish_claim_ops(state, UnfinishedClaim(started, NOW, NOW + 1), NOW)] == [
+        "advance job"
+    ]
 
 
 def test_a_stale_claim_is_relinked_only_before_it_starts() -> None:

@@ -63,8 +63,7 @@ class FaultRates:
     operator_backfill: float = 0.01  # a backfill of the last minutes (also at each outage's end)
     # per tick: a person runs a job now between the tick's read of it and its claim, so the claim
     # links its run behind a stale end of the job's chain and must relink it (design.md, "Overlap").
-    # Off by default: it finds a known gap (tests/sim/test_chaos.py, the strict xfail; issue 14).
-    operator_manual_run: float = 0.0
+    operator_manual_run: float = 0.05
     stream_delay: float = 0.05  # per stream record: the registrar sees it 10-120 s late
     stream_duplicate: float = 0.05  # per stream record: delivered twice (a retried batch)
     large_payload_jobs: float = 0.05  # fraction of jobs with a 30-60 KB payload

@@ -9,7 +9,7 @@ never on the job item people write, so a person's put-item or delete cannot undo
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
@@ -313,11 +313,24 @@ def settle_ops(
     return ops
 
 
+@dataclass(frozen=True)
+class UnfinishedClaim:
+    """The job's next occurrence as a claim left it between its two writes: the run exists (the
+    claim's first write) but the job was not advanced (its second), because the claimer died
+    or lost the advance. Such a run is not in the job's chain yet and has not been sent."""
+
+    run: RunItem
+    occurrence: int
+    next_occurrence: int | None
+
+
 def adhoc_run_ops(run: RunItem, state: StateItem | None) -> list[WriteOp]:
     """A manual or backfill run: created once per deterministic id, leaving the schedule alone.
     It joins the job's chain (``run`` must be linked: ``link_runs``), so the job's next
     occurrence waits for it as it would for a scheduled run. One transaction: a run outside the
-    chain could overlap the next occurrence. A job without a state item has no chain."""
+    chain could overlap the next occurrence. A job without a state item has no chain. (A
+    claimed run whose advance has not landed is not in the chain yet: whoever advances the job
+    past it links it behind this one, before it is sent.)"""
     ops: list[WriteOp] = [Put(RUNS, run, condition=(_run_is_new(),), label="create ad-hoc run")]
     if state is not None:
         ops.append(_join_chain(state, run["run_id"], run["claimed_at"]))
@@ -334,6 +347,18 @@ def _join_chain(state: StateItem, run_id: str, now: int) -> Update:
         label="join chain",
         set={"latest_run_id": run_id, "version": state["version"] + 1, "updated_at": now},
     )
+
+
+def finish_claim_ops(state: StateItem, claim: UnfinishedClaim, now: int) -> list[WriteOp]:
+    """What the claimer's advance would have written: the job past the occurrence and its run
+    the chain's end, relinked first behind the end when it was created from an older read (an
+    ad-hoc run joined the chain while its claimer was gone). Written by the miss detector
+    before it sends such a run: sent on a stale link, it could start beside that ad-hoc run.
+    One transaction: the relink's own condition (not started, token as read) fails it whole."""
+    latest = state.get("latest_run_id")
+    relink = claim.run.get("after_run_id") != latest and claim.run.get("status") == RunStatus.PENDING.value
+    advance = _advance(state, claim.occurrence, claim.next_occurrence, now, claim.run["run_id"])
+    return [relink_op(claim.run, latest), advance] if relink else [advance]
 
 
 def link_runs(latest_run_id: str | None, runs: list[RunItem]) -> str | None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobsched.core.clock import dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.policies import MAX_CHAIN_STEPS, chain_step
-from jobsched.core.run import RunStatus, run_key
-from jobsched.core.transitions import promote_op
+from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key
+from jobsched.core.state import JobStatus, state_schedule
+from jobsched.core.transitions import UnfinishedClaim, promote_op
 from jobsched.core.writes import RUNS
 from jobsched.ports import Store
 
@@ -59,3 +61,25 @@ class Chain:
         except (ConditionFailed, StoreError):
             return None
         return promoted
+
+
+def unfinished_claim(store: Store, state: Item | None) -> UnfinishedClaim | None:
+    """The claim of the job's next occurrence that made its run but has not advanced the job, if
+    any (one strongly consistent read, paid when the miss detector is about to send a scheduled
+    run that was never sent). A run made by anyone else is in the chain already: a backfill or
+    the miss detector moved the chain's end with it, and a missed record holds no turn."""
+    if state is None or state.get("status") != JobStatus.ACTIVE.value or "next_run_at" not in state:
+        return None
+    occurrence = int(state["next_run_at"])
+    run_id = run_id_for(str(state["job_id"]), occurrence)
+    if state.get("latest_run_id") == run_id:
+        return None
+    run = store.get(RUNS, run_key(run_id))
+    if (
+        run is None
+        or run.get("kind") != RunKind.SCHEDULED.value
+        or run.get("status") == RunStatus.MISSED.value
+    ):
+        return None
+    following = state_schedule(state).next_after(ms_to_dt(occurrence))
+    return UnfinishedClaim(run, occurrence, dt_to_ms(following) if following is not None else None)

@@ -27,8 +27,14 @@ from jobsched.core.errors import ConditionFailed, StoreError, Throttled, Transie
 from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key
 from jobsched.core.state import JobStatus
 from jobsched.core.timing import is_overdue
-from jobsched.core.transitions import advance_op, create_run_op, new_run_item, relink_op
-from jobsched.core.writes import RUNS, STATE, Item
+from jobsched.core.transitions import (
+    UnfinishedClaim,
+    advance_op,
+    create_run_op,
+    finish_claim_ops,
+    new_run_item,
+)
+from jobsched.core.writes import RUNS, STATE, Item, WriteOp
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
@@ -93,6 +99,7 @@ class _Tick:
     window_to: int
     budget: _ClaimBudget
     out_of_time: Callable[[], bool]
+    counted: set[str] = field(default_factory=set)  # runs counted as claimed (a retry counts none)
 
 
 class _Lost(Exception):
@@ -333,10 +340,12 @@ class Trigger:
         result: TickResult,
         claimed: list[Item],
     ) -> str | None:
-        """Claim one occurrence: create its run, then advance the job. The run this claim created
-        goes into ``claimed`` (to send) once, whatever happens to the advance. Raises ``_Lost``
-        when the job's state moved under us, or the advance's outcome is unknown. Returns the
-        run the job's chain now ends with, if this claim moved it."""
+        """Claim one occurrence: create its run, then advance the job. The run goes out only once
+        an advance made it the end of the job's chain, and then from whichever claimer's advance
+        did (the one that created it, or a racer that found it): a run sent before its link is
+        settled could start beside an ad-hoc run that joined the chain meanwhile. Raises
+        ``_Lost`` when the job's state moved under us, or the advance's outcome is unknown.
+        Returns the run the job's chain now ends with, if this claim moved it."""
         run_id = run_id_for(job.definition.job_id, occurrence)
         # Tags the claim as this tick's own: a write retried after its first attempt landed (a
         # lost response) fails its condition, and the tag tells that from a racer's claim.
@@ -354,26 +363,37 @@ class Trigger:
             after_run_id=state.get("latest_run_id"),
         )
         created = self._create_run(run, claimed_by)
-        if created is not None and all(r["run_id"] != run_id for r in claimed):
+        if created is not None and run_id not in tick.counted:
+            tick.counted.add(run_id)
             self._count_claim(run, tick, result)
-            if created.get("status") == "pending":  # (a retried claim may find it started already)
-                # The message carries the definition; a run created by this claim is under this
-                # job's (a later attempt after a changed job finds it in ``claimed`` already).
-                claimed.append({**created, "definition": job.snapshot})
         link = self._chain_link(created, run_id, state)
-        latest = run_id if link is not None else None
+        ops: list[WriteOp] = (
+            finish_claim_ops(state, UnfinishedClaim(link, occurrence, next_occurrence), tick.now)
+            if link is not None
+            else [advance_op(state, occurrence, next_occurrence, tick.now)]
+        )
+        relinked = len(ops) > 1
         try:
-            self._store.write([advance_op(state, occurrence, next_occurrence, tick.now, latest)])
+            self._store.write(ops)
         except (ConditionFailed, TransientStoreError) as moved:
-            raise _Lost() from moved  # read the job again; a run made above is sent regardless
+            now_state = self._state_after_loss(job.definition.job_id)
+            # An unknown outcome, or the SDK's retry of a write that landed failing its own
+            # condition: if the run we made is the chain's end now, it is ours to send (at worst
+            # a racer's advance made it so and sends it too, under the same token).
+            ours = link is not None and created is not None
+            landed = ours and now_state is not None and now_state.get("latest_run_id") == run_id
+            if not landed:
+                self._send_orphan(created, occurrence, now_state, job, claimed)
+                raise _Lost() from moved  # read the job again; the run goes out with a later advance
         if link is not None:
-            self._relink(link, state, job, claimed)
+            self._send_linked(link, relinked, state, job, claimed)
+
         if created is None:
             # The occurrence had a record already (a backfill, the miss detector): the job is
             # moved on without a second run.
             result.duplicates += 1
             self._telemetry.event("claim.duplicate_occurrence", run_id)
-        return latest
+        return run_id if link is not None else None
 
     def _chain_link(self, created: Item | None, run_id: str, state: Item) -> Item | None:
         """The claimed occurrence's record if the advance is to make it the end of the job's
@@ -387,24 +407,48 @@ class Trigger:
             return None
         return record if record.get("status") != RunStatus.MISSED.value else None
 
-    def _relink(self, record: Item, state: Item, job: LoadedJob, claimed: list[Item]) -> None:
-        """After the advance made ``record`` the chain's end: link it behind the end as the
-        advance found it, if it was created from an older read (an eventually consistent index
-        page, a racing claimer's, or a manual run that joined the chain since). The advance's
-        condition proved that read current. The relinked run is sent again, under a new token;
-        a run that started meanwhile walked from its old link and is not relinked: a known gap
-        when a manual run joined the chain in between (docs/design.md, "Overlap: the chain")."""
-        latest = state.get("latest_run_id")
-        if record.get("after_run_id") == latest:
-            return
+    def _state_after_loss(self, job_id: str) -> Item | None:
         try:
-            relinked = self._store.update(relink_op(record, latest))
-        except (ConditionFailed, TransientStoreError):
-            self._telemetry.event("claim.relink_lost", str(record["run_id"]), after=latest)
+            return self._store.get(STATE, {"job_id": job_id})
+        except StoreError:
+            return None
+
+    def _send_orphan(
+        self, created: Item | None, occurrence: int, state: Item | None, job: LoadedJob, claimed: list[Item]
+    ) -> None:
+        """Our run, whose advance lost to a change that moved the job off its occurrence (the
+        registrar: a new schedule, a pause, a delete): no later claim will make it the chain's
+        end, and it runs once, as if claimed just before the change. It goes out now only on a
+        link still current (nothing joined the chain since it was made); else the miss detector
+        sends it when its dispatch lease lapses."""
+        if created is None or created.get("status") != RunStatus.PENDING.value:
             return
-        claimed[:] = [r for r in claimed if r["run_id"] != record["run_id"]]
-        claimed.append({**relinked, "definition": job.snapshot})
-        self._telemetry.event("claim.relinked", str(record["run_id"]), after=latest)
+        active = state is not None and state.get("status") == JobStatus.ACTIVE.value
+        if active and state is not None and state.get("next_run_at") == occurrence:
+            return  # still the job's next occurrence: the claim is made again from a fresh read
+        if created.get("after_run_id") != (state or {}).get("latest_run_id"):
+            return  # a racer made it the chain's end (and sends it), or an ad-hoc run joined
+        self._send_linked(created, False, state or {}, job, claimed)
+
+    def _send_linked(
+        self, record: Item, relinked: bool, state: Item, job: LoadedJob, claimed: list[Item]
+    ) -> None:
+        """Send the run our advance made the chain's end, if no worker has it yet. A relinked run
+        (created from an older read: an eventually consistent index page, a racing claimer's, or
+        an ad-hoc run joined the chain since) is read back for its new token."""
+        if relinked:
+            self._telemetry.event("claim.relinked", str(record["run_id"]), after=state.get("latest_run_id"))
+            record = self._store.get(RUNS, run_key(str(record["run_id"]))) or record
+        if relinked:
+            claimed[:] = [r for r in claimed if r["run_id"] != record["run_id"]]
+        if record.get("status") != RunStatus.PENDING.value or any(
+            r["run_id"] == record["run_id"] for r in claimed
+        ):
+            return
+        # The message carries the definition when it is the one at hand; else the dispatcher
+        # reads the run's own back by its digest.
+        definition = {"definition": job.snapshot} if record.get("def_hash") == job.def_hash else {}
+        claimed.append({**record, **definition})
 
     def _create_run(self, run: Item, claimed_by: str) -> Item | None:
         """The run as created by this claim (now, or by its own earlier attempt whose response
