@@ -81,6 +81,7 @@ ALARMS = (
     Alarm("LeasesRecoveredAlarm", "The miss detector recovered more expired leases than usual", JOBSCHED, "LeasesRecovered", SERVICE, threshold="!Ref RecoveredLeasesAlarmThreshold", period=300),  # noqa: E501
     Alarm("BacklogAlarm", "The trigger has left due occurrences unclaimed for 3 minutes", JOBSCHED, "Backlog", SERVICE, "Maximum", "!Ref BacklogAlarmThreshold", evaluations=3),  # noqa: E501
     Alarm("DispatchFailuresAlarm", "Claimed runs could not be sent to the work queue", JOBSCHED, "DispatchFailures", SERVICE),  # noqa: E501
+    Alarm("GroupInvokeFailuresAlarm", "The trigger's fan-out could not invoke its groups for 3 minutes", JOBSCHED, "GroupInvokeFailures", SERVICE, evaluations=3),  # noqa: E501
     Alarm("InvalidJobsAlarm", "A job item was marked invalid", JOBSCHED, "InvalidJobs", SERVICE),
     Alarm("RegistrarIteratorAgeAlarm", "The registrar is over 5 minutes behind the jobs stream", LAMBDA, "IteratorAge", function("RegistrarFunction"), "Maximum", "300000", evaluations=5),  # noqa: E501
     Alarm("TriggerErrorsAlarm", "The trigger function failed", LAMBDA, "Errors", function("TriggerFunction")),
