@@ -241,3 +241,35 @@ def test_deadline_cuts_the_invocation_and_the_next_one_continues(env: Env) -> No
     second = env.detector().run("d2", deadline_ms=env.clock.now_ms() + 60_000)
     assert second.missed_recorded == overdue - 1
     check_outage_end(env)
+
+
+class CountingQueries:
+    """The environment's store, counting the queries of each index."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.queries: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env.store, name)
+
+    def query(self, index: Any, partition: Any, *args: Any, **kwargs: Any) -> Any:
+        self.queries[index] += 1
+        return self.env.store.query(index, partition, *args, **kwargs)
+
+
+@pytest.mark.parametrize(("overdue", "passes"), [(0, 1), (3, 2)])
+def test_the_overdue_index_is_read_a_second_time_only_when_something_is_overdue(
+    overdue: int, passes: int
+) -> None:
+    """The count that decides degradation holds none of what it reads (a backlog may be
+    millions), so handling the overdue jobs reads the index again; with nothing overdue, the
+    usual sweep, it does not."""
+    with build("memory") as env:
+        for index in range(3):
+            seed_active(env, job(f"j{index}", "rate(1 hour)", overlap="allow"), T0)
+        env.clock.set(T0 + (10 * MINUTE if overdue else -MINUTE))
+        store = CountingQueries(env)
+        detector = MissDetector(store, env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        assert detector.run("d").jobs_caught_up == overdue
+        assert store.queries["next-run"] == passes * env.cfg.shard_count

@@ -314,6 +314,8 @@ class MissDetector:
         for counted, _ in enumerate(itertools.islice(self._overdue(now), look), start=1):
             if counted % COUNT_CHECK_EVERY == 0 and not budget_left():
                 break
+        if counted == 0:
+            return  # nothing overdue, the usual case: no second pass over the index
         degraded = counted > self._cfg.detector_degrade_backlog
         if degraded:
             result.degraded = True
