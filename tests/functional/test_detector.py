@@ -273,3 +273,54 @@ def test_the_overdue_index_is_read_a_second_time_only_when_something_is_overdue(
         detector = MissDetector(store, env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
         assert detector.run("d").jobs_caught_up == overdue
         assert store.queries["next-run"] == passes * env.cfg.shard_count
+
+
+class DiesAfterCreate:
+    """The environment's store; the trigger's process dies right after its claim's run lands."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env.store, name)
+
+    def write(self, ops: Sequence[Any]) -> None:
+        self.env.store.write(ops)
+        if any(op.label == "create run" for op in ops):
+            raise ClaimerDies
+
+
+class ClaimerDies(BaseException):
+    """Not an exception any code handles."""
+
+
+def test_settling_an_occurrence_whose_claim_is_half_made_adopts_its_run_behind_the_chain() -> None:
+    """The claimer died between its two writes, a person's manual run joined the chain, and the
+    occurrence went past its grace before the run's dispatch lease lapsed: the detector's catch-up
+    settles it. The run stands for the occurrence's record, is relinked behind the manual run in
+    the settling transaction, and is sent. Without the adoption it would go out at its lease, on
+    its old link, beside the manual run."""
+    from jobsched.services.messages import parse_run_message
+    from jobsched.services.trigger import Trigger
+    from jobsched.services.worker import Outcome, Started
+
+    with build("memory") as env:
+        env.registry.add("t", lambda _ctx: None)
+        seed_active(env, job("h", "rate(1 hour)", target="t", misfire=Misfire(grace_seconds=5)), T0)
+        env.clock.set(T0 - 2_000)
+        dying = Trigger(DiesAfterCreate(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        with pytest.raises(ClaimerDies):
+            dying.tick("t")
+        run_id = run_id_for("h", T0)
+        manual_id = env.ops().trigger("h", "person")
+        (manual,) = (parse_run_message(body) for body in env.receive_all())
+        worker = env.worker()
+        assert isinstance(worker.begin(manual, env.clock.now_ms() + 900_000), Started)
+        env.clock.set(T0 + 10_000)  # overdue (grace 5 s); its dispatch lease runs to T0 + 30 s
+        result = env.detector().run("d")
+        assert result.jobs_caught_up == 1 and result.leases_recovered == 0
+        assert env.run(run_id)["after_run_id"] == manual_id
+        assert env.state("h")["latest_run_id"] == run_id and env.state("h")["next_run_at"] == T0 + HOUR
+        (scheduled,) = (parse_run_message(body) for body in env.receive_all())
+        assert scheduled.run_id == run_id and scheduled.version == 2  # relinked: the new token
+        assert worker.process(scheduled, env.clock.now_ms() + 900_000) is Outcome.SKIPPED  # no overlap

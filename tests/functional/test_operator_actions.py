@@ -244,6 +244,47 @@ def test_a_schedule_change_racing_a_tick_runs_only_the_new_schedule(kind: str) -
         assert env.state("r")["next_run_at"] == T0 + 36 * MINUTE  # the new schedule's next
 
 
+class ClaimerDies(BaseException):
+    """The trigger's process dies: not an exception any code handles."""
+
+
+class DiesAfterCreate(ChangeBeforeClaim):
+    """The claimer dies right after its claim's first write (the run) lands."""
+
+    def write(self, ops: Sequence[WriteOp]) -> None:
+        self._env.store.write(ops)
+        if any(op.label == "create run" for op in ops):
+            raise ClaimerDies
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_pause_after_a_claimer_died_between_its_writes_adopts_its_run(kind: str) -> None:
+    """The claimer died between its two writes; then a person pauses the job. The registrar
+    finds the claim's run made and the job not advanced: it makes the run the chain's end in the
+    same write, and marks the occurrence recorded. The run goes out at its dispatch lease, once,
+    inside the chain. Without the adoption it would run outside the chain, and a run of the
+    job's next life would not wait for it."""
+    from jobsched.services.trigger import Trigger
+
+    with build(kind) as env:
+        counter = Counter()
+        env.registry.add("t", counter)
+        register_raw(env, job("p", "rate(5 minutes)").to_item())
+        env.clock.set(T0 + 5 * MINUTE - 5_000)
+        dying = Trigger(DiesAfterCreate(env, None), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        with pytest.raises(ClaimerDies):
+            dying.tick("t")
+        run_id = run_id_for("p", T0 + 5 * MINUTE)
+        put_item(env, {**job("p", "rate(5 minutes)").to_item(), "enabled": False})
+        assert stream(env, "p") is Registration.PAUSED
+        state = env.state("p")
+        assert state["latest_run_id"] == run_id and state["last_scheduled_at"] == T0 + 5 * MINUTE
+        env.clock.set(env.run(run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1)
+        assert env.detector().run("d").leases_recovered == 1
+        assert [o.value for o in env.drain(env.worker())] == ["succeeded"]
+        assert counter.calls == [run_id]
+
+
 # --- 6. enabled stored as a string or a number -------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from jobsched.core.run import RunKind, RunStatus
 from jobsched.core.transitions import (
     UnfinishedClaim,
     adhoc_run_ops,
+    adopt_orphan_ops,
     advance_op,
     buffer_at_start_ops,
     create_run_op,
@@ -21,7 +22,7 @@ from jobsched.core.transitions import (
     recheck_buffered_ops,
     recheck_op,
     recover_op,
-    register_op,
+    register_ops,
     relink_op,
     report_op,
     rerun_missed_ops,
@@ -287,12 +288,28 @@ def test_a_settle_chunk_may_have_no_record_left() -> None:
 
 
 def test_registration_is_conditional_on_the_state_as_read() -> None:
-    fresh = register_op(None, "j", {"status": "active"}, ("next_run_at",), NOW)
+    (fresh,) = register_ops(None, "j", {"status": "active"}, ("next_run_at",), NOW)
     assert holds(fresh, None) and not holds(fresh, job())  # two first registrations: one wins
     assert fresh.set["version"] == 1 and fresh.remove == ()
-    again = register_op(job(), "j", {"status": "paused"}, ("next_run_at",), NOW)
+    (again,) = register_ops(job(), "j", {"status": "paused"}, ("next_run_at",), NOW)
     assert holds(again, job()) and not holds(again, job(version=5))
     assert again.set["version"] == 5 and again.remove == ("next_run_at",)
+    assert "latest_run_id" not in again.set
+
+
+def test_a_change_adopts_the_claim_it_caught_between_its_two_writes() -> None:
+    state = job(latest_run_id="j@m", last_scheduled_at=NOW - 60_000)
+    claimed = run(run_id="j@t", status="pending", version=1, after_run_id="j@a")  # made before j@m joined
+    pause, relink = register_ops(
+        state, "j", {"status": "paused"}, ("next_run_at",), NOW, UnfinishedClaim(claimed, NOW, None)
+    )
+    assert pause.set["latest_run_id"] == "j@t" and pause.set["last_scheduled_at"] == NOW
+    assert relink.set["after_run_id"] == "j@m" and holds(relink, claimed)
+    join, relink = adopt_orphan_ops(state, UnfinishedClaim(claimed, NOW, None), NOW)
+    assert join.set["latest_run_id"] == "j@t" and join.set["last_scheduled_at"] == NOW
+    assert holds(join, state) and not holds(join, job(version=5))  # someone moved it meanwhile
+    current = {**claimed, "after_run_id": "j@m"}
+    (join,) = adopt_orphan_ops(state, UnfinishedClaim(current, NOW, None), NOW)  # no relink needed
 
 
 def test_the_report_never_recreates_a_deleted_job_item() -> None:

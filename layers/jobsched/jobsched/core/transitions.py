@@ -256,6 +256,7 @@ def settle_ops(
     catchups: int,
     now: int,
     switch: tuple[Item, tuple[str, ...]] | None = None,
+    claim: UnfinishedClaim | None = None,
 ) -> list[WriteOp]:
     """Write a chunk of occurrences that came due without a claim (catch-up runs, late runs and
     missed records, oldest first) and move the job past them, atomically.
@@ -267,7 +268,8 @@ def settle_ops(
     in the same write: the registrar's change of timing or status, made together with the last
     chunk of the old timing's occurrences. The chunk's runs that will run join the job's chain
     (``link_runs``: their ``after_run_id`` is set in place, so what the caller dispatches carries
-    it).
+    it), behind ``claim``'s run when the chunk starts at an unfinished claim's occurrence
+    (``adopt_claim``; its relink goes last in the transaction).
     """
     sets: Item = {
         "version": state["version"] + 1,
@@ -275,7 +277,8 @@ def settle_ops(
         "catchups": catchups,
         "last_scheduled_at": max(last, int(state.get("last_scheduled_at") or 0)),
     }
-    latest = link_runs(state.get("latest_run_id"), records)
+    relink, end = adopt_claim(state, claim)
+    latest = link_runs(end, records)
     if latest is not None:
         sets["latest_run_id"] = latest
     remove: tuple[str, ...] = ()
@@ -310,7 +313,7 @@ def settle_ops(
         )
     ]
     ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run in records]
-    return ops
+    return ops + relink
 
 
 @dataclass(frozen=True)
@@ -351,14 +354,50 @@ def _join_chain(state: StateItem, run_id: str, now: int) -> Update:
 
 def finish_claim_ops(state: StateItem, claim: UnfinishedClaim, now: int) -> list[WriteOp]:
     """What the claimer's advance would have written: the job past the occurrence and its run
-    the chain's end, relinked first behind the end when it was created from an older read (an
-    ad-hoc run joined the chain while its claimer was gone). Written by the miss detector
-    before it sends such a run: sent on a stale link, it could start beside that ad-hoc run.
-    One transaction: the relink's own condition (not started, token as read) fails it whole."""
+    the chain's end (``adopt_claim``). Written by the miss detector before it sends such a run:
+    sent on a stale link, it could start beside an ad-hoc run that joined the chain while its
+    claimer was gone. One transaction: the relink's own condition fails it whole."""
+    relink, end = adopt_claim(state, claim)
+    return [*relink, _advance(state, claim.occurrence, claim.next_occurrence, now, end)]
+
+
+def adopt_claim(state: StateItem, claim: UnfinishedClaim | None) -> tuple[list[WriteOp], str | None]:
+    """Whoever moves a job past an occurrence whose claim is unfinished (the claim's advance, the
+    miss detector, a settled chunk, the registrar's change) makes that claim's run the chain's
+    end in the same transaction, so that it never runs outside the chain. Returns the relink
+    (when the run was created from an older read: an ad-hoc run joined the chain since; only a
+    run not yet started, by its own condition) and the chain's end after it."""
     latest = state.get("latest_run_id")
-    relink = claim.run.get("after_run_id") != latest and claim.run.get("status") == RunStatus.PENDING.value
-    advance = _advance(state, claim.occurrence, claim.next_occurrence, now, claim.run["run_id"])
-    return [relink_op(claim.run, latest), advance] if relink else [advance]
+    if claim is None:
+        return [], latest
+    run = claim.run
+    relink = run.get("after_run_id") != latest and run.get("status") == RunStatus.PENDING.value
+    return ([relink_op(run, latest)] if relink else []), str(run["run_id"])
+
+
+def _adopted(state: StateItem, claim: UnfinishedClaim) -> Item:
+    """The state's chain end and record mark once a claim's run is adopted: a later change then
+    knows the occurrence has its record (``last_scheduled_at``)."""
+    last = max(int(state.get("last_scheduled_at") or 0), claim.occurrence)
+    return {"latest_run_id": str(claim.run["run_id"]), "last_scheduled_at": last}
+
+
+def adopt_orphan_ops(state: StateItem, claim: UnfinishedClaim, now: int) -> list[WriteOp]:
+    """A claim's run whose job a change moved off its occurrence before the run existed (the
+    registrar could not adopt it): its claimer makes it the chain's end, so that the job's next
+    run waits for it. Only while no one moved past the occurrence with it (a racer's advance or a
+    settled chunk adopts it, and marks ``last_scheduled_at``): the state's version as read."""
+    relink, _ = adopt_claim(state, claim)
+    join = Update(
+        STATE,
+        {"job_id": state["job_id"]},
+        condition=(
+            _state_as_read(state),  # still the state that shows the run outside the chain
+        ),
+        label="adopt claimed run",
+        set={**_adopted(state, claim), "version": state["version"] + 1, "updated_at": now},
+    )
+    return [join, *relink]
 
 
 def link_runs(latest_run_id: str | None, runs: list[RunItem]) -> str | None:
@@ -420,19 +459,33 @@ def _rerun_missed(missed: RunItem, definition: Item, def_hash: str, now: int, cf
 # --- registering -------------------------------------------------------------------------------
 
 
-def register_op(
-    state: StateItem | None, job_id: str, sets: Item, remove: tuple[str, ...], now: int
-) -> Update:
-    """The registrar's change of a job's state: its definition digest, timing, status and place."""
+def register_ops(
+    state: StateItem | None,
+    job_id: str,
+    sets: Item,
+    remove: tuple[str, ...],
+    now: int,
+    claim: UnfinishedClaim | None = None,
+) -> list[WriteOp]:
+    """The registrar's change of a job's state: its definition digest, timing, status and place.
+    A claim caught between its two writes by the change is adopted (``adopt_claim``): its run
+    runs once, as if claimed just before the change, inside the chain."""
     version = int(state["version"]) if state is not None else 0
-    return Update(
-        STATE,
-        {"job_id": job_id},
-        condition=(_state_as_read(state),),
-        label="register job",
-        set={**sets, "version": version + 1, "updated_at": now},
-        remove=tuple(name for name in remove if state is not None and name in state),
-    )
+    relink, _ = adopt_claim(state, claim) if state is not None else ([], None)
+    adopted = _adopted(state, claim) if state is not None and claim is not None else {}
+    if "last_scheduled_at" in adopted and "last_scheduled_at" in sets:
+        adopted["last_scheduled_at"] = max(adopted["last_scheduled_at"], int(sets["last_scheduled_at"]))
+    return [
+        Update(
+            STATE,
+            {"job_id": job_id},
+            condition=(_state_as_read(state),),
+            label="register job",
+            set={**sets, **adopted, "version": version + 1, "updated_at": now},
+            remove=tuple(name for name in remove if state is not None and name in state),
+        ),
+        *relink,
+    ]
 
 
 def report_op(job_id: str, status: str, reasons: list[str] | None, def_hash: str, now: int) -> Update:

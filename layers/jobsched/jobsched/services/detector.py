@@ -378,7 +378,7 @@ class MissDetector:
         result.items = before + len(settled.records)
         result.missed_recorded += len(settled.missed)
         result.catchups_started += len(settled.to_dispatch)
-        if settled.records:
+        if settled.records or settled.adopted:
             result.jobs_caught_up += 1
         if not settled.complete and not settled.lost_race:
             result.stopped_early = True

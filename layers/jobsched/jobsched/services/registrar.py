@@ -26,9 +26,10 @@ from jobsched.core.state import (
     state_schedule,
 )
 from jobsched.core.timing import effective_grace_ms
-from jobsched.core.transitions import register_op, report_op
+from jobsched.core.transitions import register_ops, report_op
 from jobsched.core.writes import JOBS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.chain import unfinished_claim
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.settle import Settler, SettleRequest
@@ -187,7 +188,7 @@ class Registrar:
         deadline_ms: int | None,
     ) -> None:
         if plan.settle is None or state is None:
-            self._store.update(register_op(state, job_id, plan.set, plan.remove, now))
+            self._register_state(state, job_id, plan, now)
             return
         # The old timing's occurrences that came due before this change get their records first,
         # and the change is written with the last of them: no occurrence is dropped unseen.
@@ -212,7 +213,13 @@ class Registrar:
                 f"job {job_id}: settled {len(settled.records)} occurrences, more remain"
             )
         if not settled.switched:
-            self._store.update(register_op(settled.state, job_id, plan.set, plan.remove, now))
+            self._register_state(settled.state, job_id, plan, now)
+
+    def _register_state(self, state: Item | None, job_id: str, plan: RegistrationPlan, now: int) -> None:
+        """Write the plan to the state, adopting a claim the change caught between its writes."""
+        self._store.write(
+            register_ops(state, job_id, plan.set, plan.remove, now, unfinished_claim(self._store, state))
+        )
 
     def _budget(self, deadline_ms: int | None) -> Callable[[int], bool]:
         def left(_written: int) -> bool:

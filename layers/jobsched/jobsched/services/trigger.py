@@ -29,6 +29,7 @@ from jobsched.core.state import JobStatus
 from jobsched.core.timing import is_overdue
 from jobsched.core.transitions import (
     UnfinishedClaim,
+    adopt_orphan_ops,
     advance_op,
     create_run_op,
     finish_claim_ops,
@@ -372,21 +373,25 @@ class Trigger:
             if link is not None
             else [advance_op(state, occurrence, next_occurrence, tick.now)]
         )
-        relinked = len(ops) > 1
+        reread = len(ops) > 1  # relinked: its token moved
         try:
             self._store.write(ops)
         except (ConditionFailed, TransientStoreError) as moved:
             now_state = self._state_after_loss(job.definition.job_id)
-            # An unknown outcome, or the SDK's retry of a write that landed failing its own
-            # condition: if the run we made is the chain's end now, it is ours to send (at worst
-            # a racer's advance made it so and sends it too, under the same token).
+            # An unknown outcome, the SDK's retry of a write that landed failing its own
+            # condition, or a change the registrar made meanwhile, adopting our run: if the run
+            # we made is the chain's end now, it is ours to send, as it is now (at worst a racer's
+            # advance made it so and sends it too, under the same token).
             ours = link is not None and created is not None
             landed = ours and now_state is not None and now_state.get("latest_run_id") == run_id
             if not landed:
-                self._send_orphan(created, occurrence, now_state, job, claimed)
+                self._adopt_orphan(created, occurrence, next_occurrence, now_state, tick, job, claimed)
                 raise _Lost() from moved  # read the job again; the run goes out with a later advance
+            reread = True  # whoever made it the end may have relinked it
         if link is not None:
-            self._send_linked(link, relinked, state, job, claimed)
+            if len(ops) > 1:
+                self._telemetry.event("claim.relinked", run_id, after=state.get("latest_run_id"))
+            self._send_linked(link, reread, job, claimed)
 
         if created is None:
             # The occurrence had a record already (a backfill, the miss detector): the job is
@@ -413,33 +418,41 @@ class Trigger:
         except StoreError:
             return None
 
-    def _send_orphan(
-        self, created: Item | None, occurrence: int, state: Item | None, job: LoadedJob, claimed: list[Item]
+    def _adopt_orphan(
+        self,
+        created: Item | None,
+        occurrence: int,
+        next_occurrence: int | None,
+        state: Item | None,
+        tick: _Tick,
+        job: LoadedJob,
+        claimed: list[Item],
     ) -> None:
-        """Our run, whose advance lost to a change that moved the job off its occurrence (the
-        registrar: a new schedule, a pause, a delete): no later claim will make it the chain's
-        end, and it runs once, as if claimed just before the change. It goes out now only on a
-        link still current (nothing joined the chain since it was made); else the miss detector
-        sends it when its dispatch lease lapses."""
-        if created is None or created.get("status") != RunStatus.PENDING.value:
+        """Our run, whose advance lost to the registrar moving the job off its occurrence before
+        the run existed (a change racing the claim; one made after the run existed adopts it
+        itself). No later claim will make it the chain's end: we do, then send it. It runs once,
+        as if claimed just before the change. Left alone when someone moved past the occurrence
+        with it (``last_scheduled_at``), or while it is still the job's next occurrence (the
+        claim is made again from a fresh read). A lost adoption leaves it to the miss detector."""
+        if created is None or created.get("status") != RunStatus.PENDING.value or state is None:
             return
-        active = state is not None and state.get("status") == JobStatus.ACTIVE.value
-        if active and state is not None and state.get("next_run_at") == occurrence:
-            return  # still the job's next occurrence: the claim is made again from a fresh read
-        if created.get("after_run_id") != (state or {}).get("latest_run_id"):
-            return  # a racer made it the chain's end (and sends it), or an ad-hoc run joined
-        self._send_linked(created, False, state or {}, job, claimed)
+        if state.get("status") == JobStatus.ACTIVE.value and state.get("next_run_at") == occurrence:
+            return
+        if int(state.get("last_scheduled_at") or 0) >= occurrence:
+            return
+        orphan = UnfinishedClaim(created, occurrence, next_occurrence)
+        try:
+            self._store.write(adopt_orphan_ops(state, orphan, tick.now))
+        except StoreError:
+            return
+        self._telemetry.event("claim.adopted", str(created["run_id"]), after=state.get("latest_run_id"))
+        self._send_linked(created, True, job, claimed)
 
-    def _send_linked(
-        self, record: Item, relinked: bool, state: Item, job: LoadedJob, claimed: list[Item]
-    ) -> None:
-        """Send the run our advance made the chain's end, if no worker has it yet. A relinked run
-        (created from an older read: an eventually consistent index page, a racing claimer's, or
-        an ad-hoc run joined the chain since) is read back for its new token."""
-        if relinked:
-            self._telemetry.event("claim.relinked", str(record["run_id"]), after=state.get("latest_run_id"))
+    def _send_linked(self, record: Item, reread: bool, job: LoadedJob, claimed: list[Item]) -> None:
+        """Send the run an advance or an adoption made the chain's end, if no worker has it yet;
+        read back first when its token may have moved (a relink)."""
+        if reread:
             record = self._store.get(RUNS, run_key(str(record["run_id"]))) or record
-        if relinked:
             claimed[:] = [r for r in claimed if r["run_id"] != record["run_id"]]
         if record.get("status") != RunStatus.PENDING.value or any(
             r["run_id"] == record["run_id"] for r in claimed
