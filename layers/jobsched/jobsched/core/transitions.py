@@ -247,6 +247,71 @@ def advance_op(
     return _advance(state, occurrence, next_occurrence, now, latest_run_id)
 
 
+# --- half-made claims: the chain's end when a claim's advance did not land ---------------------
+
+
+@dataclass(frozen=True)
+class UnfinishedClaim:
+    """The job's next occurrence as a claim left it between its two writes: the run exists (the
+    claim's first write) but the job was not advanced (its second), because the claimer died
+    or lost the advance. Such a run is not in the job's chain yet and has not been sent."""
+
+    run: RunItem
+    occurrence: int
+    next_occurrence: int | None
+
+
+def finish_claim_ops(state: StateItem, claim: UnfinishedClaim, now: int) -> list[WriteOp]:
+    """What the claimer's advance would have written: the job past the occurrence and its run
+    the chain's end (``adopt_claim``). Written by the miss detector before it sends such a run:
+    sent on a stale link, it could start beside an ad-hoc run that joined the chain while its
+    claimer was gone. One transaction: the relink's own condition fails it whole."""
+    relink, end = adopt_claim(state, claim)
+    return [*relink, _advance(state, claim.occurrence, claim.next_occurrence, now, end)]
+
+
+def adopt_claim(state: StateItem, claim: UnfinishedClaim | None) -> tuple[list[WriteOp], str | None]:
+    """Whoever moves a job past an occurrence whose claim is unfinished (the claim's advance, the
+    miss detector, a settled chunk, the registrar's change) makes that claim's run the chain's
+    end in the same transaction, so that it never runs outside the chain. Returns the relink
+    (when the run was created from an older read: an ad-hoc run joined the chain since; only a
+    run not yet started, by its own condition) and the chain's end after it."""
+    latest = state.get("latest_run_id")
+    if claim is None:
+        return [], latest
+    run = claim.run
+    relink = run.get("after_run_id") != latest and run.get("status") == RunStatus.PENDING.value
+    return ([relink_op(run, latest)] if relink else []), str(run["run_id"])
+
+
+def _adopted(state: StateItem, claim: UnfinishedClaim) -> Item:
+    """The state's chain end and record mark once a claim's run is adopted: a later change then
+    knows the occurrence has its record (``last_scheduled_at``)."""
+    last = max(int(state.get("last_scheduled_at") or 0), claim.occurrence)
+    return {"latest_run_id": str(claim.run["run_id"]), "last_scheduled_at": last}
+
+
+def adopt_orphan_ops(state: StateItem, claim: UnfinishedClaim, now: int) -> list[WriteOp]:
+    """A claim's run whose job a change moved off its occurrence before the run existed (the
+    registrar could not adopt it): its claimer makes it the chain's end, so that the job's next
+    run waits for it. Only while no one moved past the occurrence with it (a racer's advance or a
+    settled chunk adopts it, and marks ``last_scheduled_at``): the state's version as read."""
+    relink, _ = adopt_claim(state, claim)
+    join = Update(
+        STATE,
+        {"job_id": state["job_id"]},
+        condition=(
+            _state_as_read(state),  # still the state that shows the run outside the chain
+        ),
+        label="adopt claimed run",
+        set={**_adopted(state, claim), "version": state["version"] + 1, "updated_at": now},
+    )
+    return [join, *relink]
+
+
+# --- settling, ad-hoc runs ----------------------------------------------------------------------
+
+
 def settle_ops(
     state: StateItem,
     records: list[RunItem],
@@ -316,17 +381,6 @@ def settle_ops(
     return ops + relink
 
 
-@dataclass(frozen=True)
-class UnfinishedClaim:
-    """The job's next occurrence as a claim left it between its two writes: the run exists (the
-    claim's first write) but the job was not advanced (its second), because the claimer died
-    or lost the advance. Such a run is not in the job's chain yet and has not been sent."""
-
-    run: RunItem
-    occurrence: int
-    next_occurrence: int | None
-
-
 def adhoc_run_ops(run: RunItem, state: StateItem | None) -> list[WriteOp]:
     """A manual or backfill run: created once per deterministic id, leaving the schedule alone.
     It joins the job's chain (``run`` must be linked: ``link_runs``), so the job's next
@@ -350,54 +404,6 @@ def _join_chain(state: StateItem, run_id: str, now: int) -> Update:
         label="join chain",
         set={"latest_run_id": run_id, "version": state["version"] + 1, "updated_at": now},
     )
-
-
-def finish_claim_ops(state: StateItem, claim: UnfinishedClaim, now: int) -> list[WriteOp]:
-    """What the claimer's advance would have written: the job past the occurrence and its run
-    the chain's end (``adopt_claim``). Written by the miss detector before it sends such a run:
-    sent on a stale link, it could start beside an ad-hoc run that joined the chain while its
-    claimer was gone. One transaction: the relink's own condition fails it whole."""
-    relink, end = adopt_claim(state, claim)
-    return [*relink, _advance(state, claim.occurrence, claim.next_occurrence, now, end)]
-
-
-def adopt_claim(state: StateItem, claim: UnfinishedClaim | None) -> tuple[list[WriteOp], str | None]:
-    """Whoever moves a job past an occurrence whose claim is unfinished (the claim's advance, the
-    miss detector, a settled chunk, the registrar's change) makes that claim's run the chain's
-    end in the same transaction, so that it never runs outside the chain. Returns the relink
-    (when the run was created from an older read: an ad-hoc run joined the chain since; only a
-    run not yet started, by its own condition) and the chain's end after it."""
-    latest = state.get("latest_run_id")
-    if claim is None:
-        return [], latest
-    run = claim.run
-    relink = run.get("after_run_id") != latest and run.get("status") == RunStatus.PENDING.value
-    return ([relink_op(run, latest)] if relink else []), str(run["run_id"])
-
-
-def _adopted(state: StateItem, claim: UnfinishedClaim) -> Item:
-    """The state's chain end and record mark once a claim's run is adopted: a later change then
-    knows the occurrence has its record (``last_scheduled_at``)."""
-    last = max(int(state.get("last_scheduled_at") or 0), claim.occurrence)
-    return {"latest_run_id": str(claim.run["run_id"]), "last_scheduled_at": last}
-
-
-def adopt_orphan_ops(state: StateItem, claim: UnfinishedClaim, now: int) -> list[WriteOp]:
-    """A claim's run whose job a change moved off its occurrence before the run existed (the
-    registrar could not adopt it): its claimer makes it the chain's end, so that the job's next
-    run waits for it. Only while no one moved past the occurrence with it (a racer's advance or a
-    settled chunk adopts it, and marks ``last_scheduled_at``): the state's version as read."""
-    relink, _ = adopt_claim(state, claim)
-    join = Update(
-        STATE,
-        {"job_id": state["job_id"]},
-        condition=(
-            _state_as_read(state),  # still the state that shows the run outside the chain
-        ),
-        label="adopt claimed run",
-        set={**_adopted(state, claim), "version": state["version"] + 1, "updated_at": now},
-    )
-    return [join, *relink]
 
 
 def link_runs(latest_run_id: str | None, runs: list[RunItem]) -> str | None:
