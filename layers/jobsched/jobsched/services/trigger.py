@@ -100,7 +100,15 @@ class _Tick:
     window_to: int
     budget: _ClaimBudget
     out_of_time: Callable[[], bool]
-    counted: set[str] = field(default_factory=set)  # runs counted as claimed (a retry counts none)
+
+
+class _Claimed(list[Item]):
+    """One job's claimed runs to send, and the runs already counted as claimed (a claim retried
+    after a lost advance finds its own run again and counts it once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted: set[str] = set()
 
 
 class _Lost(Exception):
@@ -250,7 +258,7 @@ class Trigger:
     def _claim_isolated(self, state: Item, tick: _Tick) -> tuple[TickResult, list[Item]]:
         """One job's claims, isolated: whatever happens to this job, the tick goes on."""
         local = TickResult()
-        claimed: list[Item] = []
+        claimed = _Claimed()
         job_id = str(state.get("job_id"))
         for attempt in range(TRANSIENT_TRIES):
             try:
@@ -278,7 +286,7 @@ class Trigger:
                 break
         return local, claimed
 
-    def _claim_job(self, state: Item, tick: _Tick, result: TickResult, claimed: list[Item]) -> None:
+    def _claim_job(self, state: Item, tick: _Tick, result: TickResult, claimed: _Claimed) -> None:
         """Claim every occurrence of one job inside the window (a fast rate may have several).
         After a lost claim the job is read again and everything is derived afresh from it: its
         schedule and definition may have changed (a change takes effect from its next
@@ -313,9 +321,7 @@ class Trigger:
             return None
         return state
 
-    def _claim_occurrences(
-        self, job: LoadedJob, tick: _Tick, result: TickResult, claimed: list[Item]
-    ) -> None:
+    def _claim_occurrences(self, job: LoadedJob, tick: _Tick, result: TickResult, claimed: _Claimed) -> None:
         state = job.state
         grace = job.definition.misfire.grace_seconds
         while "next_run_at" in state and state["next_run_at"] <= tick.window_to:
@@ -339,7 +345,7 @@ class Trigger:
         next_occurrence: int | None,
         tick: _Tick,
         result: TickResult,
-        claimed: list[Item],
+        claimed: _Claimed,
     ) -> str | None:
         """Claim one occurrence: create its run, then advance the job. The run goes out only once
         an advance made it the end of the job's chain, and then from whichever claimer's advance
@@ -364,8 +370,8 @@ class Trigger:
             after_run_id=state.get("latest_run_id"),
         )
         created = self._create_run(run, claimed_by)
-        if created is not None and run_id not in tick.counted:
-            tick.counted.add(run_id)
+        if created is not None and run_id not in claimed.counted:
+            claimed.counted.add(run_id)
             self._count_claim(run, tick, result)
         link = self._chain_link(created, run_id, state)
         ops: list[WriteOp] = (
