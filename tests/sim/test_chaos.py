@@ -28,6 +28,7 @@ FAULT_KINDS = (
     "trigger_duplicate",
     "trigger_concurrent",
     "trigger_crash_before_send",
+    "trigger_crash_mid_claim",
     "trigger_outage",
     "sqs_duplicate",
     "sqs_reorder",
@@ -141,6 +142,13 @@ MUTANT_RUNS = {
         ChaosConfig(seed=3, jobs=20, hours=1.5, faults=FaultRates(operator_backfill=0.5)),
         "record_overwritten",
     ),
+    # Claimers dying between their two writes, people changing those jobs and running them now.
+    "adopt": (
+        ChaosConfig(
+            seed=2, jobs=30, hours=2, faults=FaultRates(trigger_crash_mid_claim=0.5, operator_manual_run=0.3)
+        ),
+        "overlap_violated",
+    ),
 }
 
 
@@ -156,7 +164,7 @@ def test_each_removed_condition_is_caught(name: str) -> None:
 def test_the_cli_offers_every_mutant() -> None:
     from jobsched_tools.cli import cmd_chaos
 
-    assert set(MUTANTS) == {"fencing", "lease", "slot", "claim"}
+    assert set(MUTANTS) == {"fencing", "lease", "slot", "claim", "adopt"}
     source = Path(cmd_chaos.__file__).read_text()
     assert all(f'"{name}"' in source for name in MUTANTS)
 

@@ -85,6 +85,10 @@ class FaultyStore:
         self.interleave: Callable[[], None] | None = None
         # Set by the world: called once, with the job id, just before a claim creates its run.
         self.before_create: Callable[[str], None] | None = None
+        # Set by the world: the next claim's run write lands and its claimer dies (before the advance);
+        # then ``after_mid_claim_crash`` is called with the job id.
+        self.crash_after_create = False
+        self.after_mid_claim_crash: Callable[[str], None] | None = None
         # Set by the world: the next heartbeat write crashes its worker ("before" or "after" it lands).
         self.heartbeat_crash: str | None = None
         # Set by the world: called with a job id after every write to a job item (the stream).
@@ -164,6 +168,13 @@ class FaultyStore:
             raise
         self._record_commits(ops, pre)
         self._observe(ops, runs_before)
+        created = next((op for op in ops if op.label == "create run" and isinstance(op, Put)), None)
+        if self.crash_after_create and created is not None:
+            self.crash_after_create = False
+            self.counts["trigger_crash_mid_claim"] += 1
+            if self.after_mid_claim_crash is not None:
+                self.after_mid_claim_crash(str(created.item["job_id"]))
+            raise SimCrash("crashed between a claim's run and its advance")
         self._after_write(what)
 
     def update(self, op: Update) -> Item:

@@ -22,12 +22,18 @@ MUTANTS: dict[str, str] = {
     "slot": "the chain's rule that an unfinished run holds the job's turn: two runs of a skip job "
     "run at once (overlap_violated)",
     "claim": "the claim's run-is-new: a claim overwrites a backfilled run (record_overwritten)",
+    "adopt": "the adoption of a half-made claim's run by whoever moves its job past it: the run "
+    "starts outside the job's chain, beside a later run (overlap_violated)",
 }
 
 
 def _holds(why: str) -> Cond:
     # A comparison with a value no item has: true whenever the attribute is there or not.
     return Cond("ne", "version", f"mutant: {why}", -1)
+
+
+def _no_unfinished_claim(_store: object, _state: object) -> None:
+    return None
 
 
 def _without_fencing(_version: int) -> Cond:
@@ -63,6 +69,14 @@ def mutant(name: str) -> Iterator[None]:
         patches.append((transitions, "_lease_as_read", _without_lease_check))
     elif name == "slot":
         patches.append((chain, "chain_step", _turn_always_free))
+    elif name == "adopt":
+        import jobsched.services.detector as detector
+        import jobsched.services.registrar as registrar
+        import jobsched.services.settle as settle
+
+        patches += [
+            (module, "unfinished_claim", _no_unfinished_claim) for module in (detector, registrar, settle)
+        ]
     elif name == "claim":
         unchecked = _claim_unchecked(transitions.create_run_op)
         patches += [(transitions, "create_run_op", unchecked), (trigger, "create_run_op", unchecked)]

@@ -31,6 +31,7 @@ class FaultRates:
     trigger_duplicate: float = 0.1  # EventBridge invokes the tick twice
     trigger_concurrent: float = 0.08  # a second tick runs interleaved inside the first's claim
     trigger_crash_before_send: float = 0.08  # the tick dies after claiming, before sending
+    trigger_crash_mid_claim: float = 0.03  # the tick dies between a claim's two writes (run, advance)
     sqs_duplicate: float = 0.04  # a message is delivered twice
     sqs_reorder: float = 0.3  # a received batch is shuffled
     sqs_delay: float = 0.03  # a message is delivered late

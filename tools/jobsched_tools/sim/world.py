@@ -214,6 +214,7 @@ class World:
         self.stream_failures = 0  # of the record at the head
         self.store.on_job_write = self._stream_record
         self.store.before_recovery = self._heartbeat_races_recovery
+        self.store.after_mid_claim_crash = self._change_after_crash
         self.store.skew_bound_ms = 2 * rates.clock_skew_max_ms + 1000
         # What a person last wrote as each job's (valid) definition item.
         self.person_items = {job.definition.job_id: job.definition.to_item() for job in self.jobs}
@@ -350,8 +351,12 @@ class World:
                 self.store.before_create = self._manual_run
             crash = self.faults_on and self.rng.random() < self.rates.trigger_crash_before_send
             self.queue.crash_next_send = crash
+            self.store.crash_after_create = (
+                self.faults_on and self.rng.random() < self.rates.trigger_crash_mid_claim
+            )
             self.call(name, functools.partial(trigger.tick, f"tick-{minute}-{n}"), f"tick-{minute}")
             self.queue.crash_next_send = False
+            self.store.crash_after_create = False
             self.store.interleave = None
             self.store.before_create = None
 
@@ -375,6 +380,14 @@ class World:
         if ok and result is not None:
             self.operated.add(job_id)
             self.log("operator", "operator_manual_run", job_id, str(result))
+
+    def _change_after_crash(self, job_id: str) -> None:
+        """Half the time, a person changes the job whose claim was left half made before the next
+        tick: the registrar's change (or the detector's catch-up after it) must adopt the run."""
+        if self.rng.random() < 0.5:
+            kind = self.rng.choice(("operator_retime", "operator_pause", "operator_delete"))
+            when = self.clock.now_ms() + self.rng.randrange(1_000, 20_000)
+            self.at(when, functools.partial(self._operate, kind, job_id))
 
     def _detect(self) -> None:
         minute = self.clock.now_ms() // MINUTE

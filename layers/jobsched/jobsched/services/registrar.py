@@ -217,9 +217,10 @@ class Registrar:
 
     def _register_state(self, state: Item | None, job_id: str, plan: RegistrationPlan, now: int) -> None:
         """Write the plan to the state, adopting a claim the change caught between its writes."""
-        self._store.write(
-            register_ops(state, job_id, plan.set, plan.remove, now, unfinished_claim(self._store, state))
-        )
+        claim = unfinished_claim(self._store, state)
+        self._store.write(register_ops(state, job_id, plan.set, plan.remove, now, claim))
+        if claim is not None:
+            self._telemetry.event("claim.adopted", str(claim.run["run_id"]), by="registrar")
 
     def _budget(self, deadline_ms: int | None) -> Callable[[int], bool]:
         def left(_written: int) -> bool:

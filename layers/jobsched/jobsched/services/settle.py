@@ -122,6 +122,7 @@ class Settler:
             done.state = _after(done.state, chunk, resume_at, catchups, switch, written, claim)
             if claim is not None:
                 done.adopted = str(claim.run["run_id"])
+                self._telemetry.event("claim.adopted", done.adopted, by="settle")
                 done.to_dispatch.append(self._adopted(claim, request))
                 claim = None  # adopted with the first chunk
             done.switched = switch is not None

@@ -451,7 +451,9 @@ class Trigger:
             self._store.write(adopt_orphan_ops(state, orphan, tick.now))
         except StoreError:
             return
-        self._telemetry.event("claim.adopted", str(created["run_id"]), after=state.get("latest_run_id"))
+        self._telemetry.event(
+            "claim.adopted", str(created["run_id"]), by="trigger", after=state.get("latest_run_id")
+        )
         self._send_linked(created, True, job, claimed)
 
     def _send_linked(self, record: Item, reread: bool, job: LoadedJob, claimed: list[Item]) -> None:
