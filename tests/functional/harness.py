@@ -329,3 +329,24 @@ class Counter:
 
     def count(self, run_id: str) -> int:
         return self.calls.count(run_id)
+
+
+class ClaimerDies(BaseException):
+    """The trigger's process dies: not an exception any code handles (per-job isolation catches
+    those)."""
+
+
+class DiesAfterCreate:
+    """The environment's store, through which the trigger's process dies right after a claim's
+    first write (its run) lands, before the job's advance."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env.store, name)
+
+    def write(self, ops: Sequence[Any]) -> None:
+        self.env.store.write(ops)
+        if any(op.label == "create run" for op in ops):
+            raise ClaimerDies

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from harness import MINUTE, T0, Env, build, default_cfg, job, seed_active
+from harness import MINUTE, T0, ClaimerDies, DiesAfterCreate, Env, build, default_cfg, job, seed_active
 from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
 from jobsched.core.run import RunKind, run_id_for
 from jobsched.core.transitions import new_run_item
@@ -273,25 +273,6 @@ def test_the_overdue_index_is_read_a_second_time_only_when_something_is_overdue(
         detector = MissDetector(store, env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
         assert detector.run("d").jobs_caught_up == overdue
         assert store.queries["next-run"] == passes * env.cfg.shard_count
-
-
-class DiesAfterCreate:
-    """The environment's store; the trigger's process dies right after its claim's run lands."""
-
-    def __init__(self, env: Env) -> None:
-        self.env = env
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.env.store, name)
-
-    def write(self, ops: Sequence[Any]) -> None:
-        self.env.store.write(ops)
-        if any(op.label == "create run" for op in ops):
-            raise ClaimerDies
-
-
-class ClaimerDies(BaseException):
-    """Not an exception any code handles."""
 
 
 def test_settling_an_occurrence_whose_claim_is_half_made_adopts_its_run_behind_the_chain() -> None:

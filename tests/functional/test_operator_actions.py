@@ -9,7 +9,19 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from harness import KINDS, MINUTE, T0, Counter, Env, build, default_cfg, job, register_raw
+from harness import (
+    KINDS,
+    MINUTE,
+    T0,
+    ClaimerDies,
+    Counter,
+    DiesAfterCreate,
+    Env,
+    build,
+    default_cfg,
+    job,
+    register_raw,
+)
 from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
 from jobsched.core.run import run_id_for, run_key
 from jobsched.core.state import Registration
@@ -244,19 +256,6 @@ def test_a_schedule_change_racing_a_tick_runs_only_the_new_schedule(kind: str) -
         assert env.state("r")["next_run_at"] == T0 + 36 * MINUTE  # the new schedule's next
 
 
-class ClaimerDies(BaseException):
-    """The trigger's process dies: not an exception any code handles."""
-
-
-class DiesAfterCreate(ChangeBeforeClaim):
-    """The claimer dies right after its claim's first write (the run) lands."""
-
-    def write(self, ops: Sequence[WriteOp]) -> None:
-        self._env.store.write(ops)
-        if any(op.label == "create run" for op in ops):
-            raise ClaimerDies
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_pause_after_a_claimer_died_between_its_writes_adopts_its_run(kind: str) -> None:
     """The claimer died between its two writes; then a person pauses the job. The registrar
@@ -271,7 +270,7 @@ def test_a_pause_after_a_claimer_died_between_its_writes_adopts_its_run(kind: st
         env.registry.add("t", counter)
         register_raw(env, job("p", "rate(5 minutes)").to_item())
         env.clock.set(T0 + 5 * MINUTE - 5_000)
-        dying = Trigger(DiesAfterCreate(env, None), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        dying = Trigger(DiesAfterCreate(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
         with pytest.raises(ClaimerDies):
             dying.tick("t")
         run_id = run_id_for("p", T0 + 5 * MINUTE)

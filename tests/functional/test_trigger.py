@@ -12,7 +12,9 @@ import pytest
 from harness import (
     MINUTE,
     T0,
+    ClaimerDies,
     Counter,
+    DiesAfterCreate,
     Env,
     build,
     job,
@@ -151,25 +153,13 @@ def test_trigger_killed_between_claim_and_send_loses_nothing(env: Env) -> None:
     assert env.trigger().tick("later").duplicates == 0
 
 
-class CrashAfterClaim(BaseException):
-    """The process dies: not an exception any code handles (per-job isolation catches those)."""
-
-
-class CrashingStore(TickingStore):
-    """The process dies right after its first claim transaction lands."""
-
-    def write(self, ops: Sequence[Any]) -> None:
-        self._env.store.write(ops)
-        raise CrashAfterClaim
-
-
 def test_trigger_crashing_after_the_write_leaves_a_pending_run_that_the_next_tick_sends() -> None:
     with build("memory") as env:
         counter = Counter()
         env.registry.add("t", counter)
         env.ops().register(job("j1"))
-        crashing = Trigger(CrashingStore(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
-        with pytest.raises(CrashAfterClaim):
+        crashing = Trigger(DiesAfterCreate(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        with pytest.raises(ClaimerDies):
             crashing.tick("dies")
         run_id = run_id_for("j1", T0 + MINUTE)
         assert env.run(run_id)["status"] == "pending" and env.receive_all() == []
@@ -189,8 +179,8 @@ def test_a_claim_left_half_made_is_finished_by_the_miss_detector_before_it_is_se
         counter = Counter()
         env.registry.add("t", counter)
         env.ops().register(job("j1", overlap=OverlapPolicy.SKIP))
-        crashing = Trigger(CrashingStore(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
-        with pytest.raises(CrashAfterClaim):
+        crashing = Trigger(DiesAfterCreate(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        with pytest.raises(ClaimerDies):
             crashing.tick("dies")
         run_id = run_id_for("j1", T0 + MINUTE)
         manual_id = env.ops().trigger("j1", "person")
