@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from jobsched.core.run import run_key
 from jobsched.core.writes import RUNS, STATE, Put, Update
+from jobsched_tools.bench import due_entry_proposal
 from jobsched_tools.bench.write_units import by_phase, measure
 from jobsched_tools.fakes.metering import MeteringStore
 
@@ -71,3 +72,18 @@ def test_a_run_costs_no_more_than_measured_and_its_payload_adds_nothing() -> Non
     assert allow.registrar_records_per_run == skip.registrar_records_per_run == 0
     phases = by_phase(allow)
     assert sum(phases.values()) == allow.write_units_per_run and phases["claim"] > 0
+
+
+def test_the_due_entry_proposal_saves_the_next_run_move_and_keeps_a_heartbeat_at_one_unit() -> None:
+    """docs/proposals/due-entry-on-runs.md: its figure is metered beside the product's, on the same
+    meter. The saving must come from the index (one entry per run, never re-keyed by a claim),
+    not from a write left out: the proposal makes every write the product makes, plus one."""
+    product = measure("skip", runs=5, heartbeats=1)
+    proposal = due_entry_proposal.measure(state_advance=True, runs=5)
+    index_units = {name: units for name, units in proposal.by_table.items() if "/" in name}
+    product_index_units = {name: units for name, units in product.by_table.items() if "/" in name}
+    assert sum(index_units.values()) == 2 and sum(product_index_units.values()) == 4
+    assert proposal.by_step["claim: take run"] == 1  # the claim moves no index key
+    assert proposal.write_units_per_run == product.write_units_per_run - 1 <= 7
+    assert proposal.write_units_per_heartbeat == product.write_units_per_heartbeat == 1
+    assert due_entry_proposal.measure(state_advance=False, runs=5).write_units_per_run == 6
