@@ -229,13 +229,12 @@ class ChangeBeforeClaim:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_schedule_change_racing_a_tick_runs_only_the_new_schedule(kind: str) -> None:
-    """The change lands between the trigger's index read and its claim. A claim is two writes
-    (create the run, then advance the job), so the one claim under way may still create its run:
-    that occurrence runs, once, under the definition it was claimed with (the old one), as if the
-    claim had landed just before the change. Then the job's advance loses, and the trigger derives
-    everything afresh: the new schedule's occurrence with the new payload, and its next one. No
-    other occurrence of the old schedule runs (the bug: 00:05 and 00:10, and 00:04 with the old
-    payload)."""
+    """The change lands between the trigger's index read and its claim. The change cancels the
+    old schedule's occurrence the claim is about to make (a claim's run made before the change
+    exists would be adopted instead): the claim's create fails, its advance loses, and the
+    trigger derives everything afresh: the new schedule's occurrence with the new payload, and
+    its next one. No occurrence of the old schedule runs (the bug: 00:05 and 00:10, and 00:04 with
+    the old payload; then 00:05 outside the job's chain)."""
     from jobsched.services.trigger import Trigger
 
     with build(kind) as env:  # a 90 s lookahead: the new schedule's 00:06 is inside the window
@@ -248,11 +247,14 @@ def test_a_schedule_change_racing_a_tick_runs_only_the_new_schedule(kind: str) -
 
         store = ChangeBeforeClaim(env, change)
         trigger = Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False)  # type: ignore[arg-type]
-        assert trigger.tick("t").claimed == 2
-        assert sorted(runs(env, "r")) == [T0 + 5 * MINUTE, T0 + 6 * MINUTE]  # not 00:10
+        assert trigger.tick("t").claimed == 1
+        history = runs(env, "r")
+        assert sorted(history) == [T0 + 5 * MINUTE, T0 + 6 * MINUTE]  # not 00:10
+        assert history[T0 + 5 * MINUTE]["status"] == "cancelled"
+        assert history[T0 + 5 * MINUTE]["reason"] == "job re-timed before this occurrence came due"
         env.clock.set(T0 + 6 * MINUTE)
         payloads = {body["scheduled_at"]: body["definition"]["payload"] for body in env.receive_all()}
-        assert payloads == {T0 + 5 * MINUTE: '{"v":"old"}', T0 + 6 * MINUTE: '{"v":"new"}'}
+        assert payloads == {T0 + 6 * MINUTE: '{"v":"new"}'}
         assert env.state("r")["next_run_at"] == T0 + 36 * MINUTE  # the new schedule's next
 
 
@@ -282,6 +284,80 @@ def test_a_pause_after_a_claimer_died_between_its_writes_adopts_its_run(kind: st
         assert env.detector().run("d").leases_recovered == 1
         assert [o.value for o in env.drain(env.worker())] == ["succeeded"]
         assert counter.calls == [run_id]
+
+
+class ChangeBeforeTheRun:
+    """The store, with a person's manual run and then a change of the job landing just before the
+    tick's claim makes its run: the registrar applies the change at once (a fast stream), after
+    the tick read the job. The change cannot adopt a run that does not exist yet."""
+
+    def __init__(self, env: Env, job_id: str, change: dict[str, Any], manual_run: bool = True) -> None:
+        self._env = env
+        self._job_id = job_id
+        self._change = change
+        self._manual_run = manual_run
+        self.changed = False
+        self.manual_run_id: str | None = None
+
+    def write(self, ops: Sequence[WriteOp]) -> None:
+        if not self.changed and ops[0].label == "create run":
+            self.changed = True
+            if self._manual_run:
+                self.manual_run_id = self._env.ops().trigger(self._job_id, "person")
+            put_item(self._env, {**job(self._job_id, "rate(1 hour)", target="t").to_item(), **self._change})
+            stream(self._env, self._job_id)
+        self._env.store.write(ops)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env.store, name)
+
+
+def test_a_change_between_a_ticks_read_and_its_claim_fences_the_claim_out(env: Env) -> None:
+    """A pause lands after the tick read the job and before its claim made the run. The change
+    cancels the occurrence in its own transaction, so the claim's create fails: no run exists
+    outside the job's chain (sent at its dispatch lease on its stale link, it would start beside
+    the manual run that joined meanwhile). The occurrence's history says why it did not run."""
+    from jobsched.services.trigger import Trigger
+
+    env.registry.add("t", lambda _ctx: None)
+    register_raw(env, job("o", "rate(1 hour)", target="t").to_item())
+    env.clock.set(T0 + HOUR - 5_000)
+    store = ChangeBeforeTheRun(env, "o", {"enabled": False})
+    result = Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, False).tick("t")  # type: ignore[arg-type]
+    assert result.claimed == 0 and store.manual_run_id is not None
+    fenced = env.run(run_id_for("o", T0 + HOUR))
+    assert (
+        fenced["status"] == "cancelled" and fenced["reason"] == "job paused before this occurrence came due"
+    )
+    assert env.state("o")["status"] == "paused"
+    (manual,) = (parse_run_message(body) for body in env.receive_all())  # nothing else was sent
+    assert manual.run_id == store.manual_run_id
+    env.clock.set(T0 + HOUR + 10 * MINUTE)
+    assert env.detector().run("d").leases_recovered == 1  # the manual run's dispatch lease, only
+    assert [m.run_id for m in map(parse_run_message, env.receive_all())] == [manual.run_id]
+
+
+def test_a_resume_before_the_cancelled_occurrence_runs_it_once(env: Env) -> None:
+    """Paused inside a tick's claim, then resumed before the occurrence came due: a claim that
+    read the resumed job replaces the change's cancellation and the occurrence runs once."""
+    from jobsched.services.trigger import Trigger
+
+    counter = Counter()
+    env.registry.add("t", counter)
+    register_raw(env, job("r", "rate(1 hour)", target="t").to_item())
+    env.clock.set(T0 + HOUR - 8_000)
+    store = ChangeBeforeTheRun(env, "r", {"enabled": False}, manual_run=False)
+    Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, False).tick("t")  # type: ignore[arg-type]
+    run_id = run_id_for("r", T0 + HOUR)
+    assert store.changed and env.run(run_id)["status"] == "cancelled" and env.receive_all() == []
+    put_item(env, job("r", "rate(1 hour)", target="t").to_item())
+    assert stream(env, "r") is Registration.SCHEDULED
+    assert env.state("r")["next_run_at"] == T0 + HOUR
+    env.trigger().tick("t2")
+    assert env.run(run_id)["status"] == "pending"
+    env.clock.set(T0 + HOUR)
+    assert [o.value for o in env.drain(env.worker())] == ["succeeded"]
+    assert counter.calls == [run_id]
 
 
 # --- 6. enabled stored as a string or a number -------------------------------------------------

@@ -9,9 +9,9 @@ from jobsched.core.run import RunKind, RunStatus
 from jobsched.core.transitions import (
     UnfinishedClaim,
     adhoc_run_ops,
-    adopt_orphan_ops,
     advance_op,
     buffer_at_start_ops,
+    cancel_occurrence_op,
     create_run_op,
     finish_claim_ops,
     finish_ops,
@@ -71,7 +71,7 @@ def pending_run(scheduled_at: int = NOW, **changes: Any) -> dict[str, Any]:
 def test_claim_needs_unchanged_active_job_and_new_run() -> None:
     current = job()
     created = pending_run()
-    put = create_run_op(created)
+    put = create_run_op(created, current["version"])
     advance = advance_op(current, NOW, NOW + 60_000, NOW)
     assert isinstance(advance, Update) and isinstance(put, Put)
     assert holds(advance, current)
@@ -305,11 +305,28 @@ def test_a_change_adopts_the_claim_it_caught_between_its_two_writes() -> None:
     )
     assert pause.set["latest_run_id"] == "j@t" and pause.set["last_scheduled_at"] == NOW
     assert relink.set["after_run_id"] == "j@m" and holds(relink, claimed)
-    join, relink = adopt_orphan_ops(state, UnfinishedClaim(claimed, NOW, None), NOW)
-    assert join.set["latest_run_id"] == "j@t" and join.set["last_scheduled_at"] == NOW
-    assert holds(join, state) and not holds(join, job(version=5))  # someone moved it meanwhile
-    current = {**claimed, "after_run_id": "j@m"}
-    (join,) = adopt_orphan_ops(state, UnfinishedClaim(current, NOW, None), NOW)  # no relink needed
+
+
+def test_a_change_fences_off_the_occurrence_it_withdraws_from_claims_that_read_the_job_before() -> None:
+    """The change (state version 4 -> 5) cancels the occurrence in its own transaction: a claim
+    that read version 4 cannot replace the record; one that read 5 or later (the occurrence came
+    due again: a resume) can, and so can a settle that read it. A claim that landed first makes
+    the change fail and read again."""
+    state = job(version=4)
+    cancel = cancel_occurrence_op(state, NOW, "job paused before this occurrence came due", NOW - 5_000, CFG)
+    record = cancel.item
+    assert record["status"] == "cancelled" and record["fence_version"] == 5 and record["scheduled_at"] == NOW
+    assert "lease_expires_at" not in record and "check_at" not in record and "expires_at" in record
+    assert holds(cancel, None)
+    claimed = pending_run()
+    assert not holds(cancel, claimed)  # the claim's run landed first: the change must adopt it
+    assert holds(cancel, {**record, "fence_version": 3})  # an earlier change's cancellation
+    stale, fresh = create_run_op(claimed, 4), create_run_op(claimed, 5)
+    assert holds(stale, None) and not holds(stale, record)  # read before the change: fenced out
+    assert holds(fresh, record)  # read after it
+    assert not holds(fresh, claimed)  # any other record still wins
+    chunk = settle_ops(job(version=6), [missed_record(NOW)], NOW, NOW, NOW + 60_000, 0, NOW)
+    assert holds(chunk[1], record) and not holds(chunk[1], claimed)
 
 
 def test_the_report_never_recreates_a_deleted_job_item() -> None:

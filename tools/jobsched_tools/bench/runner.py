@@ -347,7 +347,9 @@ def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
             now,
             cfg,
         )
-        prepared.append((create_run_op(run), advance_op(state, occurrence, next_occurrence, now)))
+        prepared.append(
+            (create_run_op(run, int(state["version"])), advance_op(state, occurrence, next_occurrence, now))
+        )
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=cfg.claim_concurrency) as claimers:
 

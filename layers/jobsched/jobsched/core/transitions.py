@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.run import RunKind, RunStatus, run_key, shard_of
+from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key, shard_of
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
 from jobsched.core.writes import (
     JOBS,
@@ -28,6 +28,7 @@ from jobsched.core.writes import (
     eq,
     exists,
     is_in,
+    le,
     not_exists,
 )
 
@@ -65,12 +66,28 @@ def _next_is(occurrence: int, why: str) -> Cond:
     return eq("next_run_at", occurrence, why)
 
 
-def _run_is_new() -> Cond:
-    return not_exists(
+def _run_is_new(read_version: int | None = None) -> Cond:
+    """``read_version``: the job state's version the writer planned from. Given, the writer may
+    also replace a change's cancellation made at or before that version (the occurrence is due
+    again under what the writer read); never one made after it."""
+    new = not_exists(
         "run_id",
         "the occurrence already has a record: another trigger, a retried tick, the miss detector, "
         "the registrar or a backfill made it first. The run id is deterministic, so exactly one "
         "writer creates it",
+    )
+    if read_version is None:
+        return new
+    return any_of(
+        "a record exists: only a cancellation the writer's read of the job already showed may go",
+        new,
+        le(
+            "fence_version",
+            read_version,
+            "a claim that read the job before a change withdrew this occurrence loses to the "
+            "change's cancellation (its version is newer than the claim's read); a claim, or a "
+            "settle, that read the job after the change may replace it",
+        ),
     )
 
 
@@ -202,12 +219,52 @@ def new_run_item(
     return item
 
 
-def create_run_op(run: RunItem) -> Put:
+def create_run_op(run: RunItem, read_version: int) -> Put:
     """A claim's first write: the occurrence's run, created once. The claim writes it before it
     advances the job (two writes, not one transaction: half the write units). A claimer that dies
     between the two leaves a pending run with its dispatch lease (recovered and sent by the miss
-    detector) and a job whose next claim finds the run and only advances."""
-    return Put(RUNS, run, condition=(_run_is_new(),), label="create run")
+    detector) and a job whose next claim finds the run and only advances. ``read_version``: the
+    state's version the claim read (a change made since has fenced the occurrence off)."""
+    return Put(RUNS, run, condition=(_run_is_new(read_version),), label="create run")
+
+
+def cancel_occurrence_op(
+    state: StateItem, occurrence: int, reason: str, now: int, cfg: SchedulerConfig
+) -> Put:
+    """The registrar's change moves a job off its next occurrence before it came due, and before
+    any claim of it made its run: a claim that read the job before the change may still be about
+    to make it, and that run would then be outside the job's chain (the change cannot adopt a run
+    that does not exist yet). This record, in the change's transaction, takes the occurrence's key
+    first: such a claim's create fails (``_run_is_new``: the record's ``fence_version`` is newer
+    than its read), and a claim that landed first fails this write, so the change reads again
+    and adopts it. It stays as the occurrence's history: withdrawn, with the change as reason."""
+    job_id = str(state["job_id"])
+    run = new_run_item(
+        job_id,
+        run_id_for(job_id, occurrence),
+        occurrence,
+        None,
+        str(state.get("def_hash") or ""),
+        RunKind.SCHEDULED,
+        now,
+        cfg,
+        status=RunStatus.CANCELLED,
+        reason=reason,
+    )
+    fence = int(state["version"]) + 1  # the version the change writes
+    run["fence_version"] = fence
+    return Put(
+        RUNS,
+        run,
+        condition=(
+            any_of(
+                "the occurrence has no record but an older cancellation",
+                not_exists("run_id", "a claim made the run first: the change must adopt it, not fence it"),
+                le("fence_version", fence, "an earlier change's cancellation: this change's replaces it"),
+            ),
+        ),
+        label="cancel occurrence",
+    )
 
 
 def relink_op(run: RunItem, after_run_id: str | None) -> Update:
@@ -291,24 +348,6 @@ def _adopted(state: StateItem, claim: UnfinishedClaim) -> Item:
     return {"latest_run_id": str(claim.run["run_id"]), "last_scheduled_at": last}
 
 
-def adopt_orphan_ops(state: StateItem, claim: UnfinishedClaim, now: int) -> list[WriteOp]:
-    """A claim's run whose job a change moved off its occurrence before the run existed (the
-    registrar could not adopt it): its claimer makes it the chain's end, so that the job's next
-    run waits for it. Only while no one moved past the occurrence with it (a racer's advance or a
-    settled chunk adopts it, and marks ``last_scheduled_at``): the state's version as read."""
-    relink, _ = adopt_claim(state, claim)
-    join = Update(
-        STATE,
-        {"job_id": state["job_id"]},
-        condition=(
-            _state_as_read(state),  # still the state that shows the run outside the chain
-        ),
-        label="adopt claimed run",
-        set={**_adopted(state, claim), "version": state["version"] + 1, "updated_at": now},
-    )
-    return [join, *relink]
-
-
 # --- settling, ad-hoc runs ----------------------------------------------------------------------
 
 
@@ -377,7 +416,8 @@ def settle_ops(
             remove=remove,
         )
     ]
-    ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run in records]
+    is_new = _run_is_new(int(state["version"]))
+    ops += [Put(RUNS, run, condition=(is_new,), label=f"record {run['run_id']}") for run in records]
     return ops + relink
 
 
@@ -789,7 +829,13 @@ def recheck_buffered_ops(
 
 
 _FINISHED = frozenset(
-    {RunStatus.SUCCEEDED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value, RunStatus.MISSED.value}
+    {
+        RunStatus.SUCCEEDED.value,
+        RunStatus.FAILED.value,
+        RunStatus.SKIPPED.value,
+        RunStatus.MISSED.value,
+        RunStatus.CANCELLED.value,
+    }
 )
 
 

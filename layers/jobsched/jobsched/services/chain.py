@@ -15,7 +15,7 @@ from jobsched.core.clock import dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.policies import MAX_CHAIN_STEPS, chain_step
-from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key
+from jobsched.core.run import NOT_RUN, RunKind, RunStatus, run_id_for, run_key
 from jobsched.core.state import JobStatus, state_schedule
 from jobsched.core.transitions import UnfinishedClaim, promote_op
 from jobsched.core.writes import RUNS
@@ -67,7 +67,8 @@ def unfinished_claim(store: Store, state: Item | None) -> UnfinishedClaim | None
     """The claim of the job's next occurrence that made its run but has not advanced the job, if
     any (one strongly consistent read, paid when the miss detector is about to send a scheduled
     run that was never sent). A run made by anyone else is in the chain already: a backfill or
-    the miss detector moved the chain's end with it, and a missed record holds no turn."""
+    the miss detector moved the chain's end with it, and a missed or cancelled record holds no
+    turn."""
     if state is None or state.get("status") != JobStatus.ACTIVE.value or "next_run_at" not in state:
         return None
     occurrence = int(state["next_run_at"])
@@ -75,11 +76,7 @@ def unfinished_claim(store: Store, state: Item | None) -> UnfinishedClaim | None
     if state.get("latest_run_id") == run_id:
         return None
     run = store.get(RUNS, run_key(run_id))
-    if (
-        run is None
-        or run.get("kind") != RunKind.SCHEDULED.value
-        or run.get("status") == RunStatus.MISSED.value
-    ):
+    if run is None or run.get("kind") != RunKind.SCHEDULED.value or run.get("status") in NOT_RUN:
         return None
     following = state_schedule(state).next_after(ms_to_dt(occurrence))
     return UnfinishedClaim(run, occurrence, dt_to_ms(following) if following is not None else None)

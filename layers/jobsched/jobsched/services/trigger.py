@@ -24,12 +24,11 @@ from typing import Any
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, Throttled, TransientStoreError
-from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key
+from jobsched.core.run import NOT_RUN, RunKind, RunStatus, run_id_for, run_key
 from jobsched.core.state import JobStatus
 from jobsched.core.timing import is_overdue
 from jobsched.core.transitions import (
     UnfinishedClaim,
-    adopt_orphan_ops,
     advance_op,
     create_run_op,
     finish_claim_ops,
@@ -369,7 +368,7 @@ class Trigger:
             claimed_by=claimed_by,
             after_run_id=state.get("latest_run_id"),
         )
-        created = self._create_run(run, claimed_by)
+        created = self._create_run(run, claimed_by, int(state["version"]))
         if created is not None and run_id not in claimed.counted:
             claimed.counted.add(run_id)
             self._count_claim(run, tick, result)
@@ -391,7 +390,6 @@ class Trigger:
             ours = link is not None and created is not None
             landed = ours and now_state is not None and now_state.get("latest_run_id") == run_id
             if not landed:
-                self._adopt_orphan(created, occurrence, next_occurrence, now_state, tick, job, claimed)
                 raise _Lost() from moved  # read the job again; the run goes out with a later advance
             reread = True  # whoever made it the end may have relinked it
         if link is not None:
@@ -416,45 +414,13 @@ class Trigger:
         record = created or self._store.get(RUNS, run_key(run_id))
         if record is None or record.get("kind") != RunKind.SCHEDULED.value:
             return None
-        return record if record.get("status") != RunStatus.MISSED.value else None
+        return record if record.get("status") not in NOT_RUN else None
 
     def _state_after_loss(self, job_id: str) -> Item | None:
         try:
             return self._store.get(STATE, {"job_id": job_id})
         except StoreError:
             return None
-
-    def _adopt_orphan(
-        self,
-        created: Item | None,
-        occurrence: int,
-        next_occurrence: int | None,
-        state: Item | None,
-        tick: _Tick,
-        job: LoadedJob,
-        claimed: list[Item],
-    ) -> None:
-        """Our run, whose advance lost to the registrar moving the job off its occurrence before
-        the run existed (a change racing the claim; one made after the run existed adopts it
-        itself). No later claim will make it the chain's end: we do, then send it. It runs once,
-        as if claimed just before the change. Left alone when someone moved past the occurrence
-        with it (``last_scheduled_at``), or while it is still the job's next occurrence (the
-        claim is made again from a fresh read). A lost adoption leaves it to the miss detector."""
-        if created is None or created.get("status") != RunStatus.PENDING.value or state is None:
-            return
-        if state.get("status") == JobStatus.ACTIVE.value and state.get("next_run_at") == occurrence:
-            return
-        if int(state.get("last_scheduled_at") or 0) >= occurrence:
-            return
-        orphan = UnfinishedClaim(created, occurrence, next_occurrence)
-        try:
-            self._store.write(adopt_orphan_ops(state, orphan, tick.now))
-        except StoreError:
-            return
-        self._telemetry.event(
-            "claim.adopted", str(created["run_id"]), by="trigger", after=state.get("latest_run_id")
-        )
-        self._send_linked(created, True, job, claimed)
 
     def _send_linked(self, record: Item, reread: bool, job: LoadedJob, claimed: list[Item]) -> None:
         """Send the run an advance or an adoption made the chain's end, if no worker has it yet;
@@ -471,12 +437,13 @@ class Trigger:
         definition = {"definition": job.snapshot} if record.get("def_hash") == job.def_hash else {}
         claimed.append({**record, **definition})
 
-    def _create_run(self, run: Item, claimed_by: str) -> Item | None:
+    def _create_run(self, run: Item, claimed_by: str, read_version: int) -> Item | None:
         """The run as created by this claim (now, or by its own earlier attempt whose response
-        was lost), or None when someone else's record is there."""
+        was lost), or None when someone else's record is there (also a change's cancellation
+        made after ``read_version``, the state's version the claim read)."""
         key = run_key(run["run_id"])
         try:
-            self._store.write([create_run_op(run)])
+            self._store.write([create_run_op(run, read_version)])
             return run
         except ConditionFailed as lost:
             existing = lost.current or self._store.get(RUNS, key)
