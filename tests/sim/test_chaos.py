@@ -25,6 +25,7 @@ from jobsched_tools.sim.mutants import MUTANTS, mutant
 SEEDS = (1, 2, 3)
 FAULT_KINDS = (
     "operator_manual_run",
+    "operator_change_mid_claim",
     "trigger_duplicate",
     "trigger_concurrent",
     "trigger_crash_before_send",
@@ -129,7 +130,8 @@ def test_a_broken_fencing_condition_is_caught(
 
 
 # Each removed condition, the faults that exercise it, and the invariant that must report it.
-# (The default `jobsched chaos` run catches all four too: docs/chaos.md, "Mutation checks".)
+# (The default `jobsched chaos` run catches fencing, lease, slot and claim too: docs/chaos.md,
+# "Mutation checks".)
 MUTANT_RUNS = {
     "lease": (
         ChaosConfig(
@@ -149,6 +151,12 @@ MUTANT_RUNS = {
         ),
         "overlap_violated",
     ),
+    # People changing jobs inside a tick's claim: a claim that read the job before the change
+    # makes its run outside the job's chain unless the change fences the occurrence off.
+    "fence": (
+        ChaosConfig(seed=1, jobs=30, hours=2, faults=FaultRates(operator_change_mid_claim=0.5)),
+        "overlap_violated",
+    ),
 }
 
 
@@ -164,7 +172,7 @@ def test_each_removed_condition_is_caught(name: str) -> None:
 def test_the_cli_offers_every_mutant() -> None:
     from jobsched_tools.cli import cmd_chaos
 
-    assert set(MUTANTS) == {"fencing", "lease", "slot", "claim", "adopt"}
+    assert set(MUTANTS) == {"fencing", "lease", "slot", "claim", "adopt", "fence"}
     source = Path(cmd_chaos.__file__).read_text()
     assert all(f'"{name}"' in source for name in MUTANTS)
 

@@ -221,7 +221,7 @@ class FaultyStore:
                 continue
             run_id = str(_run_key(op))
             before, after = runs_before.get(run_id), self.inner.get(RUNS, run_key(run_id))
-            if isinstance(op, Put):
+            if isinstance(op, Put) and not _replaces_a_fence(before):
                 self.ledger.creations[run_id] += 1
                 if before is not None:
                     self._violate("record_overwritten", run_id, f"{self.actor}'s {op.label} replaced it")
@@ -240,7 +240,7 @@ class FaultyStore:
             holders.add(run_id)
         elif status != "running":
             holders.discard(run_id)
-        unfinished = status not in ("succeeded", "failed", "skipped", "missed")
+        unfinished = status not in ("succeeded", "failed", "skipped", "missed", "cancelled")
         if unfinished and not all(name in after for name in ("lease_expires_at", "check_at", "lease_shard")):
             self._violate("run_without_lease", run_id, f"{status} after {self.actor}'s {label}")
         if label == "recover run" and before is not None:
@@ -489,3 +489,12 @@ def _op_key(op: WriteOp) -> str:
     if isinstance(op, Put):
         return str(op.item.get("run_id") or op.item.get("job_id") or op.item.get("pk"))
     return _key_text(op.key)
+
+
+def _replaces_a_fence(before: Item | None) -> bool:
+    """A change's cancellation of an occurrence it withdrew is the one record a Put may replace:
+    by a later change's cancellation, or by a claim or settle that read the job after it (the
+    occurrence came due again). Whether the replacer read the job after the change is the
+    condition's to enforce (``_run_is_new`` in core/transitions.py); a stale claimer that got
+    through would make a run outside the chain, which the overlap and pointer checks report."""
+    return before is not None and before.get("status") == "cancelled"

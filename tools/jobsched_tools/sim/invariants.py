@@ -155,16 +155,30 @@ class Checker:
     def nothing_lost(self) -> None:
         world = self.world
         ahead = world.sched_cfg.lookahead_seconds * 1000 + 2 * world.rates.clock_skew_max_ms + 2_000
+        skew = world.rates.clock_skew_max_ms + 1_000
         for job_id in world.by_id:
             spans = segments(world.store.ledger.states.get(job_id, []), world.window_end)
             due: set[int] = set()
             allowed: set[int] = set()
+            at_a_change: set[int] = set()
             for span in spans:
-                due.update(occurrences(span.timing, span.start, min(span.end, world.window_end)))
+                stretch = occurrences(span.timing, span.start, min(span.end, world.window_end))
+                due.update(stretch)
                 # Claimed ahead before the change ended the stretch: run under the old timing.
                 allowed.update(occurrences(span.timing, span.start, span.end + ahead))
+                if span.end < world.window_end:
+                    # Due by the world's clock, perhaps not yet by the clock of whoever applied
+                    # the change (each actor's is off by up to clock_skew_max_ms): the change
+                    # may withdraw it (a cancelled record, or none when no claim could be under
+                    # way) as one made just before it came due.
+                    at_a_change.update(t for t in stretch if t > span.end - skew)
             for occurrence in sorted(due):
-                self._settled(run_id_for(job_id, occurrence))
+                run_id = run_id_for(job_id, occurrence)
+                withdrawn = self.runs.get(run_id, {}).get("status") in (None, "cancelled")
+                if occurrence in at_a_change and withdrawn:
+                    self.report.withdrawn_at_a_change += 1
+                    continue
+                self._settled(run_id)
             for run in self.runs_of(job_id):
                 at = int(run["scheduled_at"])
                 if run.get("kind") not in ADHOC and at <= world.window_end and at not in allowed:
@@ -224,7 +238,13 @@ class Checker:
             if state.get("status") != "active":
                 continue
             last = int(state.get("last_scheduled_at") or 0)
-            scheduled = [int(r["scheduled_at"]) for r in self.runs_of(job_id) if r.get("kind") not in ADHOC]
+            # A cancelled record is a change's fence at an occurrence it withdrew, not a record
+            # of the schedule (``last_scheduled_at`` does not move for it).
+            scheduled = [
+                int(r["scheduled_at"])
+                for r in self.runs_of(job_id)
+                if r.get("kind") not in ADHOC and r.get("status") != "cancelled"
+            ]
             next_run = state.get("next_run_at")
             schedule = state_schedule(state)
             following = schedule.next_after(ms_to_dt(next_run - 1)) if next_run is not None else None

@@ -24,6 +24,9 @@ MUTANTS: dict[str, str] = {
     "claim": "the claim's run-is-new: a claim overwrites a backfilled run (record_overwritten)",
     "adopt": "the adoption of a half-made claim's run by whoever moves its job past it: the run "
     "starts outside the job's chain, beside a later run (overlap_violated)",
+    "fence": "a change's cancellation of the occurrence it withdraws: a claim that read the job "
+    "before the change makes its run outside the job's chain, to start beside a later run "
+    "(overlap_violated)",
 }
 
 
@@ -33,6 +36,10 @@ def _holds(why: str) -> Cond:
 
 
 def _no_unfinished_claim(_store: object, _state: object) -> None:
+    return None
+
+
+def _nothing_withdrawn(*_args: object) -> None:
     return None
 
 
@@ -77,6 +84,10 @@ def mutant(name: str) -> Iterator[None]:
         patches += [
             (module, "unfinished_claim", _no_unfinished_claim) for module in (detector, registrar, settle)
         ]
+    elif name == "fence":
+        import jobsched.services.registrar as registrar
+
+        patches.append((registrar, "withdrawn_occurrence", _nothing_withdrawn))
     elif name == "claim":
         unchecked = _claim_unchecked(transitions.create_run_op)
         patches += [(transitions, "create_run_op", unchecked), (trigger, "create_run_op", unchecked)]

@@ -37,6 +37,7 @@ class ChaosReport:
     duplicate_effects: int = 0
     lost_occurrences: int = 0
     policy_misses: int = 0
+    withdrawn_at_a_change: int = 0  # due within clock skew of a change that withdrew it (not counted due)
     fenced_commits: int = 0
     leases_recovered: int = 0
     faults_injected: dict[str, int] = field(default_factory=dict)
@@ -64,6 +65,7 @@ class ChaosReport:
             f"({self.succeeded_runs} succeeded, {self.failed_runs} failed)",
             f"  policy misses        {self.policy_misses} (skipped or missed, with a reason)",
             f"  lost occurrences     {self.lost_occurrences}",
+            f"  withdrawn by changes {self.withdrawn_at_a_change} (due within clock skew of the change)",
             f"  duplicate commits    {self.duplicate_commits}",
             f"  duplicate effects    {self.duplicate_effects}",
             f"  fenced-out commits   {self.fenced_commits}",

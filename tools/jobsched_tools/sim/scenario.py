@@ -65,6 +65,12 @@ class FaultRates:
     # per tick: a person runs a job now between the tick's read of it and its claim, so the claim
     # links its run behind a stale end of the job's chain and must relink it (design.md, "Overlap").
     operator_manual_run: float = 0.05
+    # per tick: a person re-times, pauses or deletes a job between the tick's read of it and its
+    # claim's run, and the registrar applies it at once: the change cannot adopt a run that does
+    # not exist yet, so it fences the occurrence off (a cancelled record the claim's create cannot
+    # replace); without that, the claim's run would go out outside the job's chain (design.md,
+    # "Overlap"; the mutant ``fence``).
+    operator_change_mid_claim: float = 0.03
     stream_delay: float = 0.05  # per stream record: the registrar sees it 10-120 s late
     stream_duplicate: float = 0.05  # per stream record: delivered twice (a retried batch)
     large_payload_jobs: float = 0.05  # fraction of jobs with a 30-60 KB payload

@@ -50,7 +50,7 @@ from jobsched_tools.sim.scenario import (
 
 T = TypeVar("T")
 STREAM_RETRIES = 10  # the registrar's event source mapping's MaximumRetryAttempts (template.yaml)
-TERMINAL_STATUSES = frozenset({"succeeded", "failed", "skipped", "missed"})
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "skipped", "missed", "cancelled"})
 MINUTE = 60_000
 
 
@@ -347,8 +347,13 @@ class World:
             name = f"trigger-{'AB'[n]}"
             if self.roll("trigger_concurrent", self.rates.trigger_concurrent):
                 self.store.interleave = lambda: self._interleaved_tick(minute)
+            inside_claim: list[Callable[[str], None]] = []
             if self.roll("operator_manual_run", self.rates.operator_manual_run):
-                self.store.before_create = self._manual_run
+                inside_claim.append(self._manual_run)
+            if self.roll("operator_change_mid_claim", self.rates.operator_change_mid_claim):
+                inside_claim.append(self._change_mid_claim)
+            if inside_claim:
+                self.store.before_create = functools.partial(_each, tuple(inside_claim))
             crash = self.faults_on and self.rng.random() < self.rates.trigger_crash_before_send
             self.queue.crash_next_send = crash
             self.store.crash_after_create = (
@@ -380,6 +385,13 @@ class World:
         if ok and result is not None:
             self.operated.add(job_id)
             self.log("operator", "operator_manual_run", job_id, str(result))
+
+    def _change_mid_claim(self, job_id: str) -> None:
+        """A person's change of the job a tick is claiming, applied by the registrar (a fast
+        stream) after the tick read the job and before its claim makes the run."""
+        self._operate(self.rng.choice(("operator_retime", "operator_pause", "operator_delete")), job_id)
+        deliver = functools.partial(self.registrar.on_stream_record, "MODIFY", job_id, None)
+        self.call("registrar", deliver, job_id)
 
     def _change_after_crash(self, job_id: str) -> None:
         """Half the time, a person changes the job whose claim was left half made before the next
@@ -731,3 +743,8 @@ def run_chaos(cfg: ChaosConfig) -> ChaosReport:
 
 def _short(fields: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in fields.items() if v not in (None, "", 0, False))[:300]
+
+
+def _each(actions: tuple[Callable[[str], None], ...], job_id: str) -> None:
+    for action in actions:
+        action(job_id)
