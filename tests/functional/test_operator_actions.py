@@ -23,8 +23,9 @@ from harness import (
     register_raw,
 )
 from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
-from jobsched.core.run import run_id_for, run_key
+from jobsched.core.run import RunKind, run_id_for, run_key
 from jobsched.core.state import Registration
+from jobsched.core.transitions import create_run_op, new_run_item
 from jobsched.core.writes import JOBS, Put, Update, WriteOp
 from jobsched.services.messages import parse_run_message
 from jobsched.services.registrar import Registrar
@@ -358,6 +359,60 @@ def test_a_resume_before_the_cancelled_occurrence_runs_it_once(env: Env) -> None
     env.clock.set(T0 + HOUR)
     assert [o.value for o in env.drain(env.worker())] == ["succeeded"]
     assert counter.calls == [run_id]
+
+
+class ClaimDuringTheSettle:
+    """The store, with a tick's claim of the job's due occurrence making its run just before the
+    registrar's settling transaction lands: after the settle read the job, before it wrote."""
+
+    def __init__(self, env: Env, run: dict[str, Any], read_version: int) -> None:
+        self._env = env
+        self._create: WriteOp | None = create_run_op(run, read_version)
+
+    def write(self, ops: Sequence[WriteOp]) -> None:
+        if self._create is not None and ops[0].label == "settle occurrences":
+            create, self._create = self._create, None
+            self._env.store.write([create])
+        self._env.store.write(ops)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env.store, name)
+
+
+def test_a_claim_made_while_a_change_settles_its_occurrence_is_adopted_not_left_out(env: Env) -> None:
+    """A re-time settles the old timing's due occurrence (a late run, within grace) while a tick
+    claims that same occurrence: the claim's run lands between the settle's read and its write,
+    so the settle's record of it fails. The run stands for the record and joins the chain, as a
+    claim found half made at the start would. Dropped as "a record already there", it would go
+    out at its dispatch lease on its old link, beside the chunk's next run."""
+    register_raw(env, job("s", "rate(1 hour)", target="t").to_item())
+    env.clock.set(T0 + HOUR + 10_000)  # T0 + 1 h is due, within its grace: the trigger's, or a change's
+    state = env.state("s")
+    run_id = run_id_for("s", T0 + HOUR)
+    claimed = new_run_item(
+        "s",
+        run_id,
+        T0 + HOUR,
+        {},
+        str(state["def_hash"]),
+        RunKind.SCHEDULED,
+        env.clock.now_ms(),
+        env.cfg,
+        claimed_by="tick",
+        after_run_id=state.get("latest_run_id"),
+    )
+    put_item(env, job("s", "rate(2 hours)", target="t").to_item())
+    registrar = Registrar(
+        ClaimDuringTheSettle(env, claimed, int(state["version"])),
+        env.telemetry,
+        env.clock,
+        env.cfg,
+        env.queue,
+    )  # type: ignore[arg-type]
+    assert registrar.apply("s") is Registration.SCHEDULED
+    assert env.run(run_id)["claimed_by"] == "tick"  # the claim's run stands for the occurrence
+    assert env.state("s").get("latest_run_id") == run_id and env.state("s")["last_scheduled_at"] == T0 + HOUR
+    assert [body["run_id"] for body in env.receive_all()] == [run_id]  # sent once, by the settle
 
 
 # --- 6. enabled stored as a string or a number -------------------------------------------------

@@ -115,10 +115,11 @@ class Settler:
             catchups += sum(1 for run in new if run["kind"] == RunKind.CATCHUP.value)
             switch = request.switch if last_chunk else None
             span = (chunk[0]["scheduled_at"], chunk[-1]["scheduled_at"])
-            written = self._write_chunk(done.state, new, span, resume_at, catchups, now, switch, claim)
-            if written is None:
+            outcome = self._write_chunk(done.state, new, span, resume_at, catchups, now, switch, claim)
+            if outcome is None:
                 done.lost_race = True
                 return done
+            written, claim = outcome
             done.state = _after(done.state, chunk, resume_at, catchups, switch, written, claim)
             if claim is not None:
                 done.adopted = str(claim.run["run_id"])
@@ -193,10 +194,13 @@ class Settler:
         now: int,
         switch: tuple[Item, tuple[str, ...]] | None,
         claim: UnfinishedClaim | None,
-    ) -> list[Item] | None:
+    ) -> tuple[list[Item], UnfinishedClaim | None] | None:
         """Write one chunk, the occurrences ``span`` covers. A record that exists already (a
         backfill made it, or a person re-ran it) is left as it is and dropped from the chunk, so
-        no occurrence gets two."""
+        no occurrence gets two. One at the chunk's first occurrence may be a claim's run made
+        since the settle read the job (its claim's advance has not landed): it is adopted, as
+        a claim found half made at the start would be, and stands for that record. Returns the
+        records written and the claim adopted."""
         first, last = span
         records = list(chunk)
         for _ in range(WRITE_TRIES + len(chunk)):
@@ -209,9 +213,13 @@ class Settler:
                 if existing is None:
                     self._telemetry.event("settle.lost", str(state["job_id"]), failed=lost.label)
                     return None
+                if claim is None and existing["scheduled_at"] == first:
+                    # Left out of the chunk but not adopted, that run would go out at its dispatch
+                    # lease beside the chunk's first late run, both linked to the same end.
+                    claim = unfinished_claim(self._store, state)
                 records.remove(existing)
                 continue
-            return records
+            return records, claim
         return None
 
     def _report(self, written: list[Item]) -> None:
