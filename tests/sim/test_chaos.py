@@ -154,7 +154,7 @@ MUTANT_RUNS = {
     # People changing jobs inside a tick's claim: a claim that read the job before the change
     # makes its run outside the job's chain unless the change fences the occurrence off.
     "fence": (
-        ChaosConfig(seed=1, jobs=30, hours=2, faults=FaultRates(operator_change_mid_claim=0.5)),
+        ChaosConfig(seed=2, jobs=30, hours=2, faults=FaultRates(operator_change_mid_claim=0.5)),
         "overlap_violated",
     ),
 }
