@@ -336,9 +336,9 @@ class ClaimerDies(BaseException):
     those)."""
 
 
-class DiesAfterCreate:
+class DiesAfterClaim:
     """The environment's store, through which the trigger's process dies right after a claim's
-    first write (its run) lands, before the job's advance."""
+    transaction (the run and the job's advance) lands, before the run is sent."""
 
     def __init__(self, env: Env) -> None:
         self.env = env

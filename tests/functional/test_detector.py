@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from harness import MINUTE, T0, ClaimerDies, DiesAfterCreate, Env, build, default_cfg, job, seed_active
+from harness import MINUTE, T0, ClaimerDies, DiesAfterClaim, Env, build, default_cfg, job, seed_active
 from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
 from jobsched.core.run import RunKind, run_id_for
 from jobsched.core.transitions import new_run_item
@@ -275,33 +275,46 @@ def test_the_overdue_index_is_read_a_second_time_only_when_something_is_overdue(
         assert store.queries["next-run"] == passes * env.cfg.shard_count
 
 
-def test_settling_an_occurrence_whose_claim_is_half_made_adopts_its_run_behind_the_chain() -> None:
-    """The claimer died between its two writes, a person's manual run joined the chain, and the
-    occurrence went past its grace before the run's dispatch lease lapsed: the detector's catch-up
-    settles it. The run stands for the occurrence's record, is relinked behind the manual run in
-    the settling transaction, and is sent. Without the adoption it would go out at its lease, on
-    its old link, beside the manual run."""
+class ManualRunBeforeTheSettle:
+    """The store, with a person's manual run joining the job's chain after the detector read the
+    overdue job and before its settling transaction lands."""
+
+    def __init__(self, env: Env, job_id: str) -> None:
+        self._env = env
+        self._job_id = job_id
+        self.manual_run_id: str | None = None
+
+    def write(self, ops: list[Any]) -> None:
+        if self.manual_run_id is None and ops[0].label == "settle occurrences":
+            self.manual_run_id = self._env.ops().trigger(self._job_id, "person")
+        self._env.store.write(ops)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env.store, name)
+
+
+def test_a_catch_up_settled_while_a_manual_run_joins_links_behind_it() -> None:
+    """Issue 25, mutation of the settle's state-as-read: the manual run moved the chain's end
+    after the detector read the job, so the settle's transaction fails whole (nothing of it
+    lands); the next sweep settles from a fresh read, and the catch-up links behind the manual
+    run and is skipped while it runs."""
     from jobsched.services.messages import parse_run_message
-    from jobsched.services.trigger import Trigger
     from jobsched.services.worker import Outcome, Started
 
     with build("memory") as env:
         env.registry.add("t", lambda _ctx: None)
         seed_active(env, job("h", "rate(1 hour)", target="t", misfire=Misfire(grace_seconds=5)), T0)
-        env.clock.set(T0 - 2_000)
-        dying = Trigger(DiesAfterCreate(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
-        with pytest.raises(ClaimerDies):
-            dying.tick("t")
+        env.clock.set(T0 + 10_000)  # overdue, never claimed (the trigger was down): the detector's
+        store = ManualRunBeforeTheSettle(env, "h")
+        detector = MissDetector(store, env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        assert detector.run("d1").jobs_caught_up == 0 and store.manual_run_id is not None
+        assert env.runs_of("h") == [env.run(store.manual_run_id)]  # the lost settle wrote nothing
+        assert detector.run("d2").jobs_caught_up == 1
         run_id = run_id_for("h", T0)
-        manual_id = env.ops().trigger("h", "person")
-        (manual,) = (parse_run_message(body) for body in env.receive_all())
+        assert env.run(run_id)["after_run_id"] == store.manual_run_id
+        messages = {m.run_id: m for m in map(parse_run_message, env.receive_all())}
         worker = env.worker()
-        assert isinstance(worker.begin(manual, env.clock.now_ms() + 900_000), Started)
-        env.clock.set(T0 + 10_000)  # overdue (grace 5 s); its dispatch lease runs to T0 + 30 s
-        result = env.detector().run("d")
-        assert result.jobs_caught_up == 1 and result.leases_recovered == 0
-        assert env.run(run_id)["after_run_id"] == manual_id
-        assert env.state("h")["latest_run_id"] == run_id and env.state("h")["next_run_at"] == T0 + HOUR
-        (scheduled,) = (parse_run_message(body) for body in env.receive_all())
-        assert scheduled.run_id == run_id and scheduled.version == 2  # relinked: the new token
-        assert worker.process(scheduled, env.clock.now_ms() + 900_000) is Outcome.SKIPPED  # no overlap
+        assert isinstance(worker.begin(messages[store.manual_run_id], T0 + 900_000), Started)
+        assert worker.process(messages[run_id], T0 + 900_000) is Outcome.SKIPPED
+
+

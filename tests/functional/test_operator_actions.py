@@ -15,7 +15,7 @@ from harness import (
     T0,
     ClaimerDies,
     Counter,
-    DiesAfterCreate,
+    DiesAfterClaim,
     Env,
     build,
     default_cfg,
@@ -25,8 +25,8 @@ from harness import (
 from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
 from jobsched.core.run import RunKind, run_id_for, run_key
 from jobsched.core.state import Registration
-from jobsched.core.transitions import create_run_op, new_run_item
-from jobsched.core.writes import JOBS, Put, Update, WriteOp
+from jobsched.core.transitions import claim_ops, new_run_item
+from jobsched.core.writes import JOBS, RUNS, Put, Update, WriteOp
 from jobsched.services.messages import parse_run_message
 from jobsched.services.registrar import Registrar
 from jobsched.services.worker import Outcome, Started
@@ -230,12 +230,11 @@ class ChangeBeforeClaim:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_schedule_change_racing_a_tick_runs_only_the_new_schedule(kind: str) -> None:
-    """The change lands between the trigger's index read and its claim. The change cancels the
-    old schedule's occurrence the claim is about to make (a claim's run made before the change
-    exists would be adopted instead): the claim's create fails, its advance loses, and the
-    trigger derives everything afresh: the new schedule's occurrence with the new payload, and
-    its next one. No occurrence of the old schedule runs (the bug: 00:05 and 00:10, and 00:04 with
-    the old payload; then 00:05 outside the job's chain)."""
+    """The change lands between the trigger's index read and its claim. The claim's transaction
+    is conditional on the state's version, which the change moved: nothing of it lands, and the
+    trigger derives everything afresh: the new schedule's occurrence with the new payload. No
+    occurrence of the old schedule runs (the bug: 00:05 and 00:10, and 00:04 with the old
+    payload; then 00:05 outside the job's chain)."""
     from jobsched.services.trigger import Trigger
 
     with build(kind) as env:  # a 90 s lookahead: the new schedule's 00:06 is inside the window
@@ -250,9 +249,7 @@ def test_a_schedule_change_racing_a_tick_runs_only_the_new_schedule(kind: str) -
         trigger = Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False)  # type: ignore[arg-type]
         assert trigger.tick("t").claimed == 1
         history = runs(env, "r")
-        assert sorted(history) == [T0 + 5 * MINUTE, T0 + 6 * MINUTE]  # not 00:10
-        assert history[T0 + 5 * MINUTE]["status"] == "cancelled"
-        assert history[T0 + 5 * MINUTE]["reason"] == "job re-timed before this occurrence came due"
+        assert sorted(history) == [T0 + 6 * MINUTE]  # not 00:05, not 00:10
         env.clock.set(T0 + 6 * MINUTE)
         payloads = {body["scheduled_at"]: body["definition"]["payload"] for body in env.receive_all()}
         assert payloads == {T0 + 6 * MINUTE: '{"v":"new"}'}
@@ -260,12 +257,11 @@ def test_a_schedule_change_racing_a_tick_runs_only_the_new_schedule(kind: str) -
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_pause_after_a_claimer_died_between_its_writes_adopts_its_run(kind: str) -> None:
-    """The claimer died between its two writes; then a person pauses the job. The registrar
-    finds the claim's run made and the job not advanced: it makes the run the chain's end in the
-    same write, and marks the occurrence recorded. The run goes out at its dispatch lease, once,
-    inside the chain. Without the adoption it would run outside the chain, and a run of the
-    job's next life would not wait for it."""
+def test_a_pause_after_a_claim_landed_runs_the_claimed_occurrence_once(kind: str) -> None:
+    """The claim (one transaction) landed and its claimer died before sending; then a person
+    pauses the job. The claimed run is in the job's chain already and runs once, as claimed:
+    a change takes effect from the first occurrence not yet claimed. The pause's write is
+    conditional on the state as the registrar read it, after the claim."""
     from jobsched.services.trigger import Trigger
 
     with build(kind) as env:
@@ -273,7 +269,7 @@ def test_a_pause_after_a_claimer_died_between_its_writes_adopts_its_run(kind: st
         env.registry.add("t", counter)
         register_raw(env, job("p", "rate(5 minutes)").to_item())
         env.clock.set(T0 + 5 * MINUTE - 5_000)
-        dying = Trigger(DiesAfterCreate(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        dying = Trigger(DiesAfterClaim(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
         with pytest.raises(ClaimerDies):
             dying.tick("t")
         run_id = run_id_for("p", T0 + 5 * MINUTE)
@@ -289,8 +285,8 @@ def test_a_pause_after_a_claimer_died_between_its_writes_adopts_its_run(kind: st
 
 class ChangeBeforeTheRun:
     """The store, with a person's manual run and then a change of the job landing just before the
-    tick's claim makes its run: the registrar applies the change at once (a fast stream), after
-    the tick read the job. The change cannot adopt a run that does not exist yet."""
+    tick's claim transaction: the registrar applies the change at once (a fast stream), after
+    the tick read the job."""
 
     def __init__(self, env: Env, job_id: str, change: dict[str, Any], manual_run: bool = True) -> None:
         self._env = env
@@ -313,11 +309,12 @@ class ChangeBeforeTheRun:
         return getattr(self._env.store, name)
 
 
-def test_a_change_between_a_ticks_read_and_its_claim_fences_the_claim_out(env: Env) -> None:
-    """A pause lands after the tick read the job and before its claim made the run. The change
-    cancels the occurrence in its own transaction, so the claim's create fails: no run exists
-    outside the job's chain (sent at its dispatch lease on its stale link, it would start beside
-    the manual run that joined meanwhile). The occurrence's history says why it did not run."""
+def test_a_change_between_a_ticks_read_and_its_claim_makes_the_claim_read_again(env: Env) -> None:
+    """Issue 25, cases 1 and 2: a pause lands after the tick read the job and before its claim.
+    The claim's one transaction is conditional on the state's version, which the change moved:
+    nothing of the claim lands, whatever the clocks or the index page said. It reads the job
+    again and finds it paused. No run exists outside the job's chain, and no record was needed
+    (the occurrence had not come due)."""
     from jobsched.services.trigger import Trigger
 
     env.registry.add("t", lambda _ctx: None)
@@ -326,21 +323,16 @@ def test_a_change_between_a_ticks_read_and_its_claim_fences_the_claim_out(env: E
     store = ChangeBeforeTheRun(env, "o", {"enabled": False})
     result = Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, False).tick("t")  # type: ignore[arg-type]
     assert result.claimed == 0 and store.manual_run_id is not None
-    fenced = env.run(run_id_for("o", T0 + HOUR))
-    assert (
-        fenced["status"] == "cancelled" and fenced["reason"] == "job paused before this occurrence came due"
-    )
+    assert env.store.get(RUNS, run_key(run_id_for("o", T0 + HOUR))) is None
     assert env.state("o")["status"] == "paused"
+    assert env.state("o")["latest_run_id"] == store.manual_run_id
     (manual,) = (parse_run_message(body) for body in env.receive_all())  # nothing else was sent
     assert manual.run_id == store.manual_run_id
-    env.clock.set(T0 + HOUR + 10 * MINUTE)
-    assert env.detector().run("d").leases_recovered == 1  # the manual run's dispatch lease, only
-    assert [m.run_id for m in map(parse_run_message, env.receive_all())] == [manual.run_id]
 
 
-def test_a_resume_before_the_cancelled_occurrence_runs_it_once(env: Env) -> None:
-    """Paused inside a tick's claim, then resumed before the occurrence came due: a claim that
-    read the resumed job replaces the change's cancellation and the occurrence runs once."""
+def test_a_resume_before_the_withdrawn_occurrence_runs_it_once(env: Env) -> None:
+    """Paused inside a tick's claim, then resumed before the occurrence came due: the claim of
+    the resumed job runs it, once."""
     from jobsched.services.trigger import Trigger
 
     counter = Counter()
@@ -350,7 +342,7 @@ def test_a_resume_before_the_cancelled_occurrence_runs_it_once(env: Env) -> None
     store = ChangeBeforeTheRun(env, "r", {"enabled": False}, manual_run=False)
     Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, False).tick("t")  # type: ignore[arg-type]
     run_id = run_id_for("r", T0 + HOUR)
-    assert store.changed and env.run(run_id)["status"] == "cancelled" and env.receive_all() == []
+    assert store.changed and env.store.get(RUNS, run_key(run_id)) is None and env.receive_all() == []
     put_item(env, job("r", "rate(1 hour)", target="t").to_item())
     assert stream(env, "r") is Registration.SCHEDULED
     assert env.state("r")["next_run_at"] == T0 + HOUR
@@ -365,26 +357,26 @@ class ClaimDuringTheSettle:
     """The store, with a tick's claim of the job's due occurrence making its run just before the
     registrar's settling transaction lands: after the settle read the job, before it wrote."""
 
-    def __init__(self, env: Env, run: dict[str, Any], read_version: int) -> None:
+    def __init__(self, env: Env, claim: list[WriteOp]) -> None:
         self._env = env
-        self._create: WriteOp | None = create_run_op(run, read_version)
+        self._claim: list[WriteOp] | None = claim
 
     def write(self, ops: Sequence[WriteOp]) -> None:
-        if self._create is not None and ops[0].label == "settle occurrences":
-            create, self._create = self._create, None
-            self._env.store.write([create])
+        if self._claim is not None and ops[0].label == "settle occurrences":
+            claim, self._claim = self._claim, None
+            self._env.store.write(claim)
         self._env.store.write(ops)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._env.store, name)
 
 
-def test_a_claim_made_while_a_change_settles_its_occurrence_is_adopted_not_left_out(env: Env) -> None:
+def test_a_claim_made_while_a_change_settles_its_occurrence_makes_the_change_read_again(env: Env) -> None:
     """A re-time settles the old timing's due occurrence (a late run, within grace) while a tick
-    claims that same occurrence: the claim's run lands between the settle's read and its write,
-    so the settle's record of it fails. The run stands for the record and joins the chain, as a
-    claim found half made at the start would. Dropped as "a record already there", it would go
-    out at its dispatch lease on its old link, beside the chunk's next run."""
+    claims that same occurrence: the claim lands between the settle's read and its write. The
+    settle's transaction is conditional on the state's version, so it fails whole; the
+    registrar reads again and finds the occurrence claimed, its run in the chain. No second
+    record, no run outside the chain."""
     register_raw(env, job("s", "rate(1 hour)", target="t").to_item())
     env.clock.set(T0 + HOUR + 10_000)  # T0 + 1 h is due, within its grace: the trigger's, or a change's
     state = env.state("s")
@@ -402,17 +394,14 @@ def test_a_claim_made_while_a_change_settles_its_occurrence_is_adopted_not_left_
         after_run_id=state.get("latest_run_id"),
     )
     put_item(env, job("s", "rate(2 hours)", target="t").to_item())
-    registrar = Registrar(
-        ClaimDuringTheSettle(env, claimed, int(state["version"])),
-        env.telemetry,
-        env.clock,
-        env.cfg,
-        env.queue,
-    )  # type: ignore[arg-type]
+    claim = claim_ops(state, claimed, T0 + 2 * HOUR, env.clock.now_ms())
+    registrar = Registrar(ClaimDuringTheSettle(env, claim), env.telemetry, env.clock, env.cfg, env.queue)  # type: ignore[arg-type]
     assert registrar.apply("s") is Registration.SCHEDULED
     assert env.run(run_id)["claimed_by"] == "tick"  # the claim's run stands for the occurrence
+    assert [r["run_id"] for r in env.runs_of("s")] == [run_id]
     assert env.state("s").get("latest_run_id") == run_id and env.state("s")["last_scheduled_at"] == T0 + HOUR
-    assert [body["run_id"] for body in env.receive_all()] == [run_id]  # sent once, by the settle
+    assert env.state("s")["next_run_at"] > T0 + HOUR  # the new timing, after the claimed one
+    assert env.receive_all() == []  # the claimer sends its own run, not the registrar
 
 
 # --- 6. enabled stored as a string or a number -------------------------------------------------

@@ -1,8 +1,10 @@
 """The overlap chain under the races that could break it: a claim made from a stale read of its
-job, and a manual run joining the chain between a tick's read and its claim."""
+job, a manual run joining the chain between a tick's read and its claim, and a manual run that
+starts before a claimed occurrence comes due."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -49,21 +51,18 @@ def test_a_claim_from_a_stale_read_is_linked_behind_the_manual_run_that_overtook
     store = ManualRunBeforeTheClaim(env, "c")
     Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False).tick("t")  # type: ignore[arg-type]
     assert store.manual_run_id is not None
-    env.clock.set(T0)  # the claim's messages are delayed to the occurrence
-    messages = [parse_run_message(body) for body in env.receive_all()]
+    messages = [parse_run_message(m.body) for m in env.queue.sent]
     manual = next(m for m in messages if m.run_id == store.manual_run_id)
-    claimed = [m for m in messages if m.run_id != store.manual_run_id]
-    # The claim's run was created linked to the chain's old end; the claim links it behind the
-    # manual run and sends it again under a new token.
-    assert max(m.version for m in claimed) == 2
-    assert env.run(claimed[0].run_id)["after_run_id"] == manual.run_id
+    (claimed,) = [m for m in messages if m.run_id != store.manual_run_id]
+    # The claim's transaction lost on the state's version; made again from a fresh read, its run
+    # is linked behind the manual run from the start: one message, under the first token.
+    assert claimed.version == 1 and claimed.after_run_id == manual.run_id
     worker = env.worker()
     started = worker.begin(manual, env.clock.now_ms() + DEADLINE)
     assert isinstance(started, Started)
-    outcomes = {m.version: worker.process(m, env.clock.now_ms() + DEADLINE) for m in claimed}
-    assert outcomes.get(1, Outcome.DUPLICATE) is Outcome.DUPLICATE  # the old link's message is stale
-    assert outcomes[2] is Outcome.SKIPPED  # the manual run still runs: no overlap
-    assert env.run(claimed[0].run_id)["blocked_by"] == manual.run_id
+    env.clock.set(T0)
+    assert worker.process(claimed, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED  # no overlap
+    assert env.run(claimed.run_id)["blocked_by"] == manual.run_id
 
 
 def test_a_manual_run_waits_for_the_scheduled_run_before_it(env: Env) -> None:
@@ -82,34 +81,95 @@ def test_a_manual_run_waits_for_the_scheduled_run_before_it(env: Env) -> None:
     assert env.state("m")["latest_run_id"] == manual_id  # the next occurrence waits for it
 
 
-class ThrottledRelink(ManualRunBeforeTheClaim):
-    """As above, and the claim's relink is throttled once (after the SDK's own retries)."""
+def claim_then_manual(env: Env, job_id: str, overlap: OverlapPolicy) -> tuple[RunMessage, RunMessage]:
+    """A frequent job: the tick claims its next two occurrences, 30 s and 90 s ahead (the second
+    is the chain's end), then a person asks for a manual run, which joins the chain behind them.
+    Returns the first occurrence's message and the manual run's."""
+    env.registry.add("t", lambda _ctx: None)
+    seed_active(env, job(job_id, "rate(1 minute)", target="t", overlap=overlap), T0)
+    env.clock.set(T0 - 30_000)
+    env.trigger().tick("t")
+    scheduled, following = (parse_run_message(m.body) for m in env.queue.sent)  # delayed to their instants
+    manual_id = env.ops().trigger(job_id, "person")
+    (manual,) = (parse_run_message(m.body) for m in env.queue.sent[2:])
+    assert manual.run_id == manual_id and manual.after_run_id == following.run_id
+    assert following.after_run_id == scheduled.run_id
+    return scheduled, manual
 
-    throttled = False
+
+def test_a_claimed_occurrence_not_yet_due_never_blocks_a_manual_run(env: Env) -> None:
+    """Issue 25, case 5: under skip, a manual run of a job whose next occurrence is claimed (and
+    not yet due) used to be skipped behind it, every time for a job with a period under the
+    lookahead. It runs; the occurrence, when it comes due while the manual run still runs, is
+    skipped behind it (it sees the manual run through the mark the manual run's start left)."""
+    scheduled, manual = claim_then_manual(env, "f", OverlapPolicy.SKIP)
+    worker = env.worker()
+    started = worker.begin(manual, env.clock.now_ms() + DEADLINE)
+    assert isinstance(started, Started)
+    assert env.run(scheduled.run_id)["overtaken_by"] == manual.run_id
+    assert env.run(scheduled.run_id)["version"] == scheduled.version  # its message stays good
+    env.clock.set(T0)
+    assert worker.process(scheduled, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED
+    assert env.run(scheduled.run_id)["blocked_by"] == manual.run_id
+
+
+def test_an_overtaken_occurrence_runs_once_the_manual_run_ended(env: Env) -> None:
+    scheduled, manual = claim_then_manual(env, "g", OverlapPolicy.SKIP)
+    worker = env.worker()
+    assert worker.process(manual, env.clock.now_ms() + DEADLINE) is Outcome.SUCCEEDED
+    env.clock.set(T0)
+    assert worker.process(scheduled, env.clock.now_ms() + DEADLINE) is Outcome.SUCCEEDED
+    assert "overtaken_by" not in env.run(scheduled.run_id)
+
+
+def test_an_overtaken_occurrence_waits_behind_the_manual_run_under_buffer_one(env: Env) -> None:
+    scheduled, manual = claim_then_manual(env, "b", OverlapPolicy.BUFFER_ONE)
+    worker = env.worker()
+    started = worker.begin(manual, env.clock.now_ms() + DEADLINE)
+    assert isinstance(started, Started)
+    env.clock.set(T0)
+    assert worker.process(scheduled, env.clock.now_ms() + DEADLINE) is Outcome.BUFFERED
+    assert env.run(manual.run_id)["buffered_next"] == scheduled.run_id
+
+
+def test_a_due_occurrence_still_blocks_a_manual_run(env: Env) -> None:
+    """The rule's other half: a claimed run that has come due (its message not yet taken, or it
+    is running) holds the job's turn, and the manual run is skipped."""
+    scheduled, manual = claim_then_manual(env, "d", OverlapPolicy.SKIP)
+    env.clock.set(T0 + 1_000)
+    assert env.worker().process(manual, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED
+    assert env.run(manual.run_id)["blocked_by"] == scheduled.run_id
+
+
+class StartsFirst:
+    """The store, with the scheduled run's start landing between the manual run's walk (which
+    read it pending and not yet due) and the manual run's own start: the two race."""
+
+    def __init__(self, env: Env, scheduled: RunMessage) -> None:
+        self._env = env
+        self._scheduled = scheduled
+        self.raced = False
 
     def write(self, ops: list[WriteOp]) -> None:
-        if not self.throttled and any(op.label == "relink run" for op in ops):
-            self.throttled = True
-            raise Throttled("relink throttled")
-        super().write(ops)
+        if not self.raced and any(op.label == "overtake run" for op in ops):
+            self.raced = True
+            self._env.clock.set(T0)
+            assert self._env.worker("w2").begin(self._scheduled, T0 + DEADLINE) is not None
+        self._env.store.write(ops)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env.store, name)
 
 
-def test_a_claim_whose_relink_is_throttled_sends_nothing_on_the_stale_link(env: Env) -> None:
-    """The relink and the advance are one write: throttled, neither lands, the run is not sent,
-    and the next tick relinks it and sends it. Sent on its old link it would start beside the
-    manual run."""
-    env.registry.add("t", lambda _ctx: None)
-    seed_active(env, job("c", "rate(1 hour)", target="t", overlap=OverlapPolicy.SKIP), T0)
-    env.clock.set(T0 - 30_000)
-    store = ThrottledRelink(env, "c")
-    result = Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False).tick("t")  # type: ignore[arg-type]
-    assert store.throttled and result.throttled == 1
-    env.clock.set(T0)
-    (manual,) = (parse_run_message(body) for body in env.receive_all())  # the claim's run stays
-    assert manual.run_id == store.manual_run_id
-    worker = env.worker()
-    assert isinstance(worker.begin(manual, env.clock.now_ms() + DEADLINE), Started)
-    env.trigger().tick("next")
-    (claimed,) = (parse_run_message(body) for body in env.receive_all())
-    assert claimed.after_run_id == manual.run_id
-    assert worker.process(claimed, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED
+def test_a_manual_run_racing_the_occurrences_start_never_runs_beside_it(env: Env) -> None:
+    """The clock decides only which runs: the manual run's mark is conditional on the occurrence
+    as its walk read it, so when the occurrence starts in between, the manual run's start fails
+    whole, it walks again, finds the occurrence running and is skipped."""
+    from jobsched.services.worker import Worker
+
+    scheduled, manual = claim_then_manual(env, "r", OverlapPolicy.SKIP)
+    store = StartsFirst(env, scheduled)
+    worker = Worker(store, env.queue, env.telemetry, env.clock, env.cfg, env.registry, "w1", logging.getLogger)  # type: ignore[arg-type]
+    assert worker.begin(manual, T0 + DEADLINE) is Outcome.SKIPPED
+    assert store.raced and env.run(scheduled.run_id)["status"] == "running"
+    assert env.run(manual.run_id)["blocked_by"] == scheduled.run_id

@@ -14,7 +14,7 @@ from harness import (
     T0,
     ClaimerDies,
     Counter,
-    DiesAfterCreate,
+    DiesAfterClaim,
     Env,
     build,
     job,
@@ -153,48 +153,54 @@ def test_trigger_killed_between_claim_and_send_loses_nothing(env: Env) -> None:
     assert env.trigger().tick("later").duplicates == 0
 
 
-def test_trigger_crashing_after_the_write_leaves_a_pending_run_that_the_next_tick_sends() -> None:
+def test_trigger_crashing_after_its_claim_leaves_a_run_in_the_chain_that_the_detector_sends() -> None:
+    """The claim is one transaction: a claimer that dies after it leaves the run made, the job
+    moved past it and the run the chain's end, never half of that. Nothing was sent; the run's
+    dispatch lease brings it to the miss detector, which sends it once."""
     with build("memory") as env:
         counter = Counter()
         env.registry.add("t", counter)
         env.ops().register(job("j1"))
-        crashing = Trigger(DiesAfterCreate(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
+        crashing = Trigger(DiesAfterClaim(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
         with pytest.raises(ClaimerDies):
             crashing.tick("dies")
         run_id = run_id_for("j1", T0 + MINUTE)
         assert env.run(run_id)["status"] == "pending" and env.receive_all() == []
-        assert env.state("j1")["next_run_at"] == T0 + MINUTE  # the claim's advance never landed
+        state = env.state("j1")
+        assert state["next_run_at"] == T0 + 2 * MINUTE and state["latest_run_id"] == run_id
         result = env.trigger().tick("next")
-        assert (result.claimed, result.duplicates, result.dispatched) == (0, 1, 1)  # not claimed again
-        assert env.state("j1")["latest_run_id"] == run_id  # the advance it finished links it
-        env.clock.set(T0 + MINUTE)
+        assert (result.claimed, result.duplicates, result.dispatched) == (0, 0, 0)  # not its occurrence
+        env.clock.set(env.run(run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1)
+        assert env.detector().run("d").leases_recovered == 1
         assert [o.value for o in env.drain(env.worker())] == ["succeeded"]
         assert counter.calls == [run_id]
 
 
-def test_a_claim_left_half_made_is_finished_by_the_miss_detector_before_it_is_sent() -> None:
-    """No tick comes (the trigger is down): the detector makes the claim's advance, linking the
-    run behind the manual run that joined the chain meanwhile, and only then sends it."""
+def test_a_claim_that_read_a_stale_state_reads_again_and_links_behind_the_real_end() -> None:
+    """A manual run joins the chain between the tick's read and its claim: the claim's
+    transaction loses on the state's version (nothing of it lands), and the claim made from the
+    fresh read links behind the manual run. One message, one link."""
     with build("memory") as env:
-        counter = Counter()
-        env.registry.add("t", counter)
+        env.registry.add("t", Counter())
         env.ops().register(job("j1", overlap=OverlapPolicy.SKIP))
-        crashing = Trigger(DiesAfterCreate(env), env.queue, env.telemetry, env.clock, env.cfg, False)  # type: ignore[arg-type]
-        with pytest.raises(ClaimerDies):
-            crashing.tick("dies")
+        manual_ids: list[str] = []
+
+        class ManualRunFirst:
+            def __getattr__(self, name: str) -> object:
+                return getattr(env.store, name)
+
+            def write(self, ops: list[object]) -> None:
+                if not manual_ids and any(getattr(op, "label", "") == "create run" for op in ops):
+                    manual_ids.append(env.ops().trigger("j1", "person"))
+                env.store.write(ops)  # type: ignore[arg-type]
+
+        result = Trigger(ManualRunFirst(), env.queue, env.telemetry, env.clock, env.cfg, False).tick("t")  # type: ignore[arg-type]
+        assert result.claimed == 1
         run_id = run_id_for("j1", T0 + MINUTE)
-        manual_id = env.ops().trigger("j1", "person")
-        (manual,) = (parse_run_message(body) for body in env.receive_all())
-        assert manual.after_run_id is None and env.run(run_id).get("after_run_id") is None
-        env.clock.set(env.run(run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1)
-        worker = env.worker()
-        assert isinstance(worker.begin(manual, env.clock.now_ms() + 60_000), Started)  # still running
-        assert env.detector().run("d").leases_recovered == 1
-        assert env.run(run_id)["after_run_id"] == manual_id  # relinked before it was sent
-        assert env.state("j1")["next_run_at"] == T0 + 2 * MINUTE
-        (scheduled,) = (parse_run_message(body) for body in env.receive_all())
-        assert scheduled.run_id == run_id and scheduled.after_run_id == manual_id
-        assert worker.process(scheduled, env.clock.now_ms() + 60_000) is Outcome.SKIPPED  # no overlap
+        assert env.run(run_id)["after_run_id"] == manual_ids[0] and env.run(run_id)["version"] == 1
+        assert env.state("j1")["latest_run_id"] == run_id
+        sent = sorted(parse_run_message(m.body).run_id for m in env.queue.sent)
+        assert sent == sorted([run_id, manual_ids[0]])
 
 
 class FlakyBatchQueue:

@@ -7,13 +7,10 @@ from typing import Any
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.run import RunKind, RunStatus
 from jobsched.core.transitions import (
-    UnfinishedClaim,
     adhoc_run_ops,
     advance_op,
     buffer_at_start_ops,
-    cancel_occurrence_op,
-    create_run_op,
-    finish_claim_ops,
+    claim_ops,
     finish_ops,
     heartbeat_op,
     link_runs,
@@ -23,7 +20,6 @@ from jobsched.core.transitions import (
     recheck_op,
     recover_op,
     register_ops,
-    relink_op,
     report_op,
     rerun_missed_ops,
     retry_op,
@@ -69,11 +65,12 @@ def pending_run(scheduled_at: int = NOW, **changes: Any) -> dict[str, Any]:
 
 
 def test_claim_needs_unchanged_active_job_and_new_run() -> None:
-    current = job()
-    created = pending_run()
-    put = create_run_op(created, current["version"])
-    advance = advance_op(current, NOW, NOW + 60_000, NOW)
+    current = job(latest_run_id="j@prev")
+    created = pending_run(after_run_id="j@prev")
+    put, advance = claim_ops(current, created, NOW + 60_000, NOW)  # one transaction
     assert isinstance(advance, Update) and isinstance(put, Put)
+    # The run joins the chain in the write that moves the job: its link is the end as read.
+    assert advance.set["latest_run_id"] == "j@x" and created["after_run_id"] == "j@prev"
     assert holds(advance, current)
     assert not holds(advance, job(version=5))  # a racer advanced it
     assert not holds(advance, job(next_run_at=NOW + 60_000))
@@ -221,32 +218,6 @@ def test_an_ad_hoc_run_joins_the_chain_in_one_transaction() -> None:
     assert adhoc_run_ops(manual, None) == [create]  # no state item: no chain
 
 
-def test_finishing_a_claim_relinks_its_run_only_when_the_chain_moved_since_it_was_made() -> None:
-    state = job(latest_run_id="j@m")
-    current = run(run_id="j@t", status="pending", version=1, after_run_id="j@m")
-    (advance,) = finish_claim_ops(state, UnfinishedClaim(current, NOW, NOW + 60_000), NOW)
-    assert advance.set["latest_run_id"] == "j@t" and advance.set["next_run_at"] == NOW + 60_000
-    assert holds(advance, state) and not holds(advance, job(next_run_at=NOW + 60_000))  # a racer advanced
-    stale = {**current, "after_run_id": "j@a"}  # a manual run joined after it was made
-    relink, advance = finish_claim_ops(state, UnfinishedClaim(stale, NOW, None), NOW)
-    assert relink.set["after_run_id"] == "j@m" and relink.set["version"] == 2
-    assert holds(relink, stale) and not holds(relink, {**stale, "status": "running"})  # it started
-    assert advance.set["status"] == "finished"  # the schedule's last occurrence
-    started = {**stale, "status": "running"}  # walked its old link already: relinking changes nothing
-    assert [op.label for op in finish_claim_ops(state, UnfinishedClaim(started, NOW, NOW + 1), NOW)] == [
-        "advance job"
-    ]
-
-
-def test_a_stale_claim_is_relinked_only_before_it_starts() -> None:
-    stale = run(status="pending", version=1, after_run_id="j@a")
-    op = relink_op(stale, "j@m")
-    assert holds(op, stale)
-    assert not holds(op, {**stale, "after_run_id": "j@m2"})  # linked by someone else since
-    assert not holds(op, {**stale, "status": "running", "version": 2})  # walked already
-    assert op.set == {"after_run_id": "j@m", "version": 2}  # a message with the old link is stale
-
-
 def missed_record(t: int) -> dict[str, Any]:
     return new_run_item("j", f"j@{t}", t, None, "h1", RunKind.CATCHUP, NOW, CFG, RunStatus.MISSED, "x")
 
@@ -288,45 +259,13 @@ def test_a_settle_chunk_may_have_no_record_left() -> None:
 
 
 def test_registration_is_conditional_on_the_state_as_read() -> None:
-    (fresh,) = register_ops(None, "j", {"status": "active"}, ("next_run_at",), NOW)
+    fresh = register_ops(None, "j", {"status": "active"}, ("next_run_at",), NOW)
     assert holds(fresh, None) and not holds(fresh, job())  # two first registrations: one wins
     assert fresh.set["version"] == 1 and fresh.remove == ()
-    (again,) = register_ops(job(), "j", {"status": "paused"}, ("next_run_at",), NOW)
+    again = register_ops(job(), "j", {"status": "paused"}, ("next_run_at",), NOW)
     assert holds(again, job()) and not holds(again, job(version=5))
     assert again.set["version"] == 5 and again.remove == ("next_run_at",)
     assert "latest_run_id" not in again.set
-
-
-def test_a_change_adopts_the_claim_it_caught_between_its_two_writes() -> None:
-    state = job(latest_run_id="j@m", last_scheduled_at=NOW - 60_000)
-    claimed = run(run_id="j@t", status="pending", version=1, after_run_id="j@a")  # made before j@m joined
-    pause, relink = register_ops(
-        state, "j", {"status": "paused"}, ("next_run_at",), NOW, UnfinishedClaim(claimed, NOW, None)
-    )
-    assert pause.set["latest_run_id"] == "j@t" and pause.set["last_scheduled_at"] == NOW
-    assert relink.set["after_run_id"] == "j@m" and holds(relink, claimed)
-
-
-def test_a_change_fences_off_the_occurrence_it_withdraws_from_claims_that_read_the_job_before() -> None:
-    """The change (state version 4 -> 5) cancels the occurrence in its own transaction: a claim
-    that read version 4 cannot replace the record; one that read 5 or later (the occurrence came
-    due again: a resume) can, and so can a settle that read it. A claim that landed first makes
-    the change fail and read again."""
-    state = job(version=4)
-    cancel = cancel_occurrence_op(state, NOW, "job paused before this occurrence came due", NOW - 5_000, CFG)
-    record = cancel.item
-    assert record["status"] == "cancelled" and record["fence_version"] == 5 and record["scheduled_at"] == NOW
-    assert "lease_expires_at" not in record and "check_at" not in record and "expires_at" in record
-    assert holds(cancel, None)
-    claimed = pending_run()
-    assert not holds(cancel, claimed)  # the claim's run landed first: the change must adopt it
-    assert holds(cancel, {**record, "fence_version": 3})  # an earlier change's cancellation
-    stale, fresh = create_run_op(claimed, 4), create_run_op(claimed, 5)
-    assert holds(stale, None) and not holds(stale, record)  # read before the change: fenced out
-    assert holds(fresh, record)  # read after it
-    assert not holds(fresh, claimed)  # any other record still wins
-    chunk = settle_ops(job(version=6), [missed_record(NOW)], NOW, NOW, NOW + 60_000, 0, NOW)
-    assert holds(chunk[1], record) and not holds(chunk[1], claimed)
 
 
 def test_the_report_never_recreates_a_deleted_job_item() -> None:
@@ -363,9 +302,9 @@ def test_a_stranded_buffered_run_is_promoted() -> None:
         assert not holds(promote, {**waiting, "lease_expires_at": NOW + 99_000})  # renewed meanwhile
 
 
-def test_a_claims_advance_moves_the_chains_end_in_the_same_write() -> None:
-    assert advance_op(job(), NOW, NOW + 60_000, NOW, "j@x").set["latest_run_id"] == "j@x"
-    assert "latest_run_id" not in advance_op(job(), NOW, NOW + 60_000, NOW).set  # someone else's run
+def test_an_advance_past_a_record_someone_else_made_leaves_the_chains_end() -> None:
+    advance = advance_op(job(latest_run_id="j@b"), NOW, NOW + 60_000, NOW)  # a backfill's record
+    assert "latest_run_id" not in advance.set and holds(advance, job()) and not holds(advance, job(version=5))
 
 
 def test_a_settled_chunk_links_its_runs_and_moves_the_chains_end() -> None:

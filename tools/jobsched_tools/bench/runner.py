@@ -38,7 +38,7 @@ from jobsched.core.job import JobDefinition, OverlapPolicy
 from jobsched.core.limits import item_size
 from jobsched.core.run import RunKind, run_id_for
 from jobsched.core.state import registered_state, state_schedule
-from jobsched.core.transitions import advance_op, create_run_op, new_run_item
+from jobsched.core.transitions import claim_ops, new_run_item
 from jobsched.core.writes import RUNS, STATE
 from jobsched.runtime.clock import SystemClock
 from jobsched.services.detector import MissDetector
@@ -320,8 +320,8 @@ def measure_dispatch(moto: Servers, settings: BenchSettings, cfg: SchedulerConfi
 
 
 def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
-    """The trigger's claim writes alone (create the run, advance the job): ``n`` claims prepared
-    with the trigger's own ``create_run_op`` and ``advance_op`` for ``n`` due jobs, sent from as
+    """The trigger's claim writes alone (one transaction: create the run, advance the job): ``n``
+    claims prepared with the trigger's own ``claim_ops`` for ``n`` due jobs, sent from as
     many threads as the trigger claims with. The dispatch rate over this is what the trigger's
     own work (index reads, schedule maths, sends) costs; this over raw writes is what the server
     charges for a claim against a bare conditional update."""
@@ -347,15 +347,12 @@ def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
             now,
             cfg,
         )
-        prepared.append(
-            (create_run_op(run, int(state["version"])), advance_op(state, occurrence, next_occurrence, now))
-        )
+        prepared.append(claim_ops(state, run, next_occurrence, now))
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=cfg.claim_concurrency) as claimers:
 
-        def claim(writes: tuple[Any, Any]) -> None:
-            for write in writes:
-                stack.store.write([write])
+        def claim(writes: list[Any]) -> None:
+            stack.store.write(writes)
 
         list(claimers.map(claim, prepared))
     return n / (time.perf_counter() - started)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
-from jobsched.core import transitions
-from jobsched.core.writes import Cond, Put
+from jobsched.core import policies, transitions
+from jobsched.core.writes import Cond, Update, WriteOp
 
 # What each removed condition lets through, and the invariant that must then report it.
 MUTANTS: dict[str, str] = {
@@ -22,25 +23,19 @@ MUTANTS: dict[str, str] = {
     "slot": "the chain's rule that an unfinished run holds the job's turn: two runs of a skip job "
     "run at once (overlap_violated)",
     "claim": "the claim's run-is-new: a claim overwrites a backfilled run (record_overwritten)",
-    "adopt": "the adoption of a half-made claim's run by whoever moves its job past it: the run "
-    "starts outside the job's chain, beside a later run (overlap_violated)",
-    "fence": "a change's cancellation of the occurrence it withdraws: a claim that read the job "
-    "before the change makes its run outside the job's chain, to start beside a later run "
-    "(overlap_violated)",
+    "heartbeat": "the heartbeat's token and owner: a stalled worker that wakes after its run was "
+    "recovered renews the lease of the run's new holder to its own deadline, and the detector "
+    "then fails the live run (stale_heartbeat)",
+    "settle": "the settle's state-as-read: a catch-up chunk written over a state an ad-hoc run "
+    "moved links behind the old chain end, beside the ad-hoc run (overlap_violated)",
+    "walk": "a run failed without starting passes the walk to its predecessor: a later run starts "
+    "while the predecessor still runs (overlap_violated)",
 }
 
 
 def _holds(why: str) -> Cond:
     # A comparison with a value no item has: true whenever the attribute is there or not.
     return Cond("ne", "version", f"mutant: {why}", -1)
-
-
-def _no_unfinished_claim(_store: object, _state: object) -> None:
-    return None
-
-
-def _nothing_withdrawn(*_args: object) -> None:
-    return None
 
 
 def _without_fencing(_version: int) -> Cond:
@@ -55,12 +50,38 @@ def _turn_always_free(_run: dict[str, Any] | None) -> tuple[bool, str | None]:
     return False, None  # no run holds the job's turn: every start finds it free
 
 
-def _claim_unchecked(original: Callable[..., Put]) -> Callable[..., Put]:
-    def create(*args: Any, **kwargs: Any) -> Put:
-        op = original(*args, **kwargs)
-        return Put(op.table, op.item, (), op.label)
+def _claim_unchecked(original: Callable[..., list[WriteOp]]) -> Callable[..., list[WriteOp]]:
+    def claim(*args: Any, **kwargs: Any) -> list[WriteOp]:
+        create, *rest = original(*args, **kwargs)
+        return [replace(create, condition=()), *rest]
 
-    return create
+    return claim
+
+
+def _heartbeat_unchecked(original: Callable[..., Update]) -> Callable[..., Update]:
+    def heartbeat(*args: Any, **kwargs: Any) -> Update:
+        op = original(*args, **kwargs)
+        return replace(op, condition=tuple(c for c in op.condition if c.attr not in ("version", "owner")))
+
+    return heartbeat
+
+
+def _settle_unchecked(original: Callable[..., list[WriteOp]]) -> Callable[..., list[WriteOp]]:
+    def settle(*args: Any, **kwargs: Any) -> list[WriteOp]:
+        state_op, *records = original(*args, **kwargs)
+        kept = tuple(c for c in state_op.condition if c.attr != "version")
+        return [replace(state_op, condition=kept), *records]
+
+    return settle
+
+
+def _failed_frees_the_turn(original: Callable[..., tuple[bool, str | None]]) -> Callable[..., Any]:
+    def step(run: dict[str, Any] | None) -> tuple[bool, str | None]:
+        if run is not None and run.get("status") == "failed":
+            return False, None
+        return original(run)
+
+    return step
 
 
 @contextmanager
@@ -76,21 +97,19 @@ def mutant(name: str) -> Iterator[None]:
         patches.append((transitions, "_lease_as_read", _without_lease_check))
     elif name == "slot":
         patches.append((chain, "chain_step", _turn_always_free))
-    elif name == "adopt":
-        import jobsched.services.detector as detector
-        import jobsched.services.registrar as registrar
+    elif name == "claim":
+        unchecked = _claim_unchecked(transitions.claim_ops)
+        patches += [(transitions, "claim_ops", unchecked), (trigger, "claim_ops", unchecked)]
+    elif name == "heartbeat":
+        import jobsched.services.worker as worker
+
+        patches.append((worker, "heartbeat_op", _heartbeat_unchecked(transitions.heartbeat_op)))
+    elif name == "settle":
         import jobsched.services.settle as settle
 
-        patches += [
-            (module, "unfinished_claim", _no_unfinished_claim) for module in (detector, registrar, settle)
-        ]
-    elif name == "fence":
-        import jobsched.services.registrar as registrar
-
-        patches.append((registrar, "withdrawn_occurrence", _nothing_withdrawn))
-    elif name == "claim":
-        unchecked = _claim_unchecked(transitions.create_run_op)
-        patches += [(transitions, "create_run_op", unchecked), (trigger, "create_run_op", unchecked)]
+        patches.append((settle, "settle_ops", _settle_unchecked(transitions.settle_ops)))
+    elif name == "walk":
+        patches.append((chain, "chain_step", _failed_frees_the_turn(policies.chain_step)))
     else:
         raise ValueError(f"unknown mutant {name!r}; one of {', '.join(MUTANTS)}")
     saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]

@@ -31,7 +31,7 @@ class FaultRates:
     trigger_duplicate: float = 0.1  # EventBridge invokes the tick twice
     trigger_concurrent: float = 0.08  # a second tick runs interleaved inside the first's claim
     trigger_crash_before_send: float = 0.08  # the tick dies after claiming, before sending
-    trigger_crash_mid_claim: float = 0.03  # the tick dies between a claim's two writes (run, advance)
+    trigger_crash_mid_claim: float = 0.03  # the tick dies right after a claim lands, before it sends
     sqs_duplicate: float = 0.04  # a message is delivered twice
     sqs_reorder: float = 0.3  # a received batch is shuffled
     sqs_delay: float = 0.03  # a message is delivered late
@@ -63,13 +63,11 @@ class FaultRates:
     operator_malformed: float = 0.015  # a broken or oversized item, fixed 2-20 minutes later
     operator_backfill: float = 0.01  # a backfill of the last minutes (also at each outage's end)
     # per tick: a person runs a job now between the tick's read of it and its claim, so the claim
-    # links its run behind a stale end of the job's chain and must relink it (design.md, "Overlap").
+    # read a stale end of the job's chain: its transaction must lose and read again (design.md).
     operator_manual_run: float = 0.05
     # per tick: a person re-times, pauses or deletes a job between the tick's read of it and its
-    # claim's run, and the registrar applies it at once: the change cannot adopt a run that does
-    # not exist yet, so it fences the occurrence off (a cancelled record the claim's create cannot
-    # replace); without that, the claim's run would go out outside the job's chain (design.md,
-    # "Overlap"; the mutant ``fence``).
+    # claim, and the registrar applies it at once: the claim, conditional on the state's version,
+    # must lose whole and read the changed job again (design.md, "Overlap").
     operator_change_mid_claim: float = 0.03
     stream_delay: float = 0.05  # per stream record: the registrar sees it 10-120 s late
     stream_duplicate: float = 0.05  # per stream record: delivered twice (a retried batch)

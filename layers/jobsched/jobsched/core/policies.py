@@ -44,15 +44,35 @@ MAX_CHAIN_STEPS = 32
 
 def chain_step(run: Mapping[str, Any] | None) -> tuple[bool, str | None]:
     """One step of the walk: whether this run holds the job's turn, and the run to read next.
-    A skipped run passes the walk to the run it was skipped for (``blocked_by``); a finished or
-    expired run ends it."""
+    A skipped run passes the walk to the run it was skipped for (``blocked_by``). A run that
+    failed without ever starting (its dispatches ran out) never walked the chain itself, so it
+    cannot vouch that the runs before it ended: it passes the walk to its predecessor
+    (``after_run_id``). Any other finished or expired run ends it: it started, so it walked to a
+    free turn, and finished is final."""
     if run is None:
         return False, None
     if run.get("status") in UNFINISHED:
         return True, None
     if run.get("status") == RunStatus.SKIPPED.value and run.get("blocked_by"):
         return False, str(run["blocked_by"])
+    if run.get("status") == RunStatus.FAILED.value and "first_started_at" not in run:
+        after = run.get("after_run_id")
+        return False, str(after) if after else None
     return False, None
+
+
+def not_yet_due(run: Mapping[str, Any], now: int) -> bool:
+    """A claimed run that has not come due and never ran: it holds no turn for a run that starts
+    before it (a person's manual run, a backfill). The starter passes over it, and marks it as
+    overtaken in its own start's transaction (``overtake_op``), so that when it comes due it
+    waits for the starter: the clock decides which of the two runs first, never whether both
+    run at once."""
+    return (
+        run.get("status") == RunStatus.PENDING.value
+        and int(run.get("attempt", 1)) == 1
+        and "first_started_at" not in run
+        and int(run.get("scheduled_at", 0)) > now
+    )
 
 
 def decide_overlap(policy: OverlapPolicy, run_id: str, holder: Mapping[str, Any] | None) -> OverlapDecision:

@@ -176,31 +176,6 @@ def plan_registration(
     )
 
 
-def withdrawn_occurrence(state: Item | None, plan: RegistrationPlan, now: int, reach_ms: int) -> int | None:
-    """The job's next occurrence, when this change moves the job off it before it came due but
-    within a claim's reach (``reach_ms``: the trigger claims up to its lookahead ahead, give or take
-    clock skew): a claim that read the job before the change may be making its run right now. A
-    due one is not returned: the change settles it first, and its record fences such a claim."""
-    if state is None or state.get("status") != JobStatus.ACTIVE.value or "next_run_at" not in state:
-        return None
-    occurrence = int(state["next_run_at"])
-    if not now < occurrence <= now + reach_ms:
-        return None
-    kept = None if "next_run_at" in plan.remove else occurrence
-    if plan.set.get("next_run_at", kept) == occurrence:
-        return None  # the job keeps its place: a claim under way finishes as a claim
-    return occurrence
-
-
-WITHDRAWN_BY = {
-    Registration.SCHEDULED: "job re-timed before this occurrence came due",
-    Registration.PAUSED: "job paused before this occurrence came due",
-    Registration.FINISHED: "job re-timed to a schedule that has ended before this occurrence came due",
-    Registration.INVALID: "job became invalid before this occurrence came due",
-    Registration.DELETED: "job deleted before this occurrence came due",
-}
-
-
 def _behind(state: Item | None, now: int) -> bool:
     """The state is active and its next occurrence has come due without a record yet."""
     return (

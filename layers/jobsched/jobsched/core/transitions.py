@@ -9,11 +9,11 @@ never on the job item people write, so a person's put-item or delete cannot undo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key, shard_of
+from jobsched.core.run import RunKind, RunStatus, run_key, shard_of
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
 from jobsched.core.writes import (
     JOBS,
@@ -28,7 +28,6 @@ from jobsched.core.writes import (
     eq,
     exists,
     is_in,
-    le,
     not_exists,
 )
 
@@ -66,28 +65,12 @@ def _next_is(occurrence: int, why: str) -> Cond:
     return eq("next_run_at", occurrence, why)
 
 
-def _run_is_new(read_version: int | None = None) -> Cond:
-    """``read_version``: the job state's version the writer planned from. Given, the writer may
-    also replace a change's cancellation made at or before that version (the occurrence is due
-    again under what the writer read); never one made after it."""
-    new = not_exists(
+def _run_is_new() -> Cond:
+    return not_exists(
         "run_id",
         "the occurrence already has a record: another trigger, a retried tick, the miss detector, "
         "the registrar or a backfill made it first. The run id is deterministic, so exactly one "
         "writer creates it",
-    )
-    if read_version is None:
-        return new
-    return any_of(
-        "a record exists: only a cancellation the writer's read of the job already showed may go",
-        new,
-        le(
-            "fence_version",
-            read_version,
-            "a claim that read the job before a change withdrew this occurrence loses to the "
-            "change's cancellation (its version is newer than the claim's read); a claim, or a "
-            "settle, that read the job after the change may replace it",
-        ),
     )
 
 
@@ -219,75 +202,18 @@ def new_run_item(
     return item
 
 
-def create_run_op(run: RunItem, read_version: int) -> Put:
-    """A claim's first write: the occurrence's run, created once. The claim writes it before it
-    advances the job (two writes, not one transaction: half the write units). A claimer that dies
-    between the two leaves a pending run with its dispatch lease (recovered and sent by the miss
-    detector) and a job whose next claim finds the run and only advances. ``read_version``: the
-    state's version the claim read (a change made since has fenced the occurrence off)."""
-    return Put(RUNS, run, condition=(_run_is_new(read_version),), label="create run")
-
-
-def cancel_occurrence_op(
-    state: StateItem, occurrence: int, reason: str, now: int, cfg: SchedulerConfig
-) -> Put:
-    """The registrar's change moves a job off its next occurrence before it came due, and before
-    any claim of it made its run: a claim that read the job before the change may still be about
-    to make it, and that run would then be outside the job's chain (the change cannot adopt a run
-    that does not exist yet). This record, in the change's transaction, takes the occurrence's key
-    first: such a claim's create fails (``_run_is_new``: the record's ``fence_version`` is newer
-    than its read), and a claim that landed first fails this write, so the change reads again
-    and adopts it. It stays as the occurrence's history: withdrawn, with the change as reason."""
-    job_id = str(state["job_id"])
-    run = new_run_item(
-        job_id,
-        run_id_for(job_id, occurrence),
-        occurrence,
-        None,
-        str(state.get("def_hash") or ""),
-        RunKind.SCHEDULED,
-        now,
-        cfg,
-        status=RunStatus.CANCELLED,
-        reason=reason,
-    )
-    fence = int(state["version"]) + 1  # the version the change writes
-    run["fence_version"] = fence
-    return Put(
-        RUNS,
-        run,
-        condition=(
-            any_of(
-                "the occurrence has no record but an older cancellation",
-                not_exists("run_id", "a claim made the run first: the change must adopt it, not fence it"),
-                le("fence_version", fence, "an earlier change's cancellation: this change's replaces it"),
-            ),
-        ),
-        label="cancel occurrence",
-    )
-
-
-def relink_op(run: RunItem, after_run_id: str | None) -> Update:
-    """Link a claim's run, created from a stale read of its job, behind the chain's real end. A
-    new token: a message sent with the old link is dropped as stale, and the relinked run is
-    sent again."""
-    as_read = run.get("after_run_id")
-    return Update(
-        RUNS,
-        run_key(run["run_id"]),
-        condition=(
-            _run_status(RunStatus.PENDING),
-            _run_token(run["version"]),  # not started: a started run walked from its old link
-            (
-                eq("after_run_id", as_read, "no one linked it since we read it")
-                if as_read is not None
-                else not_exists("after_run_id", "no one linked it since we read it")
-            ),
-        ),
-        label="relink run",
-        set={"version": run["version"] + 1, **({"after_run_id": after_run_id} if after_run_id else {})},
-        remove=() if after_run_id else ("after_run_id",),
-    )
+def claim_ops(state: StateItem, run: RunItem, next_occurrence: int | None, now: int) -> list[WriteOp]:
+    """The claim: one transaction, the job's linearisation point. The occurrence's run is created
+    (``attribute_not_exists``), linked behind the chain's end as read (``after_run_id`` =
+    ``latest_run_id``), and the job's state moves past the occurrence and makes the run the
+    chain's end, conditional on the state's version. Either both land or neither does: no actor
+    ever meets a run that exists without its state having moved (a "half-made claim"), and the
+    link the run carries is the chain's end at the instant it joins, whoever's clock or index
+    page the claimer read. A claim that read a stale state loses its condition and reads again."""
+    return [
+        Put(RUNS, run, condition=(_run_is_new(),), label="create run"),
+        _advance(state, int(run["scheduled_at"]), next_occurrence, now, str(run["run_id"])),
+    ]
 
 
 def advance_op(
@@ -295,57 +221,10 @@ def advance_op(
     occurrence: int,
     next_occurrence: int | None,
     now: int,
-    latest_run_id: str | None = None,
 ) -> Update:
-    """A claim's second write: the job moved past the occurrence (also when its run was made by
-    someone else first: a backfill, the miss detector, or this claimer before a crash). With
-    ``latest_run_id``, the run joins the job's chain in the same write (``link``): it costs no
-    write unit of its own."""
-    return _advance(state, occurrence, next_occurrence, now, latest_run_id)
-
-
-# --- half-made claims: the chain's end when a claim's advance did not land ---------------------
-
-
-@dataclass(frozen=True)
-class UnfinishedClaim:
-    """The job's next occurrence as a claim left it between its two writes: the run exists (the
-    claim's first write) but the job was not advanced (its second), because the claimer died
-    or lost the advance. Such a run is not in the job's chain yet and has not been sent."""
-
-    run: RunItem
-    occurrence: int
-    next_occurrence: int | None
-
-
-def finish_claim_ops(state: StateItem, claim: UnfinishedClaim, now: int) -> list[WriteOp]:
-    """What the claimer's advance would have written: the job past the occurrence and its run
-    the chain's end (``adopt_claim``). Written by the miss detector before it sends such a run:
-    sent on a stale link, it could start beside an ad-hoc run that joined the chain while its
-    claimer was gone. One transaction: the relink's own condition fails it whole."""
-    relink, end = adopt_claim(state, claim)
-    return [*relink, _advance(state, claim.occurrence, claim.next_occurrence, now, end)]
-
-
-def adopt_claim(state: StateItem, claim: UnfinishedClaim | None) -> tuple[list[WriteOp], str | None]:
-    """Whoever moves a job past an occurrence whose claim is unfinished (the claim's advance, the
-    miss detector, a settled chunk, the registrar's change) makes that claim's run the chain's
-    end in the same transaction, so that it never runs outside the chain. Returns the relink
-    (when the run was created from an older read: an ad-hoc run joined the chain since; only a
-    run not yet started, by its own condition) and the chain's end after it."""
-    latest = state.get("latest_run_id")
-    if claim is None:
-        return [], latest
-    run = claim.run
-    relink = run.get("after_run_id") != latest and run.get("status") == RunStatus.PENDING.value
-    return ([relink_op(run, latest)] if relink else []), str(run["run_id"])
-
-
-def _adopted(state: StateItem, claim: UnfinishedClaim) -> Item:
-    """The state's chain end and record mark once a claim's run is adopted: a later change then
-    knows the occurrence has its record (``last_scheduled_at``)."""
-    last = max(int(state.get("last_scheduled_at") or 0), claim.occurrence)
-    return {"latest_run_id": str(claim.run["run_id"]), "last_scheduled_at": last}
+    """Move the job past an occurrence that already has its record (a backfill of it made the
+    record, and joined the chain then): no second run, the chain's end unchanged."""
+    return _advance(state, occurrence, next_occurrence, now, None)
 
 
 # --- settling, ad-hoc runs ----------------------------------------------------------------------
@@ -360,7 +239,6 @@ def settle_ops(
     catchups: int,
     now: int,
     switch: tuple[Item, tuple[str, ...]] | None = None,
-    claim: UnfinishedClaim | None = None,
 ) -> list[WriteOp]:
     """Write a chunk of occurrences that came due without a claim (catch-up runs, late runs and
     missed records, oldest first) and move the job past them, atomically.
@@ -372,8 +250,7 @@ def settle_ops(
     in the same write: the registrar's change of timing or status, made together with the last
     chunk of the old timing's occurrences. The chunk's runs that will run join the job's chain
     (``link_runs``: their ``after_run_id`` is set in place, so what the caller dispatches carries
-    it), behind ``claim``'s run when the chunk starts at an unfinished claim's occurrence
-    (``adopt_claim``; its relink goes last in the transaction).
+    it) in the same transaction that moves the chain's end: like a claim, one linearisation point.
     """
     sets: Item = {
         "version": state["version"] + 1,
@@ -381,8 +258,7 @@ def settle_ops(
         "catchups": catchups,
         "last_scheduled_at": max(last, int(state.get("last_scheduled_at") or 0)),
     }
-    relink, end = adopt_claim(state, claim)
-    latest = link_runs(end, records)
+    latest = link_runs(state.get("latest_run_id"), records)
     if latest is not None:
         sets["latest_run_id"] = latest
     remove: tuple[str, ...] = ()
@@ -416,9 +292,8 @@ def settle_ops(
             remove=remove,
         )
     ]
-    is_new = _run_is_new(int(state["version"]))
-    ops += [Put(RUNS, run, condition=(is_new,), label=f"record {run['run_id']}") for run in records]
-    return ops + relink
+    ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run in records]
+    return ops
 
 
 def adhoc_run_ops(run: RunItem, state: StateItem | None) -> list[WriteOp]:
@@ -511,27 +386,20 @@ def register_ops(
     sets: Item,
     remove: tuple[str, ...],
     now: int,
-    claim: UnfinishedClaim | None = None,
-) -> list[WriteOp]:
+) -> Update:
     """The registrar's change of a job's state: its definition digest, timing, status and place.
-    A claim caught between its two writes by the change is adopted (``adopt_claim``): its run
-    runs once, as if claimed just before the change, inside the chain."""
+    Conditional on the state's version alone: every claim moves that version in the same
+    transaction as it makes its run, so a change either follows a claim whole (the run is in the
+    chain and runs as claimed) or precedes it (the claim loses and reads the changed job)."""
     version = int(state["version"]) if state is not None else 0
-    relink, _ = adopt_claim(state, claim) if state is not None else ([], None)
-    adopted = _adopted(state, claim) if state is not None and claim is not None else {}
-    if "last_scheduled_at" in adopted and "last_scheduled_at" in sets:
-        adopted["last_scheduled_at"] = max(adopted["last_scheduled_at"], int(sets["last_scheduled_at"]))
-    return [
-        Update(
-            STATE,
-            {"job_id": job_id},
-            condition=(_state_as_read(state),),
-            label="register job",
-            set={**sets, **adopted, "version": version + 1, "updated_at": now},
-            remove=tuple(name for name in remove if state is not None and name in state),
-        ),
-        *relink,
-    ]
+    return Update(
+        STATE,
+        {"job_id": job_id},
+        condition=(_state_as_read(state),),
+        label="register job",
+        set={**sets, "version": version + 1, "updated_at": now},
+        remove=tuple(name for name in remove if state is not None and name in state),
+    )
 
 
 def report_op(job_id: str, status: str, reasons: list[str] | None, def_hash: str, now: int) -> Update:
@@ -556,9 +424,22 @@ def report_op(job_id: str, status: str, reasons: list[str] | None, def_hash: str
 # --- starting, heartbeats ----------------------------------------------------------------------
 
 
-def start_op(run_id: str, version: int, owner: str, lease_until: int, now: int) -> Update:
+def start_op(
+    run_id: str, version: int, owner: str, lease_until: int, now: int, overtaken_by: str | None = None
+) -> Update:
     """A worker takes over a pending run: the takeover bumps the fencing token it will hold. The
-    job's turn needs no write here: the worker read it from the chain (``core/policies.py``)."""
+    job's turn needs no write here: the worker read it from the chain (``core/policies.py``).
+    ``overtaken_by``: the run that passed over this one before it came due, which the worker
+    found finished (or runs beside it under ``allow``); None: no run may have overtaken it."""
+    overtaken = (
+        eq("overtaken_by", overtaken_by, "the run that overtook this one is the one the worker read")
+        if overtaken_by is not None
+        else not_exists(
+            "overtaken_by",
+            "no run started before this one came due (``overtake_op``): else the worker must "
+            "wait for that run, which the walk back along the chain cannot see",
+        )
+    )
     return Update(
         RUNS,
         run_key(run_id),
@@ -566,6 +447,7 @@ def start_op(run_id: str, version: int, owner: str, lease_until: int, now: int) 
             exists("run_id", "a message for a run that does not exist starts nothing"),
             _run_status(RunStatus.PENDING),
             _run_token(version),
+            overtaken,
         ),
         label="start run",
         set={
@@ -577,6 +459,30 @@ def start_op(run_id: str, version: int, owner: str, lease_until: int, now: int) 
             "lease_expires_at": lease_until,
         },
         set_if_missing={"first_started_at": now},
+        remove=("overtaken_by",) if overtaken_by is not None else (),
+    )
+
+
+def overtake_op(passed: RunItem, starter_id: str) -> Update:
+    """In a start's transaction: a run not yet due that the starter passed over is marked, so its
+    own start sees the starter. Its token is not moved (its message stays good); the mark is
+    conditional on the run as the walk read it, so a run that started or was recovered since
+    fails the starter's write, and the starter walks again."""
+    before = passed.get("overtaken_by")
+    return Update(
+        RUNS,
+        run_key(passed["run_id"]),
+        condition=(
+            _run_status(RunStatus.PENDING),
+            _run_token(passed["version"]),
+            (
+                eq("overtaken_by", before, "no other run overtook it since the walk read it")
+                if before is not None
+                else not_exists("overtaken_by", "no other run overtook it since the walk read it")
+            ),
+        ),
+        label="overtake run",
+        set={"overtaken_by": starter_id},
     )
 
 

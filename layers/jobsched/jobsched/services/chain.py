@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobsched.core.clock import dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
-from jobsched.core.policies import MAX_CHAIN_STEPS, chain_step
-from jobsched.core.run import NOT_RUN, RunKind, RunStatus, run_id_for, run_key
-from jobsched.core.state import JobStatus, state_schedule
-from jobsched.core.transitions import UnfinishedClaim, promote_op
+from jobsched.core.policies import MAX_CHAIN_STEPS, chain_step, not_yet_due
+from jobsched.core.run import RunStatus, run_key
+from jobsched.core.transitions import promote_op
 from jobsched.core.writes import RUNS
 from jobsched.ports import Store
 
@@ -29,20 +27,27 @@ class Chain:
         self._store = store
         self._cfg = cfg
 
-    def holder(self, after_run_id: str | None) -> Item | None:
-        """The unfinished run that holds the job's turn before this one, or None: it is free."""
+    def holder(self, after_run_id: str | None, now: int) -> tuple[Item | None, list[Item]]:
+        """The unfinished run that holds the job's turn before this one, or None: it is free;
+        and the runs passed over on the way because they have not come due (``not_yet_due``),
+        which the start must mark as overtaken in its own write."""
         run_id = after_run_id
+        passed: list[Item] = []
         for _ in range(MAX_CHAIN_STEPS):
             if run_id is None:
-                return None
+                return None, passed
             run = self._store.get(RUNS, run_key(run_id))
+            if run is not None and not_yet_due(run, now):
+                passed.append(run)
+                run_id = run.get("after_run_id")
+                continue
             holds, run_id = chain_step(run)
             if holds:
-                return run
+                return run, passed
         if run_id is None:
-            return None
+            return None, passed
         # Too long a walk: treat the turn as taken (skip behind the last run read), never as free.
-        return {"run_id": run_id, "status": RunStatus.BUFFERED.value}
+        return {"run_id": run_id, "status": RunStatus.BUFFERED.value}, passed
 
     def promote_waiting(self, holder_id: str, now: int) -> Item | None:
         """After the holder ended: promote the run waiting behind it, if any. Returns the run to
@@ -61,22 +66,3 @@ class Chain:
         except (ConditionFailed, StoreError):
             return None
         return promoted
-
-
-def unfinished_claim(store: Store, state: Item | None) -> UnfinishedClaim | None:
-    """The claim of the job's next occurrence that made its run but has not advanced the job, if
-    any (one strongly consistent read, paid when the miss detector is about to send a scheduled
-    run that was never sent). A run made by anyone else is in the chain already: a backfill or
-    the miss detector moved the chain's end with it, and a missed or cancelled record holds no
-    turn."""
-    if state is None or state.get("status") != JobStatus.ACTIVE.value or "next_run_at" not in state:
-        return None
-    occurrence = int(state["next_run_at"])
-    run_id = run_id_for(str(state["job_id"]), occurrence)
-    if state.get("latest_run_id") == run_id:
-        return None
-    run = store.get(RUNS, run_key(run_id))
-    if run is None or run.get("kind") != RunKind.SCHEDULED.value or run.get("status") in NOT_RUN:
-        return None
-    following = state_schedule(state).next_after(ms_to_dt(occurrence))
-    return UnfinishedClaim(run, occurrence, dt_to_ms(following) if following is not None else None)

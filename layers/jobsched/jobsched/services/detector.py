@@ -20,12 +20,12 @@ from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.job import OverlapPolicy
-from jobsched.core.run import RunKind, RunStatus, run_key
+from jobsched.core.run import RunStatus, run_key
 from jobsched.core.timing import effective_grace_ms, is_overdue
-from jobsched.core.transitions import finish_claim_ops, recheck_buffered_ops, recheck_op, recover_op
-from jobsched.core.writes import RUNS, STATE
+from jobsched.core.transitions import recheck_buffered_ops, recheck_op, recover_op
+from jobsched.core.writes import RUNS
 from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
-from jobsched.services.chain import Chain, unfinished_claim
+from jobsched.services.chain import Chain
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.loaded_job import load_job
@@ -232,8 +232,6 @@ class MissDetector:
         result.leases_rechecked += 1
 
     def _recover(self, run: dict[str, Any], now: int, result: DetectResult) -> dict[str, Any] | None:
-        if run.get("status") == RunStatus.PENDING.value and run.get("kind") == RunKind.SCHEDULED.value:
-            run = self._finish_claim(run, now)
         max_attempts = _max_attempts(run)
         update, after = recover_op(run, now, self._cfg, max_attempts)
         try:
@@ -264,21 +262,6 @@ class MissDetector:
             recovery_latency_ms=latency,
         )
         return after
-
-    def _finish_claim(self, run: dict[str, Any], now: int) -> dict[str, Any]:
-        """A scheduled run never sent: if its claimer died between its two writes (the job was
-        not advanced), make the claimer's advance first, so that the run goes out on the
-        chain's current end. Returns the run as it now is. A write lost here leaves the lease
-        expired for the next sweep."""
-        state = self._store.get(STATE, {"job_id": run["job_id"]})
-        claim = unfinished_claim(self._store, state)
-        if state is None or claim is None or claim.run["run_id"] != run["run_id"]:
-            return run
-        self._store.write(finish_claim_ops(state, claim, now))
-        self._telemetry.event(
-            "claim.finished", run["run_id"], by="miss_detector", after=state.get("latest_run_id")
-        )
-        return self._store.get(RUNS, run_key(run["run_id"])) or run
 
     def _recheck_buffered(self, run: dict[str, Any], now: int, result: DetectResult) -> dict[str, Any] | None:
         """A buffered run's lease lapsed: renew it while its holder runs, else promote it."""
@@ -378,7 +361,7 @@ class MissDetector:
         result.items = before + len(settled.records)
         result.missed_recorded += len(settled.missed)
         result.catchups_started += len(settled.to_dispatch)
-        if settled.records or settled.adopted:
+        if settled.records:
             result.jobs_caught_up += 1
         if not settled.complete and not settled.lost_race:
             result.stopped_early = True

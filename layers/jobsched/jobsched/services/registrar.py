@@ -17,22 +17,18 @@ from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.job import InvalidJob, JobDefinition, bound_reasons, definition_digest
-from jobsched.core.run import RunStatus, run_id_for, run_key
 from jobsched.core.state import (
-    WITHDRAWN_BY,
     JobStatus,
     Registration,
     RegistrationPlan,
     plan_registration,
     state_misfire,
     state_schedule,
-    withdrawn_occurrence,
 )
 from jobsched.core.timing import effective_grace_ms
-from jobsched.core.transitions import cancel_occurrence_op, register_ops, report_op
-from jobsched.core.writes import JOBS, RUNS, STATE, Item
+from jobsched.core.transitions import register_ops, report_op
+from jobsched.core.writes import JOBS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
-from jobsched.services.chain import unfinished_claim
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.settle import Settler, SettleRequest
@@ -219,29 +215,10 @@ class Registrar:
             self._register_state(settled.state, job_id, plan, now)
 
     def _register_state(self, state: Item | None, job_id: str, plan: RegistrationPlan, now: int) -> None:
-        """Write the plan to the state, adopting a claim the change caught between its writes, or
-        fencing off one that may be about to make its run (``cancel_occurrence_op``)."""
-        claim = unfinished_claim(self._store, state)
-        ops = register_ops(state, job_id, plan.set, plan.remove, now, claim)
-        cancelled = self._withdrawn(state, plan, now) if claim is None else None
-        if state is not None and cancelled is not None:
-            ops.append(cancel_occurrence_op(state, cancelled, WITHDRAWN_BY[plan.outcome], now, self._cfg))
-        self._store.write(ops)
-        if claim is not None:
-            self._telemetry.event("claim.adopted", str(claim.run["run_id"]), by="registrar")
-        if cancelled is not None:
-            self._telemetry.event("run.cancelled", run_id_for(job_id, cancelled), reason=plan.outcome.value)
-
-    def _withdrawn(self, state: Item | None, plan: RegistrationPlan, now: int) -> int | None:
-        """The occurrence to fence off, if the change withdraws one a claim may be making and no
-        record holds its key yet (a record there already fences any claim; one more read, only
-        for a change made within a lookahead of the job's next occurrence)."""
-        reach = self._cfg.lookahead_seconds * 1000 + self._cfg.clock_skew_allowance_ms
-        occurrence = withdrawn_occurrence(state, plan, now, reach)
-        if state is None or occurrence is None:
-            return None
-        record = self._store.get(RUNS, run_key(run_id_for(str(state["job_id"]), occurrence)))
-        return occurrence if record is None or record.get("status") == RunStatus.CANCELLED.value else None
+        """Write the plan to the state: one conditional write on the version read. A claim
+        that landed first moved the version, so this fails and the change is planned again
+        from the state the claim left (its run runs as claimed, inside the chain)."""
+        self._store.update(register_ops(state, job_id, plan.set, plan.remove, now))
 
     def _budget(self, deadline_ms: int | None) -> Callable[[int], bool]:
         def left(_written: int) -> bool:

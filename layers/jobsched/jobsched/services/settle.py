@@ -32,12 +32,11 @@ from jobsched.core.limits import (
     item_size,
 )
 from jobsched.core.policies import MisfireFate, plan_misfire
-from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key
+from jobsched.core.run import RunKind, RunStatus, run_id_for
 from jobsched.core.schedule import Schedule
-from jobsched.core.transitions import UnfinishedClaim, new_run_item, settle_ops
-from jobsched.core.writes import RUNS, Item
+from jobsched.core.transitions import new_run_item, settle_ops
+from jobsched.core.writes import Item
 from jobsched.ports import Store, Telemetry
-from jobsched.services.chain import unfinished_claim
 
 # Occurrences settled per job per pass: a per-second job down for a day is 86,400; the rest are
 # settled by the next pass, from where this one left the job.
@@ -56,7 +55,6 @@ class Settled:
     complete: bool = False  # every occurrence up to the bound is written (and the switch applied)
     lost_race: bool = False  # the state changed under us: the caller reads it again
     switched: bool = False  # the request's switch was written with the last chunk
-    adopted: str | None = None  # an unfinished claim's run, made the chain's end with the first chunk
     state: Item = field(default_factory=dict)  # the state as our writes left it
 
     @property
@@ -99,9 +97,6 @@ class Settler:
         if not instants:
             done.complete = True  # nothing came due: the caller applies any switch on its own
             return done
-        # A claim caught between its two writes at the first occurrence: its run stands for that
-        # occurrence's record, and joins the chain with the first chunk (``adopt_claim``).
-        claim = unfinished_claim(self._store, state)
         records = self._records(state, request, instants, truncated, now)
         catchups = int(state.get("catchups", 0))
         chunks = chunks_by_size(records, item_size, CHUNK_RECORDS, CHUNK_BYTES)
@@ -111,21 +106,14 @@ class Settler:
             last_chunk = index == len(chunks) - 1 and not truncated
             following = request.schedule.next_after(ms_to_dt(chunk[-1]["scheduled_at"]))
             resume_at = dt_to_ms(following) if following is not None else None
-            new = [run for run in chunk if claim is None or run["run_id"] != claim.run["run_id"]]
-            catchups += sum(1 for run in new if run["kind"] == RunKind.CATCHUP.value)
+            catchups += sum(1 for run in chunk if run["kind"] == RunKind.CATCHUP.value)
             switch = request.switch if last_chunk else None
             span = (chunk[0]["scheduled_at"], chunk[-1]["scheduled_at"])
-            outcome = self._write_chunk(done.state, new, span, resume_at, catchups, now, switch, claim)
-            if outcome is None:
+            written = self._write_chunk(done.state, chunk, span, resume_at, catchups, now, switch)
+            if written is None:
                 done.lost_race = True
                 return done
-            written, claim = outcome
-            done.state = _after(done.state, chunk, resume_at, catchups, switch, written, claim)
-            if claim is not None:
-                done.adopted = str(claim.run["run_id"])
-                self._telemetry.event("claim.adopted", done.adopted, by="settle")
-                done.to_dispatch.append(self._adopted(claim, request))
-                claim = None  # adopted with the first chunk
+            done.state = _after(done.state, chunk, resume_at, catchups, switch, written)
             done.switched = switch is not None
             done.records += written
             done.to_dispatch += [
@@ -176,14 +164,6 @@ class Settler:
             )
         return records
 
-    def _adopted(self, claim: UnfinishedClaim, request: SettleRequest) -> Item:
-        """The adopted claim's run, to send (never sent: its claimer's advance did not land),
-        read back for the token a relink gave it; the dispatcher reads its definition back by
-        digest unless it is the one at hand."""
-        run = self._store.get(RUNS, run_key(str(claim.run["run_id"]))) or claim.run
-        same = run.get("def_hash") == request.def_hash and request.snapshot is not None
-        return {**run, "definition": request.snapshot} if same else run
-
     def _write_chunk(
         self,
         state: Item,
@@ -193,18 +173,15 @@ class Settler:
         catchups: int,
         now: int,
         switch: tuple[Item, tuple[str, ...]] | None,
-        claim: UnfinishedClaim | None,
-    ) -> tuple[list[Item], UnfinishedClaim | None] | None:
+    ) -> list[Item] | None:
         """Write one chunk, the occurrences ``span`` covers. A record that exists already (a
-        backfill made it, or a person re-ran it) is left as it is and dropped from the chunk, so
-        no occurrence gets two. One at the chunk's first occurrence may be a claim's run made
-        since the settle read the job (its claim's advance has not landed): it is adopted, as
-        a claim found half made at the start would be, and stands for that record. Returns the
-        records written and the claim adopted."""
+        backfill made it, and joined the chain then) is left as it is and dropped from the
+        chunk, so no occurrence gets two. Any other lost condition is the state moving: None,
+        and the caller reads it again. Returns the records written."""
         first, last = span
         records = list(chunk)
         for _ in range(WRITE_TRIES + len(chunk)):
-            ops = settle_ops(state, records, first, last, resume_at, catchups, now, switch, claim)
+            ops = settle_ops(state, records, first, last, resume_at, catchups, now, switch)
             try:
                 self._store.write(ops)
             except ConditionFailed as lost:
@@ -213,13 +190,9 @@ class Settler:
                 if existing is None:
                     self._telemetry.event("settle.lost", str(state["job_id"]), failed=lost.label)
                     return None
-                if claim is None and existing["scheduled_at"] == first:
-                    # Left out of the chunk but not adopted, that run would go out at its dispatch
-                    # lease beside the chunk's first late run, both linked to the same end.
-                    claim = unfinished_claim(self._store, state)
                 records.remove(existing)
                 continue
-            return records, claim
+            return records
         return None
 
     def _report(self, written: list[Item]) -> None:
@@ -255,12 +228,10 @@ def _after(
     catchups: int,
     switch: tuple[Item, tuple[str, ...]] | None,
     written: list[Item],
-    claim: UnfinishedClaim | None,
 ) -> dict[str, Any]:
     """The state as one chunk's write left it (so the next chunk needs no read)."""
     after = {**state, "version": state["version"] + 1, "catchups": catchups}
-    runs = [claim.run] if claim is not None else []
-    runs += [run for run in written if run["status"] == RunStatus.PENDING.value]
+    runs = [run for run in written if run["status"] == RunStatus.PENDING.value]
     if runs:
         after["latest_run_id"] = runs[-1]["run_id"]
     after["last_scheduled_at"] = max(chunk[-1]["scheduled_at"], int(state.get("last_scheduled_at") or 0))

@@ -24,17 +24,11 @@ from typing import Any
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, Throttled, TransientStoreError
-from jobsched.core.run import NOT_RUN, RunKind, RunStatus, run_id_for, run_key
+from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key
 from jobsched.core.state import JobStatus
 from jobsched.core.timing import is_overdue
-from jobsched.core.transitions import (
-    UnfinishedClaim,
-    advance_op,
-    create_run_op,
-    finish_claim_ops,
-    new_run_item,
-)
-from jobsched.core.writes import RUNS, STATE, Item, WriteOp
+from jobsched.core.transitions import advance_op, claim_ops, new_run_item
+from jobsched.core.writes import RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
@@ -346,12 +340,11 @@ class Trigger:
         result: TickResult,
         claimed: _Claimed,
     ) -> str | None:
-        """Claim one occurrence: create its run, then advance the job. The run goes out only once
-        an advance made it the end of the job's chain, and then from whichever claimer's advance
-        did (the one that created it, or a racer that found it): a run sent before its link is
-        settled could start beside an ad-hoc run that joined the chain meanwhile. Raises
-        ``_Lost`` when the job's state moved under us, or the advance's outcome is unknown.
-        Returns the run the job's chain now ends with, if this claim moved it."""
+        """Claim one occurrence: one transaction makes its run, links it behind the chain's end
+        and moves the job past it (``claim_ops``). Once it lands the run is the chain's end and is
+        sent. Raises ``_Lost`` when the job's state moved under us (a racer, a change, a stale
+        index page): the caller reads the job again and derives everything afresh. Returns the
+        run the job's chain now ends with, or None when the job moved on without a new run."""
         run_id = run_id_for(job.definition.job_id, occurrence)
         # Tags the claim as this tick's own: a write retried after its first attempt landed (a
         # lost response) fails its condition, and the tag tells that from a racer's claim.
@@ -368,94 +361,45 @@ class Trigger:
             claimed_by=claimed_by,
             after_run_id=state.get("latest_run_id"),
         )
-        created = self._create_run(run, claimed_by, int(state["version"]))
-        if created is not None and run_id not in claimed.counted:
+        try:
+            self._store.write(claim_ops(state, run, next_occurrence, tick.now))
+        except (ConditionFailed, TransientStoreError) as lost:
+            existing = self._store.get(RUNS, run_key(run_id))
+            if existing is not None and existing.get("claimed_by") == claimed_by:
+                run = existing  # our own transaction landed; its response was lost
+            elif isinstance(lost, TransientStoreError):
+                raise  # nothing of ours landed: the job is claimed again after a re-read
+            elif existing is not None and lost.op_index == 0:
+                self._advance_past_record(state, occurrence, next_occurrence, tick, result)
+                return None
+            else:
+                raise _Lost() from lost
+        if run_id not in claimed.counted:
             claimed.counted.add(run_id)
             self._count_claim(run, tick, result)
-        link = self._chain_link(created, run_id, state)
-        ops: list[WriteOp] = (
-            finish_claim_ops(state, UnfinishedClaim(link, occurrence, next_occurrence), tick.now)
-            if link is not None
-            else [advance_op(state, occurrence, next_occurrence, tick.now)]
-        )
-        reread = len(ops) > 1  # relinked: its token moved
+        self._send(run, job, claimed)
+        return run_id
+
+    def _advance_past_record(
+        self, state: Item, occurrence: int, next_occurrence: int | None, tick: _Tick, result: TickResult
+    ) -> None:
+        """The occurrence has a record already (a backfill of it made one and joined the chain
+        then): move the job past it without a second run. Conditional on the state as read, so
+        a change made meanwhile makes this claim read again."""
         try:
-            self._store.write(ops)
-        except (ConditionFailed, TransientStoreError) as moved:
-            now_state = self._state_after_loss(job.definition.job_id)
-            # An unknown outcome, the SDK's retry of a write that landed failing its own
-            # condition, or a change the registrar made meanwhile, adopting our run: if the run
-            # we made is the chain's end now, it is ours to send, as it is now (at worst a racer's
-            # advance made it so and sends it too, under the same token).
-            ours = link is not None and created is not None
-            landed = ours and now_state is not None and now_state.get("latest_run_id") == run_id
-            if not landed:
-                raise _Lost() from moved  # read the job again; the run goes out with a later advance
-            reread = True  # whoever made it the end may have relinked it
-        if link is not None:
-            if len(ops) > 1:
-                self._telemetry.event("claim.relinked", run_id, after=state.get("latest_run_id"))
-            self._send_linked(link, reread, job, claimed)
+            self._store.update(advance_op(state, occurrence, next_occurrence, tick.now))
+        except ConditionFailed as moved:
+            raise _Lost() from moved
+        result.duplicates += 1
+        self._telemetry.event("claim.duplicate_occurrence", run_id_for(str(state["job_id"]), occurrence))
 
-        if created is None:
-            # The occurrence had a record already (a backfill, the miss detector): the job is
-            # moved on without a second run.
-            result.duplicates += 1
-            self._telemetry.event("claim.duplicate_occurrence", run_id)
-        return run_id if link is not None else None
-
-    def _chain_link(self, created: Item | None, run_id: str, state: Item) -> Item | None:
-        """The claimed occurrence's record if the advance is to make it the end of the job's
-        chain, else None. A record this claim created joins; so does a racing or dead claimer's
-        (its advance never landed). A backfill's or the detector's record is in the chain
-        already: whoever made it moved the chain's end."""
-        if state.get("latest_run_id") == run_id:
-            return None  # the end already
-        record = created or self._store.get(RUNS, run_key(run_id))
-        if record is None or record.get("kind") != RunKind.SCHEDULED.value:
-            return None
-        return record if record.get("status") not in NOT_RUN else None
-
-    def _state_after_loss(self, job_id: str) -> Item | None:
-        try:
-            return self._store.get(STATE, {"job_id": job_id})
-        except StoreError:
-            return None
-
-    def _send_linked(self, record: Item, reread: bool, job: LoadedJob, claimed: list[Item]) -> None:
-        """Send the run an advance or an adoption made the chain's end, if no worker has it yet;
-        read back first when its token may have moved (a relink)."""
-        if reread:
-            record = self._store.get(RUNS, run_key(str(record["run_id"]))) or record
-            claimed[:] = [r for r in claimed if r["run_id"] != record["run_id"]]
-        if record.get("status") != RunStatus.PENDING.value or any(
-            r["run_id"] == record["run_id"] for r in claimed
-        ):
+    def _send(self, run: Item, job: LoadedJob, claimed: list[Item]) -> None:
+        """Send the claimed run once per tick. The message carries the definition when it is the
+        one at hand; else the dispatcher reads the run's own back by its digest."""
+        if run.get("status") != RunStatus.PENDING.value or any(r["run_id"] == run["run_id"] for r in claimed):
             return
-        # The message carries the definition when it is the one at hand; else the dispatcher
-        # reads the run's own back by its digest.
-        definition = {"definition": job.snapshot} if record.get("def_hash") == job.def_hash else {}
-        claimed.append({**record, **definition})
-
-    def _create_run(self, run: Item, claimed_by: str, read_version: int) -> Item | None:
-        """The run as created by this claim (now, or by its own earlier attempt whose response
-        was lost), or None when someone else's record is there (also a change's cancellation
-        made after ``read_version``, the state's version the claim read)."""
-        key = run_key(run["run_id"])
-        try:
-            self._store.write([create_run_op(run, read_version)])
-            return run
-        except ConditionFailed as lost:
-            existing = lost.current or self._store.get(RUNS, key)
-            if existing is None:  # a record was there and is gone (expired history): try again
-                raise TransientStoreError(f"{run['run_id']}: lost to a record no longer there") from lost
-        except TransientStoreError:
-            existing = self._store.get(RUNS, key)
-            if existing is None:
-                raise  # not written: the job is claimed again after a re-read
-        if existing is not None and existing.get("claimed_by") == claimed_by:
-            return existing
-        return None
+        definition = {"definition": job.snapshot} if run.get("def_hash") == job.def_hash else {}
+        claimed.append({**run, **definition})
 
     def _count_claim(self, run: Item, tick: _Tick, result: TickResult) -> None:
         result.claimed += 1

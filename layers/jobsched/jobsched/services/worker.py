@@ -23,13 +23,14 @@ from jobsched.core.clock import Clock, EventWaiter, Waiter
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, TransientStoreError
 from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
-from jobsched.core.policies import OverlapDecision, attempts_left, decide_overlap, retry_delay_ms
+from jobsched.core.policies import UNFINISHED, OverlapDecision, attempts_left, decide_overlap, retry_delay_ms
 from jobsched.core.run import RunMessage, RunStatus, run_key
 from jobsched.core.timing import worker_lease_until
 from jobsched.core.transitions import (
     buffer_at_start_ops,
     finish_ops,
     heartbeat_op,
+    overtake_op,
     retry_op,
     skip_at_start_ops,
     start_op,
@@ -150,13 +151,10 @@ class Worker:
             # The snapshot was valid when claimed; an invalid one means a corrupted message.
             raise PoisonMessage(f"run {message.run_id}: definition invalid: {exc}") from exc
         owner = f"{self._worker_id}/{next(self._takeovers)}"
+        overtaken_by: str | None = None  # a run that passed over this one, as its lost start read
         for _ in range(COMMIT_TRIES):
             now = self._clock.now_ms()
-            holder = (
-                None
-                if definition.overlap is OverlapPolicy.ALLOW
-                else self._chain.holder(message.after_run_id)
-            )
+            holder, passed = self._turn(message, definition, overtaken_by, now)
             decision = decide_overlap(definition.overlap, message.run_id, holder)
             if holder is not None and decision is not OverlapDecision.RUN:
                 settled = self._settle_overlap(message, decision, holder, now)
@@ -164,13 +162,33 @@ class Worker:
                     return settled
                 continue  # the holder moved on meanwhile: walk the chain again
             lease_until = worker_lease_until(now, deadline_ms, self._cfg)
-            op = start_op(message.run_id, message.version, owner, lease_until, now)
+            start = start_op(message.run_id, message.version, owner, lease_until, now, overtaken_by)
+            ops: list[WriteOp] = [start, *(overtake_op(run, message.run_id) for run in passed)]
             try:
-                self._write_unsure([op], lambda: self._is_own_start(message, owner))
-            except ConditionFailed as lost:  # a duplicate or stale message
-                return self._drop_duplicate(message, lost.current)
+                self._write_unsure(ops, lambda: self._is_own_start(message, owner))
+            except ConditionFailed as lost:
+                if lost.op is not start:
+                    continue  # a run passed over started or was recovered: walk again
+                current = lost.current or {}
+                if _still_ours(current, message) and current.get("overtaken_by") != overtaken_by:
+                    overtaken_by = current.get("overtaken_by")  # a run started before this came due
+                    continue
+                return self._drop_duplicate(message, lost.current)  # a duplicate or stale message
             return self._started(message, definition, owner, now, deadline_ms)
         raise TransientStoreError(f"run {message.run_id}: could not settle the start; SQS will redeliver")
+
+    def _turn(
+        self, message: RunMessage, definition: JobDefinition, overtaken_by: str | None, now: int
+    ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """Who holds the job's turn before this run (None: free), and the runs not yet due that
+        this start passes over. A run that overtook this one holds the turn until it ends."""
+        if definition.overlap is OverlapPolicy.ALLOW:
+            return None, []
+        if overtaken_by is not None:
+            overtaker = self._store.get(RUNS, run_key(overtaken_by))
+            if overtaker is not None and overtaker.get("status") in UNFINISHED:
+                return overtaker, []
+        return self._chain.holder(message.after_run_id, now)
 
     def _started(
         self, message: RunMessage, definition: JobDefinition, owner: str, now: int, deadline_ms: int
@@ -415,3 +433,8 @@ class Worker:
             if was_mine():
                 return
             self._store.write(ops)
+
+
+def _still_ours(current: dict[str, Any], message: RunMessage) -> bool:
+    """The run is as the message knows it: pending under the message's token."""
+    return current.get("status") == RunStatus.PENDING.value and current.get("version") == message.version
