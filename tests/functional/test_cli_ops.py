@@ -114,6 +114,22 @@ def test_backfill_runs_each_occurrence_once_ever(
     assert again == {"created": [], "rerun": [], "already_existed": first["created"]}
 
 
+def test_register_accepts_ranges_that_wrap_around(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    # AWS's own example, as someone moving from EventBridge would paste it.
+    spec = tmp_path / "nights.json"
+    spec.write_text(json.dumps({**JOB, "job_id": "nights", "schedule": "cron(0/30 20-2 ? * MON-FRI *)"}))
+    code, out, err = run_cli(capsys, resources, "register", str(spec), "--json")
+    assert code == 0 and err == "" and as_json(out) == {"nights": "scheduled"}
+    code, out, _ = run_cli(capsys, resources, "show", "nights", "--json")
+    assert as_json(out)["status"] == "active" and "next_run_at" in as_json(out)
+    # A reversed year range is the one range that cannot wrap.
+    spec.write_text(json.dumps({**JOB, "job_id": "years", "schedule": "cron(0 3 * * ? 2030-2026)"}))
+    code, _, err = run_cli(capsys, resources, "register", str(spec))
+    assert code == 2 and "year range 2030-2026 is reversed" in err
+
+
 def test_invalid_job_is_refused_with_reasons(
     capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
 ) -> None:

@@ -42,6 +42,21 @@ def test_invalid_item_is_marked_with_reasons(env: Env) -> None:
     assert "invalid_reasons" not in env.job("bad")
 
 
+def test_wrapped_ranges_are_scheduled_and_a_wrapped_year_is_invalid(env: Env) -> None:
+    # The registrar validates with the one schedule parser: a weekend range that wraps
+    # (SAT-SUN) with night hours that wrap (22-2) is a schedule. T0 is Tuesday 2026-12-01
+    # 00:00Z, so the first run is Saturday the 5th at 00:00.
+    register_raw(env, job("weekend-nights", "cron(0 22-2 ? * SAT-SUN *)").to_item())
+    state = env.job("weekend-nights")
+    assert state["status"] == "active" and state["next_run_at"] == T0 + 4 * 24 * HOUR
+    register_raw(env, {"job_id": "years", "schedule": "cron(0 0 * * ? 2030-2026)", "target": "log"})
+    state = env.job("years")
+    assert state["status"] == "invalid"
+    assert any(
+        r.startswith("schedule") and "year range 2030-2026 is reversed" in r for r in state["invalid_reasons"]
+    )
+
+
 def test_paused_and_resumed(env: Env) -> None:
     register_raw(env, job("p", enabled=False).to_item())
     assert env.job("p")["status"] == "paused" and "next_run_at" not in env.job("p")

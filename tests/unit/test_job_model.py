@@ -98,6 +98,7 @@ def reasons_for(item: dict[str, Any]) -> list[str]:
         ({"scheduel": "rate(1 minute)"}, "scheduel", "unknown field"),
         ({"schedule": "cron(61 * * * ? *)"}, "schedule", "schedule"),
         ({"schedule": "every day"}, "schedule", "at(...), rate(...) or cron(...)"),
+        ({"schedule": "cron(0 3 * * ? 2030-2026)"}, "schedule", "year range 2030-2026 is reversed"),
         ({"timezone": "Mars/Olympus"}, "timezone", "Mars/Olympus"),
         ({"payload": json.dumps({"blob": "x" * MAX_PAYLOAD_BYTES})}, "payload", "limit"),
         ({"payload": "{not json"}, "payload", "not valid JSON"),
@@ -113,6 +114,20 @@ def test_invalid_items_name_the_field(changes: dict[str, Any], field: str, words
     matching = [r for r in reasons if r.startswith(field)]
     assert matching, f"no reason names {field}: {reasons}"
     assert any(words in r for r in matching), reasons
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        "cron(0/30 20-2 ? * MON-FRI *)",
+        "cron(0 8 ? * SAT-SUN *)",
+        "cron(0 0 28-3 NOV-FEB ? *)",
+        "cron(50-10 * * * ? *)",
+    ],
+)
+def test_ranges_that_wrap_around_are_valid(schedule: str) -> None:
+    definition = JobDefinition.from_item(base_item(schedule=schedule, timezone="America/New_York"))
+    assert definition.schedule == schedule
 
 
 def test_every_problem_is_reported_at_once() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import calendar
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -55,6 +56,14 @@ def _name(value: int, names: list[str] | None, low: int, use_name: bool) -> str:
     return names[value - low] if names is not None and use_name else str(value)
 
 
+def walk(a: int, b: int, low: int, high: int) -> list[int]:
+    """The values of range a-b one by one, going past ``high`` back to ``low`` if b < a."""
+    values = [a]
+    while values[-1] != b:
+        values.append(low if values[-1] == high else values[-1] + 1)
+    return values
+
+
 @st.composite
 def numeric_field(
     draw: st.DrawFn,
@@ -63,9 +72,17 @@ def numeric_field(
     names: list[str] | None = None,
     allow_star: bool = True,
     field_high: int | None = None,
+    wrap: bool = False,
 ) -> Field:
-    """Values are drawn from low-high; ``field_high`` is the field's true maximum, which "a/s" runs to."""
-    kind = draw(st.sampled_from(["star", "single", "list", "range", "step", "star_step", "range_step"]))
+    """Values are drawn from low-high; ``field_high`` is the field's true maximum, which "a/s" runs to.
+
+    With ``wrap``, some ranges run backwards (start above end) and wrap around low-high, which
+    must then be the whole field.
+    """
+    kinds = ["star", "single", "list", "range", "step", "star_step", "range_step"]
+    if wrap:
+        kinds += ["wrap", "wrap_step", "wrap_list"]
+    kind = draw(st.sampled_from(kinds))
     if not allow_star and kind in ("star", "star_step"):
         kind = "range"
     use_name = names is not None and draw(st.booleans())
@@ -82,6 +99,8 @@ def numeric_field(
         vs = draw(st.lists(st.integers(low, high), min_size=2, max_size=4, unique=True))
         return Field(",".join(show(v) for v in vs), frozenset(vs))
     step = draw(st.integers(1, max(1, (high - low) // 2 + 1)))
+    if kind.startswith("wrap"):
+        return _wrapped(draw, kind, low, high, step, show)
     if kind == "star_step":
         return Field(f"*/{step}", frozenset(range(low, high + 1, step)))
     a = draw(st.integers(low, high))
@@ -93,8 +112,24 @@ def numeric_field(
     return Field(f"{show(a)}-{show(b)}/{step}", frozenset(range(a, b + 1, step)))
 
 
+def _wrapped(draw: st.DrawFn, kind: str, low: int, high: int, step: int, show: Callable[[int], str]) -> Field:
+    """A range a-b with b < a (stepped, or in a list, by ``kind``), with its walked values."""
+    a = draw(st.integers(low + 1, high))
+    b = draw(st.integers(low, a - 1))
+    text = f"{show(a)}-{show(b)}"
+    values = walk(a, b, low, high)
+    if kind == "wrap_step":
+        text += f"/{step}"
+        values = values[::step]
+    if kind == "wrap_list":
+        extra = draw(st.integers(low, high))
+        text += f",{show(extra)}"
+        values.append(extra)
+    return Field(text, frozenset(values))
+
+
 @st.composite
-def dom_text(draw: st.DrawFn, special: bool = True) -> str:
+def dom_text(draw: st.DrawFn, special: bool = True, wrap: bool = False) -> str:
     kinds = ["plain"] * 3
     if special:
         kinds += ["L", "L-n", "LW", "nW"]
@@ -107,11 +142,11 @@ def dom_text(draw: st.DrawFn, special: bool = True) -> str:
         return "LW"
     if kind == "nW":
         return f"{draw(st.integers(1, 31))}W"
-    return draw(numeric_field(1, 31)).text
+    return draw(numeric_field(1, 31, wrap=wrap)).text
 
 
 @st.composite
-def dow_text(draw: st.DrawFn, special: bool = True) -> str:
+def dow_text(draw: st.DrawFn, special: bool = True, wrap: bool = False) -> str:
     kinds = ["plain"] * 3
     if special:
         kinds += ["L", "nL", "hash"]
@@ -122,7 +157,7 @@ def dow_text(draw: st.DrawFn, special: bool = True) -> str:
         return f"{draw(st.integers(1, 7))}L"
     if kind == "hash":
         return f"{draw(st.sampled_from([str(d) for d in range(1, 8)] + WEEKDAYS))}#{draw(st.integers(1, 5))}"
-    return draw(numeric_field(1, 7, WEEKDAYS)).text
+    return draw(numeric_field(1, 7, WEEKDAYS, wrap=wrap)).text
 
 
 def year_field(min_year: int = 2020, max_year: int = 2035) -> st.SearchStrategy[Field]:
@@ -132,15 +167,16 @@ def year_field(min_year: int = 2020, max_year: int = 2035) -> st.SearchStrategy[
 
 
 @st.composite
-def cron_expr(draw: st.DrawFn, special: bool = True, years: bool = True) -> Expr:
-    minutes = draw(numeric_field(0, 59))
-    hours = draw(numeric_field(0, 23))
-    month = draw(numeric_field(1, 12, MONTHS))
+def cron_expr(draw: st.DrawFn, special: bool = True, years: bool = True, wrap: bool = False) -> Expr:
+    """A cron expression; ``wrap`` adds ranges that wrap around in every field but the year."""
+    minutes = draw(numeric_field(0, 59, wrap=wrap))
+    hours = draw(numeric_field(0, 23, wrap=wrap))
+    month = draw(numeric_field(1, 12, MONTHS, wrap=wrap))
     year = draw(year_field()) if years else Field("*", frozenset(range(1970, 2200)))
     if draw(st.booleans()):
-        dom, dow = draw(dom_text(special)), "?"
+        dom, dow = draw(dom_text(special, wrap)), "?"
     else:
-        dom, dow = "?", draw(dow_text(special))
+        dom, dow = "?", draw(dow_text(special, wrap))
     return Expr(minutes, hours, dom, dow, month, year)
 
 
@@ -165,7 +201,9 @@ def plain_values(text: str, low: int, high: int, names: list[str] | None) -> set
             a, b = low, high
         elif "-" in rng:
             x, y = rng.split("-")
-            a, b = value(x), value(y)
+            # A backwards range wraps past the field's maximum (day-of-month after 31).
+            out |= set(walk(value(x), value(y), low, high)[::step])
+            continue
         else:
             a = value(rng)
             b = high if step_text else a

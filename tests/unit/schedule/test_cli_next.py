@@ -63,10 +63,41 @@ def test_default_after_is_now(capsys: pytest.CaptureFixture[str]) -> None:
     assert 0 < (first - before).total_seconds() <= 61
 
 
+def test_wrapped_ranges_as_an_eventbridge_user_writes_them(capsys: pytest.CaptureFixture[str]) -> None:
+    # AWS's own example: Friday evening to 23:30 (Saturday is not MON-FRI), then Monday from 00:00.
+    code, lines, err = _run(
+        ["next", "cron(0/30 20-2 ? * MON-FRI *)", "--after", "2026-01-02T22:45:00Z", "--count", "4"], capsys
+    )
+    assert code == 0 and err == ""
+    assert lines == [
+        "2026-01-02T23:00:00Z",
+        "2026-01-02T23:30:00Z",
+        "2026-01-05T00:00:00Z",
+        "2026-01-05T00:30:00Z",
+    ]
+    # Weekends at 08:00 in Berlin (UTC+1 in January): Saturday 3rd, Sunday 4th, Saturday 10th.
+    code, lines, _ = _run(
+        [
+            "next",
+            "cron(0 8 ? * SAT-SUN *)",
+            "--tz",
+            "Europe/Berlin",
+            "--after",
+            "2026-01-02T00:00:00Z",
+            "--count",
+            "3",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert lines == ["2026-01-03T07:00:00Z", "2026-01-04T07:00:00Z", "2026-01-10T07:00:00Z"]
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
         (["next", "cron(0 0 ? * 8 *)"], "day-of-week 8 is out of range 1-7"),
+        (["next", "cron(0 0 * * ? 2030-2026)"], "year range 2030-2026 is reversed"),
         (["next", "rate(5 minute)"], "rate unit 'minute' requires value 1"),
         (["next", "rate(1 day)", "--tz", "Mars/Base"], "unknown time zone 'Mars/Base'"),
         (["next", "rate(1 day)", "--after", "yesterday"], "--after 'yesterday' is not an ISO 8601"),

@@ -32,6 +32,65 @@ def test_minutes_operators(field_text: str, expected: tuple[int, ...]) -> None:
     assert parse_cron_fields(f"{field_text} 0 * * ? *").minutes == expected
 
 
+@pytest.mark.parametrize(
+    ("body", "attribute", "expected"),
+    [
+        # A range whose start exceeds its end runs to the field's maximum, then from its minimum.
+        ("50-10 0 * * ? *", "minutes", (*range(11), *range(50, 60))),
+        ("59-0 0 * * ? *", "minutes", (0, 59)),
+        ("0 22-2 * * ? *", "hours", (0, 1, 2, 22, 23)),
+        ("0 12-8 * * ? *", "hours", (*range(9), *range(12, 24))),
+        ("0 23-0 * * ? *", "hours", (0, 23)),
+        ("0 0 1 NOV-FEB ? *", "months", (1, 2, 11, 12)),
+        ("0 0 1 JUN-FEB ? *", "months", (1, 2, 6, 7, 8, 9, 10, 11, 12)),
+        ("0 0 1 12-1 ? *", "months", (1, 12)),
+        # A step counts along the wrapped sequence, not from the field's minimum.
+        ("0 20-2/2 * * ? *", "hours", (0, 2, 20, 22)),
+        ("0 21-3/3 * * ? *", "hours", (0, 3, 21)),
+        ("50-10/15 0 * * ? *", "minutes", (5, 50)),
+        ("0 0 1 OCT-MAR/2 ? *", "months", (2, 10, 12)),
+        # Inside a list, and next to a forward range.
+        ("0 1-2,22-23,23-0 * * ? *", "hours", (0, 1, 2, 22, 23)),
+        # Equal ends are the one value, never a whole cycle.
+        ("0 5-5 * * ? *", "hours", (5,)),
+    ],
+)
+def test_wrapped_ranges(body: str, attribute: str, expected: tuple[int, ...]) -> None:
+    assert getattr(parse_cron_fields(body), attribute) == expected
+
+
+@pytest.mark.parametrize(
+    ("dow", "weekdays"),
+    [
+        ("SAT-SUN", {7, 1}),
+        ("FRI-MON", {6, 7, 1, 2}),
+        ("6-2", {6, 7, 1, 2}),
+        ("TUE-SUN", {3, 4, 5, 6, 7, 1}),
+        ("SAT-FRI", {1, 2, 3, 4, 5, 6, 7}),
+        ("FRI-MON/2", {6, 1}),
+        ("mon-fri,sat-sun", {1, 2, 3, 4, 5, 6, 7}),
+    ],
+)
+def test_wrapped_day_of_week(dow: str, weekdays: set[int]) -> None:
+    rule = parse_cron_fields(f"0 0 ? * {dow} *").day_of_week
+    assert rule is not None and rule.weekdays == frozenset(weekdays)
+
+
+@pytest.mark.parametrize(
+    ("dom", "days"),
+    [
+        # Day-of-month wraps after 31 whatever the month; the evaluator drops days a month lacks.
+        ("28-3", {28, 29, 30, 31, 1, 2, 3}),
+        ("31-1", {31, 1}),
+        ("28-3/2", {28, 30, 1, 3}),
+        ("30-2/2", {30, 1}),
+    ],
+)
+def test_wrapped_day_of_month(dom: str, days: set[int]) -> None:
+    rule = parse_cron_fields(f"0 0 {dom} * ? *").day_of_month
+    assert rule is not None and rule.days == frozenset(days)
+
+
 def test_names_are_case_insensitive_and_mix_with_numbers() -> None:
     fields = parse_cron_fields("0 0 ? jan,Mar-MAY,12 mon-FRI,sun *")
     assert fields.months == (1, 3, 4, 5, 12)
@@ -94,8 +153,12 @@ def test_day_of_week_specials() -> None:
         ("cron(x 0 * * ? *)", "minutes value 'x' is not a number 0-59"),
         ("cron(0/0 0 * * ? *)", "minutes step 0 must be at least 1"),
         ("cron(0/x 0 * * ? *)", "minutes step 'x' is not a number"),
-        ("cron(0 5-2 * * ? *)", "hours range 5-2 is reversed"),
-        ("cron(0 0 ? * FRI-MON *)", "day-of-week range FRI-MON is reversed"),
+        # Ranges wrap around in every field but the year, which has no cycle to wrap around.
+        ("cron(0 0 * * ? 2030-2026)", "year range 2030-2026 is reversed; a year range cannot wrap"),
+        ("cron(0 0 * * ? 2199-1970/5)", "year range 2199-1970 is reversed"),
+        ("cron(0 20-2/0 * * ? *)", "hours step 0 must be at least 1"),
+        ("cron(0 0 ? * L-2 *)", "day-of-week 'L-2' is not valid; 'L-n' is allowed only in day-of-month"),
+        ("cron(0 0 28-3W * ? *)", "day-of-month '28-3W' is not valid"),
         ("cron(1,,2 0 * * ? *)", "minutes '1,,2' has an empty list item"),
         ("cron(0 ? * * ? *)", "hours does not accept '?'"),
         ("cron(0 0 * * * *)", "day-of-month '*' and day-of-week '*' cannot both be set"),

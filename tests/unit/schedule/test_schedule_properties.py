@@ -9,7 +9,18 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobsched.core.schedule import parse_schedule
-from schedule_strategies import ZONES, Expr, cron_expr, first_instant, missed_between, wall_matches
+from jobsched.core.schedule.cron import parse_cron_fields
+from schedule_strategies import (
+    MONTHS,
+    WEEKDAYS,
+    ZONES,
+    Expr,
+    cron_expr,
+    first_instant,
+    missed_between,
+    plain_values,
+    wall_matches,
+)
 
 FAR = datetime(2200, 1, 1, tzinfo=UTC)
 RESULTS = 12
@@ -79,6 +90,35 @@ def test_cron_occurrences_match_oracle(expr: Expr, zone_after: tuple[str, dateti
         # Any instant inside a gap leads to the gap's end.
         inside = results[0] - timedelta(seconds=1)
         assert schedule.next_after(inside) == results[0]
+    if len(results) < RESULTS:
+        last = results[-1] if results else after
+        assert schedule.next_after(last) is None
+
+
+@_settings
+@given(expr=cron_expr(wrap=True))
+def test_wrapped_ranges_denote_the_walked_values(expr: Expr) -> None:
+    """The parser's value sets equal the oracle's, which walks each range value by value."""
+    fields = parse_cron_fields(expr.text.removeprefix("cron(").removesuffix(")"))
+    assert fields.minutes == tuple(sorted(expr.minutes.values))
+    assert fields.hours == tuple(sorted(expr.hours.values))
+    assert fields.months == tuple(sorted(expr.month.values))
+    assert set(fields.months) == plain_values(expr.month.text, 1, 12, MONTHS)
+    plain = not any(mark in expr.dom + expr.dow for mark in "LW#")
+    if plain and fields.day_of_month is not None:
+        assert fields.day_of_month.days == plain_values(expr.dom, 1, 31, None)
+    if plain and fields.day_of_week is not None:
+        assert fields.day_of_week.weekdays == plain_values(expr.dow, 1, 7, WEEKDAYS)
+
+
+@_settings
+@given(expr=cron_expr(wrap=True), zone_after=zone_and_instant())
+def test_wrapped_cron_occurrences_match_oracle(expr: Expr, zone_after: tuple[str, datetime]) -> None:
+    """Ranges that wrap around, in every field but the year, in zones with and near DST changes."""
+    zone, after = zone_after
+    schedule = parse_schedule(expr.text, zone)
+    results = list(schedule.occurrences(after, FAR, limit=RESULTS))
+    _check_sequence(expr, zone, after, results)
     if len(results) < RESULTS:
         last = results[-1] if results else after
         assert schedule.next_after(last) is None

@@ -129,14 +129,30 @@ def _parse_item(item: str, field: _Field) -> set[int]:
         if dash:
             high = _parse_value(end_text, field)
             if high < low:
-                raise ScheduleError(
-                    f"{field.name} range {start_text}-{end_text} is reversed; "
-                    "the start must not exceed the end"
-                )
+                return _wrapped_range(low, high, step, field, range_part)
         else:
             # "5/15" means from 5 to the field's maximum every 15, as in AWS/Quartz.
             high = field.high if slash else low
     return set(range(low, high + 1, step))
+
+
+def _wrapped_range(start: int, end: int, step: int, field: _Field, text: str) -> set[int]:
+    """A range whose start exceeds its end: start to the field's maximum, then its minimum to end.
+
+    AWS documents it by example (``cron(0/30 20-2 ? * MON-FRI *)`` runs from 22:00 to 02:00).
+    A step counts along the wrapped sequence (``20-2/2`` is 20, 22, 0, 2), and day-of-month
+    wraps after 31 whatever the month's length, as Quartz does; the evaluator then keeps only
+    the days the month has. Years have no cycle to wrap around, so a reversed year range is
+    an error.
+    """
+    if field is _YEAR:
+        raise ScheduleError(
+            f"year range {text} is reversed; a year range cannot wrap around, "
+            "so the start must not exceed the end"
+        )
+    span = field.high - field.low + 1
+    # Walk start..end+span (end + span is end, one cycle later) and fold each value back.
+    return {field.low + (value - field.low) % span for value in range(start, end + span + 1, step)}
 
 
 # Every number in a cron field fits in 4 digits; a longer text (leading zeros aside) is out of
@@ -218,6 +234,12 @@ def _parse_day_of_week(text: str) -> DayOfWeekRule:
         if not 1 <= nth <= 5:
             raise ScheduleError(f"day-of-week occurrence #{nth} is out of range 1-5")
         return DayOfWeekRule(nth=(weekday, nth))
+    if upper.startswith("L-"):
+        # AWS documents L-n for day-of-month only; in day-of-week it has no meaning to guess.
+        raise ScheduleError(
+            f"day-of-week {text!r} is not valid; 'L-n' is allowed only in day-of-month "
+            "(in day-of-week, 'nL' is the last day n of the month)"
+        )
     # Names contain no "L" except when written as the suffix ("FRIL" is unusual but unambiguous).
     if upper.endswith("L"):
         _reject_in_list(text, "L", _DOW)
