@@ -306,8 +306,8 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
 
 
 def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]) -> None:
-    """Only the registrar writes job items (its report); the trigger and the detector read them;
-    the worker never touches them. Every function that moves a schedule writes the state table;
+    """Only the registrar writes job items (its report); the trigger, the detector and the worker
+    (a promotion's definition, services/definitions.py) read them. Every function that moves a schedule writes the state table;
     the worker moves no schedule (the overlap chain is on the runs) and only reads it."""
     jobs = {"Fn::GetAtt": ["JobsTable", "Arn"]}
     state = {"Fn::GetAtt": ["StateTable", "Arn"]}
@@ -316,7 +316,7 @@ def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]
         grants = _grants(template, function)
         on_jobs = {action for action, resources in grants.items() if jobs in resources}
         expected = {
-            "WorkerFunction": set(),
+            "WorkerFunction": {"dynamodb:GetItem"},
             "TriggerFunction": {"dynamodb:GetItem"},
             "MissDetectorFunction": {"dynamodb:GetItem"},
             "RegistrarFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
