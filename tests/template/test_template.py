@@ -51,6 +51,7 @@ LIST_ENV = {
     "ALLOWED_QUEUE_ARNS": "AllowedTargetQueueArns",
     "ALLOWED_EVENT_BUS_ARNS": "AllowedEventBusArns",
     "ALLOWED_FUNCTION_ARNS": "AllowedFunctionArns",
+    "STAGED_EFFECT_TABLE_ARNS": "StagedEffectTableArns",
 }
 DATA_ACTION = re.compile(r"^(dynamodb:|sqs:|lambda:Invoke|events:Put|s3:|kinesis:|sns:Publish)", re.I)
 
@@ -131,15 +132,18 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
             if "Fn::If" in item:
                 condition, statement, otherwise = item["Fn::If"]
                 assert otherwise == {"Ref": "AWS::NoValue"}
-                conditional[statement["Action"]] = (condition, statement["Resource"])
+                actions = tuple(_as_list(statement["Action"]))
+                conditional[actions] = (condition, statement["Resource"])
+    # Staged effects commit in the worker's own transaction: each contained action on its table.
+    staged = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
     assert conditional == {
-        "sqs:SendMessage": ("HasAllowedQueues", {"Ref": "AllowedTargetQueueArns"}),
-        "events:PutEvents": ("HasAllowedEventBuses", {"Ref": "AllowedEventBusArns"}),
-        "lambda:InvokeFunction": ("HasAllowedFunctions", {"Ref": "AllowedFunctionArns"}),
+        ("sqs:SendMessage",): ("HasAllowedQueues", {"Ref": "AllowedTargetQueueArns"}),
+        ("events:PutEvents",): ("HasAllowedEventBuses", {"Ref": "AllowedEventBusArns"}),
+        ("lambda:InvokeFunction",): ("HasAllowedFunctions", {"Ref": "AllowedFunctionArns"}),
+        staged: ("HasStagedEffectTables", {"Ref": "StagedEffectTableArns"}),
     }
-    for condition, (_, ref) in zip(
-        ("HasAllowedQueues", "HasAllowedEventBuses", "HasAllowedFunctions"), conditional.values(), strict=True
-    ):
+    conditions = ("HasAllowedQueues", "HasAllowedEventBuses", "HasAllowedFunctions", "HasStagedEffectTables")
+    for condition, (_, ref) in zip(conditions, conditional.values(), strict=True):
         assert template["Conditions"][condition] == {
             "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", ref]}, ""]}]
         }
@@ -307,8 +311,9 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
 
 def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]) -> None:
     """Only the registrar writes job items (its report); the trigger, the detector and the worker
-    (a promotion's definition, services/definitions.py) read them. Every function that moves a schedule writes the state table;
-    the worker moves no schedule (the overlap chain is on the runs) and only reads it."""
+    (a promotion's definition, services/definitions.py) read them. Every function that moves a
+    schedule writes the state table; the worker moves no schedule (the overlap chain is on the
+    runs) and only reads it."""
     jobs = {"Fn::GetAtt": ["JobsTable", "Arn"]}
     state = {"Fn::GetAtt": ["StateTable", "Arn"]}
     writes = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
