@@ -101,13 +101,22 @@ def _policy_statements(template: dict[str, Any]) -> list[tuple[str, dict[str, An
     return found
 
 
+# Actions with no resource-level permissions that read no data: a statement may grant them on "*".
+# dynamodb:ListStreams returns stream ARNs (the registrar's stream mapping needs it; docs/deploy.md).
+LIST_ONLY_ACTIONS = {"dynamodb:ListStreams"}
+
+
 def _assert_no_wildcard_data_action(owner: str, statement: dict[str, Any]) -> None:
     assert "NotAction" not in statement and "NotResource" not in statement, f"{owner}: {statement}"
     if statement.get("Effect") != "Allow":
         return
     actions = [str(action) for action in _as_list(statement["Action"])]
     assert "*" not in actions, f"{owner}: Action * in {statement}"
-    data_actions = [action for action in actions if DATA_ACTION.match(action) or action.endswith(":*")]
+    data_actions = [
+        action
+        for action in actions
+        if (DATA_ACTION.match(action) or action.endswith(":*")) and action not in LIST_ONLY_ACTIONS
+    ]
     if not data_actions:
         return
     for resource in _as_list(statement.get("Resource")):
@@ -301,8 +310,15 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
     stream = {"Fn::GetAtt": ["JobsTable", "StreamArn"]}
     for action in ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"):
         assert registrar[action] == [stream], action
-    # ListStreams has no resource-level permissions, so it is not granted at all (never on "*").
-    assert "dynamodb:ListStreams" not in registrar
+    # The stream mapping needs ListStreams, which has no resource-level permissions: granted on
+    # "*" (it returns stream ARNs, no data), in a statement of its own, to the registrar only.
+    assert registrar["dynamodb:ListStreams"] == ["*"]
+    for function in FUNCTIONS:
+        for policy in template["Resources"][function]["Properties"]["Policies"]:
+            for statement in _statements(policy):
+                if "*" in _as_list(statement.get("Resource")):
+                    assert function == "RegistrarFunction", function
+                    assert statement["Action"] == "dynamodb:ListStreams", statement
     failures = {"Fn::GetAtt": ["RegistrarFailureQueue", "Arn"]}
     assert registrar["sqs:GetQueueAttributes"] == [failures]
     # Its sends: failed batches to the failure queue, and late runs of a changed schedule.
