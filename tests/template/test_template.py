@@ -51,6 +51,7 @@ LIST_ENV = {
     "ALLOWED_QUEUE_ARNS": "AllowedTargetQueueArns",
     "ALLOWED_EVENT_BUS_ARNS": "AllowedEventBusArns",
     "ALLOWED_FUNCTION_ARNS": "AllowedFunctionArns",
+    "STAGED_EFFECT_TABLE_ARNS": "StagedEffectTableArns",
 }
 DATA_ACTION = re.compile(r"^(dynamodb:|sqs:|lambda:Invoke|events:Put|s3:|kinesis:|sns:Publish)", re.I)
 
@@ -100,13 +101,22 @@ def _policy_statements(template: dict[str, Any]) -> list[tuple[str, dict[str, An
     return found
 
 
+# Actions with no resource-level permissions that read no data: a statement may grant them on "*".
+# dynamodb:ListStreams returns stream ARNs (the registrar's stream mapping needs it; docs/deploy.md).
+LIST_ONLY_ACTIONS = {"dynamodb:ListStreams"}
+
+
 def _assert_no_wildcard_data_action(owner: str, statement: dict[str, Any]) -> None:
     assert "NotAction" not in statement and "NotResource" not in statement, f"{owner}: {statement}"
     if statement.get("Effect") != "Allow":
         return
     actions = [str(action) for action in _as_list(statement["Action"])]
     assert "*" not in actions, f"{owner}: Action * in {statement}"
-    data_actions = [action for action in actions if DATA_ACTION.match(action) or action.endswith(":*")]
+    data_actions = [
+        action
+        for action in actions
+        if (DATA_ACTION.match(action) or action.endswith(":*")) and action not in LIST_ONLY_ACTIONS
+    ]
     if not data_actions:
         return
     for resource in _as_list(statement.get("Resource")):
@@ -131,15 +141,18 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
             if "Fn::If" in item:
                 condition, statement, otherwise = item["Fn::If"]
                 assert otherwise == {"Ref": "AWS::NoValue"}
-                conditional[statement["Action"]] = (condition, statement["Resource"])
+                actions = tuple(_as_list(statement["Action"]))
+                conditional[actions] = (condition, statement["Resource"])
+    # Staged effects commit in the worker's own transaction: each contained action on its table.
+    staged = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
     assert conditional == {
-        "sqs:SendMessage": ("HasAllowedQueues", {"Ref": "AllowedTargetQueueArns"}),
-        "events:PutEvents": ("HasAllowedEventBuses", {"Ref": "AllowedEventBusArns"}),
-        "lambda:InvokeFunction": ("HasAllowedFunctions", {"Ref": "AllowedFunctionArns"}),
+        ("sqs:SendMessage",): ("HasAllowedQueues", {"Ref": "AllowedTargetQueueArns"}),
+        ("events:PutEvents",): ("HasAllowedEventBuses", {"Ref": "AllowedEventBusArns"}),
+        ("lambda:InvokeFunction",): ("HasAllowedFunctions", {"Ref": "AllowedFunctionArns"}),
+        staged: ("HasStagedEffectTables", {"Ref": "StagedEffectTableArns"}),
     }
-    for condition, (_, ref) in zip(
-        ("HasAllowedQueues", "HasAllowedEventBuses", "HasAllowedFunctions"), conditional.values(), strict=True
-    ):
+    conditions = ("HasAllowedQueues", "HasAllowedEventBuses", "HasAllowedFunctions", "HasStagedEffectTables")
+    for condition, (_, ref) in zip(conditions, conditional.values(), strict=True):
         assert template["Conditions"][condition] == {
             "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", ref]}, ""]}]
         }
@@ -297,8 +310,15 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
     stream = {"Fn::GetAtt": ["JobsTable", "StreamArn"]}
     for action in ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"):
         assert registrar[action] == [stream], action
-    # ListStreams has no resource-level permissions, so it is not granted at all (never on "*").
-    assert "dynamodb:ListStreams" not in registrar
+    # The stream mapping needs ListStreams, which has no resource-level permissions: granted on
+    # "*" (it returns stream ARNs, no data), in a statement of its own, to the registrar only.
+    assert registrar["dynamodb:ListStreams"] == ["*"]
+    for function in FUNCTIONS:
+        for policy in template["Resources"][function]["Properties"]["Policies"]:
+            for statement in _statements(policy):
+                if "*" in _as_list(statement.get("Resource")):
+                    assert function == "RegistrarFunction", function
+                    assert statement["Action"] == "dynamodb:ListStreams", statement
     failures = {"Fn::GetAtt": ["RegistrarFailureQueue", "Arn"]}
     assert registrar["sqs:GetQueueAttributes"] == [failures]
     # Its sends: failed batches to the failure queue, and late runs of a changed schedule.
@@ -306,9 +326,10 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
 
 
 def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]) -> None:
-    """Only the registrar writes job items (its report); the trigger and the detector read them;
-    the worker never touches them. Every function that moves a schedule writes the state table;
-    the worker moves no schedule (the overlap chain is on the runs) and only reads it."""
+    """Only the registrar writes job items (its report); the trigger, the detector and the worker
+    (a promotion's definition, services/definitions.py) read them. Every function that moves a
+    schedule writes the state table; the worker moves no schedule (the overlap chain is on the
+    runs) and only reads it."""
     jobs = {"Fn::GetAtt": ["JobsTable", "Arn"]}
     state = {"Fn::GetAtt": ["StateTable", "Arn"]}
     writes = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
@@ -316,7 +337,7 @@ def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]
         grants = _grants(template, function)
         on_jobs = {action for action, resources in grants.items() if jobs in resources}
         expected = {
-            "WorkerFunction": set(),
+            "WorkerFunction": {"dynamodb:GetItem"},
             "TriggerFunction": {"dynamodb:GetItem"},
             "MissDetectorFunction": {"dynamodb:GetItem"},
             "RegistrarFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},

@@ -41,9 +41,20 @@ def test_names_are_case_insensitive() -> None:
 )
 def test_allow_lists_are_comma_separated(value: str, parsed: list[str]) -> None:
     lists = ("ALLOWED_QUEUE_ARNS", "ALLOWED_EVENT_BUS_ARNS", "ALLOWED_FUNCTION_ARNS")
+    lists += ("STAGED_EFFECT_TABLE_ARNS",)
     settings = Settings.from_env(REQUIRED | dict.fromkeys(lists, value))
     assert settings.allowed_queue_arns == settings.allowed_event_bus_arns == parsed
-    assert settings.allowed_function_arns == parsed
+    assert settings.allowed_function_arns == settings.staged_effect_table_arns == parsed
+
+
+def test_the_lambda_worker_always_checks_staged_effects_against_the_stack_s_list() -> None:
+    """The pure Worker takes None (any table) for tests on their own stores; the Lambda wiring
+    passes the configured list, so an unset parameter allows no table, as the role grants none."""
+    unset = App(Settings.from_env(REQUIRED)).worker("w")
+    assert unset._effect_tables is not None and unset._effect_tables.allowed == ()
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/ledger"
+    listed = App(Settings.from_env(REQUIRED | {"STAGED_EFFECT_TABLE_ARNS": arn})).worker("w")
+    assert listed._effect_tables is not None and listed._effect_tables.allows("ledger")
 
 
 def test_a_missing_or_bad_value_fails_with_its_name() -> None:

@@ -51,8 +51,17 @@ class _RuntimeSettings(BaseModel):
     allowed_queue_arns: list[str] = Field(default_factory=list)
     allowed_event_bus_arns: list[str] = Field(default_factory=list)
     allowed_function_arns: list[str] = Field(default_factory=list)
+    # Tables handlers may stage effects on (ctx.stage_put/stage_update): the worker checks each
+    # staged effect against it (targets/registry.py EffectTables). Empty allows none.
+    staged_effect_table_arns: list[str] = Field(default_factory=list)
 
-    @field_validator("allowed_queue_arns", "allowed_event_bus_arns", "allowed_function_arns", mode="before")
+    @field_validator(
+        "allowed_queue_arns",
+        "allowed_event_bus_arns",
+        "allowed_function_arns",
+        "staged_effect_table_arns",
+        mode="before",
+    )
     @classmethod
     def _split(cls, value: object) -> list[str]:
         if isinstance(value, list | tuple):

@@ -20,7 +20,7 @@ from jobsched.runtime.clock import SystemClock, sleep_ms
 from jobsched.runtime.settings import Settings
 from jobsched.runtime.telemetry import PowertoolsTelemetry, bind_run
 from jobsched.targets.builtin import register_builtins
-from jobsched.targets.registry import HandlerRegistry, RunLogger
+from jobsched.targets.registry import EffectTables, HandlerRegistry, RunLogger
 
 if TYPE_CHECKING:
     from jobsched.ports import GroupInvoker
@@ -127,6 +127,8 @@ class App:
             worker_id,
             logger_for=run_logger,
             sleep_ms=sleep_ms,
+            # Always the stack's list, empty or not: on AWS the role is granted nothing else.
+            effect_tables=EffectTables(self.settings.staged_effect_table_arns),
         )
 
 

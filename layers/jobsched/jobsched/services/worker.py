@@ -41,7 +41,7 @@ from jobsched.services.chain import Chain
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage
-from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
+from jobsched.targets.registry import EffectTables, HandlerRegistry, RunContext, RunLogger
 
 # A message may arrive up to a second early (SQS delays are whole seconds); within this bound the
 # worker waits out the remainder so the start is on time, beyond it the message is re-sent.
@@ -103,8 +103,12 @@ class Worker:
         sleep_ms: Callable[[int], None] = lambda _ms: None,
         rng: random.Random | None = None,
         waiter: Waiter | None = None,
+        effect_tables: EffectTables | None = None,
     ) -> None:
+        """``effect_tables``: the tables handlers may stage effects on (the Lambda wiring passes
+        the stack's list; None allows any, for tests and simulations on their own stores)."""
         self._store = store
+        self._effect_tables = effect_tables
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
@@ -204,6 +208,7 @@ class Worker:
             fencing_token=token,
             idempotency_key=message.run_id,
             logger=self._logger_for(message.run_id),
+            effect_tables=self._effect_tables,
         )
         self._telemetry.event(
             "run.started", message.run_id, attempt=message.attempt, token=token, lag_ms=lag, owner=owner

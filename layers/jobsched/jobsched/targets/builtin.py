@@ -15,8 +15,10 @@ attribute, EventBridge detail field, Lambda payload field) so the receiver can d
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any, Protocol
+from urllib.parse import urlparse
 
 from jobsched.targets.registry import HandlerRegistry, RunContext
 
@@ -36,11 +38,35 @@ def log_payload(ctx: RunContext) -> dict[str, Any]:
     return {"logged": True}
 
 
+def _partition(region: str) -> str:
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
 def _queue_arn(queue_url: str) -> str:
-    # https://sqs.REGION.amazonaws.com/ACCOUNT/NAME -> arn:aws:sqs:REGION:ACCOUNT:NAME
-    parts = queue_url.rstrip("/").split("/")
-    region = parts[2].split(".")[1] if len(parts) > 2 and "." in parts[2] else ""
-    return f"arn:aws:sqs:{region}:{parts[-2]}:{parts[-1]}" if len(parts) >= 2 else queue_url
+    """The ARN of a queue URL, to check against the allowed list:
+    ``https://sqs.REGION.amazonaws.com[.cn]/ACCOUNT/NAME``, the legacy
+    ``https://REGION.queue.amazonaws.com/ACCOUNT/NAME`` and ``https://queue.amazonaws.com/...``
+    (us-east-1), with the partition of the region (``aws-cn``, ``aws-us-gov``). Any other host
+    (a VPC endpoint, a local stack) is taken to be in the function's own region (``AWS_REGION``)."""
+    parsed = urlparse(queue_url)
+    path = [part for part in parsed.path.split("/") if part]
+    if len(path) != 2:
+        return queue_url  # not a queue URL: matches no ARN on the list
+    account, name = path
+    labels = (parsed.hostname or "").lower().split(".")
+    if labels[:3] == ["queue", "amazonaws", "com"]:
+        region = "us-east-1"
+    elif len(labels) > 2 and labels[0] == "sqs" and labels[2] == "amazonaws":
+        region = labels[1]
+    elif len(labels) > 2 and labels[1:3] == ["queue", "amazonaws"]:
+        region = labels[0]
+    else:
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
+    return f"arn:{_partition(region)}:sqs:{region}:{account}:{name}"
 
 
 def _require(allowed: list[str], arn: str, what: str) -> None:

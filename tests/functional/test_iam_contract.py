@@ -1,0 +1,399 @@
+"""The IAM contract: every AWS call each function makes is allowed by the role template.yaml gives
+it (issue 27). moto checks no IAM, so without this a missing grant passes every test and fails
+the first deploy.
+
+The calls are recorded (jobsched_tools.iam.policy.CallRecorder) while the four Lambda entry points
+(functions/*/app.py, and the worker's runtime wiring for a buffer_one promotion) run
+representative scenarios on in-process moto: registrations, a pause, a resume, a re-time that
+settles, a delete and an invalid job through the registrar; a fan-out tick and a group tick of the
+trigger; the worker committing a staged effect, sending to an allowed queue, scheduling a retry
+and promoting a buffered run; the miss detector recovering a dead worker's lease and catching up
+overdue jobs. The calls AWS makes with a role on its behalf (the event source mappings' polling)
+are declared from the Lambda documentation. The template is transformed offline by
+aws-sam-translator and each role's statements resolved for a fake account and stack.
+
+Grants no call uses are printed (and warned), not failed. The mutation test takes each used grant
+away in turn and checks that a recorded call is then denied, so the contract can fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from boto3.dynamodb.types import TypeSerializer
+from jobsched.core.clock import ManualClock
+from jobsched.core.writes import not_exists
+from jobsched.services.messages import parse_run_message
+from jobsched.services.worker import Outcome, Started
+from jobsched.targets.registry import RunContext
+from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
+from jobsched_tools.emulator.provision import load_template, provision
+from jobsched_tools.iam.policy import (
+    Call,
+    CallRecorder,
+    Grant,
+    Stack,
+    denied,
+    evaluate,
+    grants,
+    role_statements,
+    transform,
+    unused,
+    without,
+)
+from lambda_apps import NOW, ROOT, FakeContext, event, load_app
+from moto import mock_aws
+
+FUNCTIONS = ("TriggerFunction", "WorkerFunction", "MissDetectorFunction", "RegistrarFunction")
+ACCOUNT, REGION, STACK_NAME, PREFIX = "123456789012", "us-east-1", "jobsched", "iam"
+EFFECTS = f"{PREFIX}-effects"  # a handler's own table, for staged effects
+TARGET_QUEUE = f"{PREFIX}-target"  # a queue the built-in sqs_send may send to
+STREAM_LABEL = "2026-12-04T00:00:00.000"
+MINUTE = 60_000
+
+
+def table_arn(name: str) -> str:
+    return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
+
+
+def queue_arn(name: str) -> str:
+    return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
+
+
+# The stack's parameters as the scenarios configure the functions: each list non-empty, so that
+# its conditional grant exists and is checked.
+PARAMETERS = {"StagedEffectTableArns": table_arn(EFFECTS), "AllowedTargetQueueArns": queue_arn(TARGET_QUEUE)}
+TRIGGER_ALIAS = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{STACK_NAME}-trigger:live"
+
+
+def contract_stack(template: dict[str, Any]) -> Stack:
+    """The stack as the scenarios' resources: provision() names them ``<prefix>-<suffix>``."""
+    resources: dict[str, dict[str, str]] = {}
+    for logical_id, suffix in (("JobsTable", "jobs"), ("StateTable", "state"), ("RunsTable", "runs")):
+        name = f"{PREFIX}-{suffix}"
+        resources[logical_id] = {"Ref": name, "Arn": table_arn(name)}
+    resources["JobsTable"]["StreamArn"] = f"{table_arn(PREFIX + '-jobs')}/stream/{STREAM_LABEL}"
+    queues = (("WorkQueue", "work"), ("WorkDeadLetterQueue", "dlq"))
+    for logical_id, suffix in (*queues, ("RegistrarFailureQueue", "registrar-failures")):
+        name = f"{PREFIX}-{suffix}"
+        url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}"
+        resources[logical_id] = {"Ref": url, "Arn": queue_arn(name), "QueueName": name}
+    return Stack(template, PARAMETERS, resources, ACCOUNT, REGION, "aws", STACK_NAME)
+
+
+TEMPLATE = load_template()
+STACK = contract_stack(TEMPLATE)
+TRANSFORMED = transform(TEMPLATE, PARAMETERS, REGION)
+STATEMENTS = {function: role_statements(TRANSFORMED, function, STACK) for function in FUNCTIONS}
+GRANTS = [grant for function in FUNCTIONS for grant in grants(function, STATEMENTS[function])]
+
+# What AWS calls with a function's role on its behalf, which no code here makes. Lambda polls the
+# work queue with the worker's role (ReceiveMessage, DeleteMessage, GetQueueAttributes: AWS's
+# AWSLambdaSQSQueueExecutionRole) and reads the jobs stream with the registrar's (DescribeStream,
+# GetRecords, GetShardIterator, ListStreams: AWSLambdaDynamoDBExecutionRole; ListStreams has no
+# resource-level permissions, so it is requested on "*"), and sends a failed batch's record to the
+# on-failure queue with it (SendMessage).
+# https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AWSLambdaSQSQueueExecutionRole.html,
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/iam-policy-example-lamda-process-dynamodb-streams.html,
+# https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AWSLambdaDynamoDBExecutionRole.html
+MAPPING_CALLS = [
+    ("WorkerFunction", "sqs:ReceiveMessage", STACK.attribute("WorkQueue", "Arn")),
+    ("WorkerFunction", "sqs:DeleteMessage", STACK.attribute("WorkQueue", "Arn")),
+    ("WorkerFunction", "sqs:GetQueueAttributes", STACK.attribute("WorkQueue", "Arn")),
+    ("RegistrarFunction", "dynamodb:DescribeStream", STACK.attribute("JobsTable", "StreamArn")),
+    ("RegistrarFunction", "dynamodb:GetRecords", STACK.attribute("JobsTable", "StreamArn")),
+    ("RegistrarFunction", "dynamodb:GetShardIterator", STACK.attribute("JobsTable", "StreamArn")),
+    ("RegistrarFunction", "dynamodb:ListStreams", "*"),
+    ("RegistrarFunction", "sqs:SendMessage", STACK.attribute("RegistrarFailureQueue", "Arn")),
+]
+
+_serializer = TypeSerializer()
+
+
+def job_item(job_id: str, target: str, schedule: str = "rate(1 minute)", **fields: Any) -> dict[str, Any]:
+    plain = {"job_id": job_id, "schedule": schedule, "target": target, **fields}
+    if "payload" in plain:
+        plain["payload"] = json.dumps(plain["payload"])
+    return {key: _serializer.serialize(value) for key, value in plain.items()}
+
+
+def stream_record(kind: str, job_id: str, image: dict[str, Any] | None) -> dict[str, Any]:
+    record: dict[str, Any] = copy.deepcopy(event("registrar_stream.json")["Records"][0])
+    record["eventName"] = kind
+    record["eventID"] = uuid.uuid4().hex
+    change = record["dynamodb"]
+    change["Keys"] = {"job_id": {"S": job_id}}
+    change["SequenceNumber"] = str(uuid.uuid4().int)[:21]
+    change.pop("OldImage", None)
+    if image is None:
+        change.pop("NewImage", None)
+    else:
+        change["NewImage"] = image
+    return record
+
+
+def sqs_record(body: dict[str, Any]) -> dict[str, Any]:
+    record: dict[str, Any] = copy.deepcopy(event("worker_sqs_batch.json")["Records"][0])
+    record.update(messageId=str(uuid.uuid4()), receiptHandle=uuid.uuid4().hex, body=json.dumps(body))
+    return record
+
+
+class Scenario:
+    """The functions' entry points against moto, acting one at a time under the recorder."""
+
+    def __init__(self, recorder: CallRecorder, clock: ManualClock, dynamodb: Any, resources: Any) -> None:
+        self.recorder, self.clock, self.dynamodb, self.resources = recorder, clock, dynamodb, resources
+        self.taken: set[str] = set()
+
+    def advance_to(self, at_ms: int) -> None:
+        self.clock.set(max(self.clock.now_ms(), at_ms))
+
+    def registrar(self, *records: dict[str, Any]) -> None:
+        with self.recorder.acting("RegistrarFunction"):
+            result = load_app("registrar").lambda_handler({"Records": list(records)}, FakeContext("reg"))
+        assert result == {"batchItemFailures": []}
+
+    def put_job(self, item: dict[str, Any], kind: str = "INSERT") -> None:
+        self.dynamodb.put_item(TableName=self.resources.jobs_table, Item=item)
+        self.registrar(stream_record(kind, item["job_id"]["S"], item))
+
+    def trigger(self, tick: dict[str, Any]) -> dict[str, Any]:
+        with self.recorder.acting("TriggerFunction"):
+            summary: dict[str, Any] = load_app("trigger").lambda_handler(tick, FakeContext("tick"))
+        return summary
+
+    def sent(self, job_id: str) -> list[dict[str, Any]]:
+        """Run messages sent to the work queue for ``job_id`` (delayed ones too: moto would hold
+        them in real time), oldest occurrence first, not yet handed to a worker."""
+        bodies = []
+        for _function, service, operation, params in self.recorder.requests:
+            if (service, operation) == ("sqs", "SendMessageBatch") and (
+                params["QueueUrl"] == self.resources.work_queue_url
+            ):
+                bodies += [json.loads(entry["MessageBody"]) for entry in params["Entries"]]
+        mine = [b for b in bodies if b["job_id"] == job_id and self._key(b) not in self.taken]
+        return sorted(mine, key=lambda b: (b["scheduled_at"], b["version"]))
+
+    @staticmethod
+    def _key(body: dict[str, Any]) -> str:
+        return f"{body['run_id']}/{body['version']}"
+
+    def take(self, job_id: str) -> dict[str, Any]:
+        body = self.sent(job_id)[0]
+        self.taken.add(self._key(body))
+        return body
+
+    def worker(self, body: dict[str, Any]) -> None:
+        self.advance_to(body["scheduled_at"])
+        with self.recorder.acting("WorkerFunction"):
+            result = load_app("worker").lambda_handler({"Records": [sqs_record(body)]}, FakeContext("work"))
+        assert result == {"batchItemFailures": []}
+
+    def detector(self) -> dict[str, Any]:
+        with self.recorder.acting("MissDetectorFunction"):
+            summary: dict[str, Any] = load_app("miss_detector").lambda_handler(
+                event("miss_detector_scheduled.json"), FakeContext("detect")
+            )
+        return summary
+
+
+def run_scenarios(scenario: Scenario, sqs: Any) -> None:
+    from jobsched.runtime import wiring
+
+    ledger_job = job_item("ledger", "iam.ledger")
+    scenario.put_job(ledger_job)
+    target_url = sqs.get_queue_url(QueueName=TARGET_QUEUE)["QueueUrl"]
+    scenario.put_job(job_item("sender", "sqs_send", payload={"queue_url": target_url, "message": {"a": 1}}))
+    scenario.put_job(job_item("flaky", "iam.fail", retry={"max_attempts": 3, "backoff_seconds": 1}))
+    scenario.put_job(job_item("buffered", "iam.noop", overlap="buffer_one", timeout_seconds=300))
+    scenario.put_job(job_item("dying", "iam.noop"))
+    changing = job_item("changing", "iam.noop")
+    scenario.put_job(changing)
+    scenario.put_job(job_item("broken", "iam.noop", schedule="cron(61 * * * ? *)"))  # reported invalid
+
+    # The trigger: a scheduled tick (fan-out: it invokes group 1 through its alias) and group 1's.
+    scenario.advance_to(NOW + 2 * MINUTE)
+    scenario.trigger(event("trigger_scheduled.json"))
+    scenario.trigger({"group": 1, "groups": 2})
+
+    # The worker: a staged effect, a send to an allowed queue, a failure that schedules a retry.
+    for job_id in ("ledger", "sender", "flaky"):
+        scenario.worker(scenario.take(job_id))
+    effects = scenario.dynamodb.scan(TableName=EFFECTS)["Items"]
+    assert len(effects) == 2, effects  # the row and the counter: committed with the run
+
+    # A buffer_one promotion, through the worker's wiring: the second run waits behind the first,
+    # whose commit promotes it (reading its definition back: Definitions.load).
+    first, second = (parse_run_message(scenario.take("buffered")) for _ in range(2))
+    assert second.after_run_id == first.run_id
+    with scenario.recorder.acting("WorkerFunction"):
+        worker = wiring.app().worker("promoter")
+        scenario.advance_to(first.scheduled_at)
+        started = worker.begin(first, scenario.clock.now_ms() + 15 * MINUTE)
+        assert isinstance(started, Started)
+        scenario.advance_to(second.scheduled_at)
+        assert worker.process(second, scenario.clock.now_ms() + 15 * MINUTE) is Outcome.BUFFERED
+        assert worker.finish(started, worker.execute(started)) is Outcome.SUCCEEDED
+    assert [b["run_id"] for b in scenario.sent("buffered")][:1] == [second.run_id]  # promoted
+
+    # A worker that dies after its start; the miss detector recovers its lease, and catches up
+    # every job left overdue meanwhile.
+    dying = parse_run_message(scenario.take("dying"))
+    scenario.advance_to(dying.scheduled_at)
+    with scenario.recorder.acting("WorkerFunction"):
+        assert isinstance(wiring.app().worker("dies").begin(dying, scenario.clock.now_ms() + MINUTE), Started)
+    scenario.advance_to(scenario.clock.now_ms() + 10 * MINUTE)
+    detected = scenario.detector()
+    assert detected["leases_recovered"] >= 1, detected
+
+    # A person's changes through the registrar: a pause, a resume, a re-time of a job left behind
+    # (settling the old schedule's occurrences), a delete.
+    scenario.put_job(job_item("changing", "iam.noop", enabled=False), "MODIFY")
+    scenario.advance_to(scenario.clock.now_ms() + 3 * MINUTE)
+    scenario.put_job(changing, "MODIFY")
+    scenario.advance_to(scenario.clock.now_ms() + 5 * MINUTE)
+    scenario.put_job(job_item("changing", "iam.noop", schedule="rate(2 minutes)"), "MODIFY")
+    scenario.dynamodb.delete_item(TableName=scenario.resources.jobs_table, Key={"job_id": {"S": "changing"}})
+    scenario.registrar(stream_record("REMOVE", "changing", None))
+
+
+def register_test_handlers() -> None:
+    from jobsched.runtime.wiring import registry
+
+    def ledger(ctx: RunContext) -> dict[str, Any]:
+        ctx.stage_put(EFFECTS, {"pk": ctx.idempotency_key}, condition=(not_exists("pk", "once"),))
+        ctx.stage_update(EFFECTS, {"pk": "count"}, add={"runs": 1})
+        return {"staged": 2}
+
+    def fail(_ctx: RunContext) -> None:
+        raise RuntimeError("failing on purpose")
+
+    for name, handler in (("iam.ledger", ledger), ("iam.fail", fail), ("iam.noop", lambda _ctx: None)):
+        if registry.get(name) is None:
+            registry.add(name, handler)
+
+
+@pytest.fixture(scope="module")
+def recorded() -> Iterator[CallRecorder]:
+    from jobsched.runtime import lambda_context, wiring
+
+    clock = ManualClock(NOW)
+    recorder = CallRecorder(ACCOUNT)
+    env = {
+        **DUMMY_AWS_ENV,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "Jobsched",
+        "DETECTOR_SWEEP_SECONDS": "0",
+        "WORKER_RECORD_CONCURRENCY": "1",  # in-process moto is not thread-safe
+        "SHARD_COUNT": "2",
+        "TRIGGER_GROUPS": "2",
+        "TRIGGER_FUNCTION_ARN": TRIGGER_ALIAS,
+        "STAGED_EFFECT_TABLE_ARNS": table_arn(EFFECTS),
+        "ALLOWED_QUEUE_ARNS": queue_arn(TARGET_QUEUE),
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"):
+            patch.delenv(name, raising=False)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        patch.setattr(wiring, "SystemClock", lambda: clock)
+        patch.setattr(lambda_context, "SystemClock", lambda: clock)
+        patch.syspath_prepend(str(ROOT / "layers" / "handlers"))
+        with mock_aws():
+            dynamodb = boto3.client("dynamodb", region_name=REGION)
+            sqs = boto3.client("sqs", region_name=REGION)
+            resources = provision(dynamodb, sqs, prefix=PREFIX)
+            dynamodb.create_table(
+                TableName=EFFECTS,
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            sqs.create_queue(QueueName=TARGET_QUEUE)
+            for name, value in (
+                ("JOBS_TABLE", resources.jobs_table),
+                ("STATE_TABLE", resources.state_table),
+                ("RUNS_TABLE", resources.runs_table),
+                ("WORK_QUEUE_URL", resources.work_queue_url),
+            ):
+                patch.setenv(name, value)
+            # Build moto's Lambda routes on this thread first (the fan-out invokes from threads;
+            # CPython 3.11 can fail building them on two at once).
+            with contextlib.suppress(Exception):
+                boto3.client("lambda", region_name=REGION).invoke(FunctionName="absent", Payload=b"{}")
+            wiring.reset_app()
+            register_test_handlers()
+            with recorder.installed():
+                run_scenarios(Scenario(recorder, clock, dynamodb, resources), sqs)
+            wiring.reset_app()
+    for function, action, resource in MAPPING_CALLS:
+        recorder.declare(function, action, resource, "event source mapping")
+    yield recorder
+
+
+def test_each_function_s_calls_are_recorded(recorded: CallRecorder) -> None:
+    lines = []
+    for function in FUNCTIONS:
+        calls = recorded.distinct(function)
+        assert calls, function
+        lines.append(f"{function}: {len(calls)} distinct calls")
+        lines += [f"  {call.action} on {call.resource} ({call.origin})" for call in calls]
+    print("\n".join(lines))
+    # What the issue found missing is among them: the worker's read of a job item (a
+    # promotion's definition), its staged effects, and the registrar's claim on the runs table.
+    worker = {(c.action, c.resource) for c in recorded.distinct("WorkerFunction")}
+    assert ("dynamodb:GetItem", STACK.attribute("JobsTable", "Arn")) in worker
+    assert ("dynamodb:PutItem", table_arn(EFFECTS)) in worker
+    assert ("dynamodb:UpdateItem", table_arn(EFFECTS)) in worker
+    registrar = {(c.action, c.resource) for c in recorded.distinct("RegistrarFunction")}
+    assert ("dynamodb:PutItem", STACK.attribute("RunsTable", "Arn")) in registrar
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_every_call_is_allowed_by_the_function_s_role(recorded: CallRecorder, function: str) -> None:
+    calls = recorded.distinct(function)
+    statements = STATEMENTS[function]
+    refused = denied(calls, statements)
+    assert not refused, "not allowed by the role:\n" + "\n".join(map(str, refused))
+    conditional = {
+        sid for call in calls for sid in evaluate(statements, call.action, call.resource).unevaluated
+    }
+    assert not conditional, f"{function}: conditions this check cannot evaluate: {conditional}"
+
+
+def test_grants_no_call_uses_are_listed(recorded: CallRecorder) -> None:
+    """Listed, not failed: a grant can be needed by a path no scenario takes."""
+    unused_grants = [
+        grant
+        for function in FUNCTIONS
+        for grant in unused(grants(function, STATEMENTS[function]), recorded.distinct(function))
+    ]
+    if unused_grants:
+        report = "grants no recorded call uses:\n" + "\n".join(f"  {grant}" for grant in unused_grants)
+        print(report)
+        warnings.warn(report, stacklevel=1)
+
+
+def _grant_id(grant: Grant) -> str:
+    return f"{grant.function}-{grant.sid}-{grant.action}-{grant.resource.rsplit(':', 1)[-1]}"
+
+
+@pytest.mark.parametrize("grant", GRANTS, ids=_grant_id)
+def test_taking_away_a_used_grant_denies_a_recorded_call(recorded: CallRecorder, grant: Grant) -> None:
+    calls: list[Call] = recorded.distinct(grant.function)
+    if not any(grant.covers(call) for call in calls):
+        pytest.skip(f"no recorded call uses {grant} (listed by test_grants_no_call_uses_are_listed)")
+    statements = STATEMENTS[grant.function]
+    assert not denied(calls, statements)
+    refused = denied(calls, without(statements, grant))
+    assert refused, f"{grant} is used, yet every call is still allowed without it (granted twice?)"

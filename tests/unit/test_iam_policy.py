@@ -1,0 +1,83 @@
+"""jobsched_tools.iam.policy: what one API call needs (actions and ARNs), and IAM's evaluation of
+a role's statements for it (the IAM contract test, tests/functional/test_iam_contract.py)."""
+
+from __future__ import annotations
+
+from jobsched_tools.iam.policy import (
+    Call,
+    Grant,
+    Statement,
+    authorisations,
+    evaluate,
+    resource_matches,
+    without,
+)
+
+REGION, ACCOUNT = "us-east-1", "123456789012"
+RUNS = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/runs"
+STATE = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/state"
+
+
+def test_a_transaction_needs_each_contained_action_on_its_own_table() -> None:
+    params = {
+        "TransactItems": [
+            {"Put": {"TableName": "runs", "Item": {}}},
+            {"Update": {"TableName": "state", "Key": {}}},
+            {"ConditionCheck": {"TableName": "state", "Key": {}}},
+            {"Delete": {"TableName": RUNS, "Key": {}}},  # an ARN is a table name too
+        ]
+    }
+    assert authorisations("dynamodb", "TransactWriteItems", params, REGION, ACCOUNT) == sorted(
+        [
+            ("dynamodb:PutItem", RUNS),
+            ("dynamodb:UpdateItem", STATE),
+            ("dynamodb:ConditionCheckItem", STATE),
+            ("dynamodb:DeleteItem", RUNS),
+        ]
+    )
+
+
+def test_an_index_query_needs_the_index_arn_and_sqs_batches_their_single_action() -> None:
+    query = {"TableName": "state", "IndexName": "next-run"}
+    assert authorisations("dynamodb", "Query", query, REGION, ACCOUNT) == [
+        ("dynamodb:Query", f"{STATE}/index/next-run")
+    ]
+    url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/work"
+    assert authorisations("sqs", "SendMessageBatch", {"QueueUrl": url}, REGION, ACCOUNT) == [
+        ("sqs:SendMessage", f"arn:aws:sqs:{REGION}:{ACCOUNT}:work")
+    ]
+    invoke = {"FunctionName": "f", "Qualifier": "live"}
+    assert authorisations("lambda", "Invoke", invoke, REGION, ACCOUNT) == [
+        ("lambda:InvokeFunction", f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:f:live")
+    ]
+
+
+def test_resources_match_segment_by_segment_and_actions_ignore_case() -> None:
+    assert resource_matches(f"{STATE}/index/*", f"{STATE}/index/next-run")
+    assert not resource_matches(STATE, f"{STATE}/index/next-run")  # the table grants no index
+    assert resource_matches("arn:aws:dynamodb:*:*:table/st*", STATE)
+    assert not resource_matches("arn:aws:dynamodb:*:*:table/st*", RUNS)
+    assert not resource_matches(RUNS, "*")  # an action without resource-level permissions
+    allow = Statement("A", "Allow", actions=("DynamoDB:get*",), resources=(RUNS,))
+    assert evaluate([allow], "dynamodb:GetItem", RUNS).allowed
+
+
+def test_an_explicit_deny_wins_and_a_condition_is_reported_not_assumed() -> None:
+    allow = Statement("A", "Allow", actions=("dynamodb:*",), resources=("*",))
+    deny = Statement("D", "Deny", actions=("dynamodb:DeleteItem",), resources=(RUNS,))
+    assert not evaluate([allow, deny], "dynamodb:DeleteItem", RUNS).allowed
+    assert evaluate([allow, deny], "dynamodb:PutItem", RUNS).allowed
+    conditional = Statement("C", "Allow", ("dynamodb:PutItem",), (), (RUNS,), (), {"Bool": {"x": "true"}})
+    decision = evaluate([conditional], "dynamodb:PutItem", RUNS)
+    assert not decision.allowed and decision.unevaluated == ("C",)
+
+
+def test_taking_a_grant_away_keeps_the_statement_s_other_grants() -> None:
+    actions = ("dynamodb:GetItem", "dynamodb:PutItem")
+    statement = Statement("S", "Allow", actions=actions, resources=(RUNS, STATE))
+    left = without([statement], Grant("f", "S", "dynamodb:PutItem", RUNS))
+    assert not evaluate(left, "dynamodb:PutItem", RUNS).allowed
+    kept = (("dynamodb:PutItem", STATE), ("dynamodb:GetItem", RUNS), ("dynamodb:GetItem", STATE))
+    for action, resource in kept:
+        assert evaluate(left, action, resource).allowed, (action, resource)
+    assert Grant("f", "S", "dynamodb:Put*", RUNS).covers(Call("f", "dynamodb:PutItem", RUNS))

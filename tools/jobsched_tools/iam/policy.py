@@ -1,0 +1,538 @@
+"""The IAM contract, offline: what each function calls against what its role is granted.
+
+moto checks no IAM, so a call a role does not grant succeeds in every local test and fails on the
+first deploy. This module gives the three parts of checking that without AWS:
+
+- ``CallRecorder``: records every AWS call made while installed (a wrapper around botocore's
+  ``BaseClient._make_api_call``, which every client method goes through), as the IAM actions and
+  resource ARNs it is authorised by, tagged with the function acting at the time. A
+  ``TransactWriteItems`` is recorded as its contained actions (each ``Put``, ``Update``, ``Delete``,
+  ``ConditionCheck`` as ``PutItem``, ``UpdateItem``, ``DeleteItem``, ``ConditionCheckItem`` on its
+  own table: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html);
+  a ``Query`` on an index as the index's ARN (``table/NAME/index/INDEX``); SQS batch calls as the
+  action that authorises them (``SendMessageBatch`` as ``sqs:SendMessage``).
+- ``role_statements``: a function role's statements from the template after the SAM transform
+  (``transform``), with the intrinsics resolved to ARNs for a ``Stack`` (fake account, region,
+  stack name, parameter values and the resources' physical names): ``Ref``, ``Fn::GetAtt``,
+  ``Fn::Sub``, ``Fn::Join``, ``Fn::If`` and the conditions. SAM policy templates arrive expanded.
+- ``evaluate``: IAM's evaluation for one identity policy set: a matching explicit ``Deny`` wins,
+  else a matching ``Allow`` allows, else it is denied. Actions match case-insensitively with
+  ``*``/``?`` wildcards, resources segment by segment of the ARN (``*`` within the last segment
+  spans ``/``). A statement with a ``Condition`` is not evaluated: it is reported
+  (``Decision.unevaluated``), never counted as an Allow, and a conditional Deny counts as denying.
+
+Not modelled: resource-based policies, permission boundaries, SCPs, session policies (the stack
+uses none of them).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+# ---------------------------------------------------------------------------- recorded calls
+
+
+@dataclass(frozen=True, order=True)
+class Call:
+    """One IAM authorisation a request needs: ``action`` (``service:Action``) on ``resource``."""
+
+    function: str
+    action: str
+    resource: str
+    origin: str = "code"  # or what makes it on the function's behalf (an event source mapping)
+
+    def __str__(self) -> str:
+        return f"{self.function}: {self.action} on {self.resource} ({self.origin})"
+
+
+# The IAM prefix of a botocore service, where it differs from the service's name.
+_IAM_PREFIX = {"dynamodbstreams": "dynamodb"}
+# API operations that IAM authorises with another action.
+_AUTHORISED_AS = {
+    ("sqs", "SendMessageBatch"): "SendMessage",
+    ("sqs", "DeleteMessageBatch"): "DeleteMessage",
+    ("sqs", "ChangeMessageVisibilityBatch"): "ChangeMessageVisibility",
+    ("lambda", "Invoke"): "InvokeFunction",
+    ("lambda", "InvokeAsync"): "InvokeFunction",
+}
+_TRANSACT_WRITE = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
+
+
+def dynamodb_table_arn(table: str, region: str, account: str, partition: str = "aws") -> str:
+    """A DynamoDB ``TableName`` parameter (a name, or an ARN, which DynamoDB also accepts)."""
+    if table.startswith("arn:"):
+        return table
+    return f"arn:{partition}:dynamodb:{region}:{account}:table/{table}"
+
+
+def sqs_queue_arn(queue_url: str, region: str, partition: str = "aws") -> str:
+    """The ARN of a queue URL (``https://HOST/ACCOUNT/NAME``), in the client's region."""
+    account, name = urlparse(queue_url).path.strip("/").split("/")[-2:]
+    return f"arn:{partition}:sqs:{region}:{account}:{name}"
+
+
+def lambda_function_arn(function: str, qualifier: str | None, region: str, account: str) -> str:
+    if function.startswith("arn:"):
+        arn = function
+    else:
+        arn = f"arn:aws:lambda:{region}:{account}:function:{function}"
+    return f"{arn}:{qualifier}" if qualifier else arn
+
+
+def authorisations(
+    service: str, operation: str, params: Mapping[str, Any], region: str, account: str
+) -> list[tuple[str, str]]:
+    """The (IAM action, resource ARN) pairs one API call needs."""
+    prefix = _IAM_PREFIX.get(service, service)
+    action = f"{prefix}:{_AUTHORISED_AS.get((service, operation), operation)}"
+    if prefix == "dynamodb":
+        return _dynamodb(action, operation, params, region, account)
+    if service == "sqs":
+        if "QueueUrl" in params:
+            return [(action, sqs_queue_arn(str(params["QueueUrl"]), region))]
+        if "QueueName" in params:
+            return [(action, f"arn:aws:sqs:{region}:{account}:{params['QueueName']}")]
+        return [(action, "*")]
+    if service == "lambda" and "FunctionName" in params:
+        qualifier = params.get("Qualifier")
+        return [(action, lambda_function_arn(str(params["FunctionName"]), qualifier, region, account))]
+    if service == "events" and operation == "PutEvents":
+        pairs = []
+        for entry in params.get("Entries", []):
+            bus = str(entry.get("EventBusName") or "default")
+            arn = bus if bus.startswith("arn:") else f"arn:aws:events:{region}:{account}:event-bus/{bus}"
+            pairs.append((action, arn))
+        return sorted(set(pairs))
+    return [(action, "*")]
+
+
+def _dynamodb(
+    action: str, operation: str, params: Mapping[str, Any], region: str, account: str
+) -> list[tuple[str, str]]:
+    def table(name: Any) -> str:
+        return dynamodb_table_arn(str(name), region, account)
+
+    if operation == "TransactWriteItems":
+        pairs = []
+        for item in params.get("TransactItems", []):
+            for kind, body in item.items():
+                pairs.append((f"dynamodb:{_TRANSACT_WRITE[kind]}", table(body["TableName"])))
+        return sorted(set(pairs))
+    if operation == "TransactGetItems":
+        items = params["TransactItems"]
+        return sorted({("dynamodb:GetItem", table(item["Get"]["TableName"])) for item in items})
+    if operation in ("BatchWriteItem", "BatchGetItem"):
+        return sorted((action, table(name)) for name in params.get("RequestItems", {}))
+    if "StreamArn" in params:
+        return [(action, str(params["StreamArn"]))]
+    if "TableName" in params:
+        arn = table(params["TableName"])
+        if params.get("IndexName"):
+            arn = f"{arn}/index/{params['IndexName']}"
+        return [(action, arn)]
+    return [(action, "*")]
+
+
+class CallRecorder:
+    """Records the AWS calls made while ``installed()``, tagged with the function named by the
+    innermost ``acting(function)`` (calls made while no function acts, such as a test's own setup,
+    are not recorded). The tag is process-wide, not per thread: a function's worker threads
+    (the handler's, the fan-out's) are tagged with it too, so run one function at a time."""
+
+    def __init__(self, account: str) -> None:
+        self.account = account
+        self.calls: list[Call] = []
+        # Every request while installed, acting or not: (function or None, service, operation, params).
+        self.requests: list[tuple[str | None, str, str, Mapping[str, Any]]] = []
+        self._acting: str | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def acting(self, function: str) -> Iterator[None]:
+        before, self._acting = self._acting, function
+        try:
+            yield
+        finally:
+            self._acting = before
+
+    def declare(self, function: str, action: str, resource: str, origin: str) -> None:
+        """A call AWS makes with the function's role on its behalf (an event source mapping's
+        polling), which no code here makes."""
+        with self._lock:
+            self.calls.append(Call(function, action, resource, origin))
+
+    def record(self, service: str, region: str, operation: str, params: Mapping[str, Any]) -> None:
+        function = self._acting
+        with self._lock:
+            self.requests.append((function, service, operation, params))
+            if function is None:
+                return
+            for action, resource in authorisations(service, operation, params, region, self.account):
+                self.calls.append(Call(function, action, resource))
+
+    @contextmanager
+    def installed(self) -> Iterator[CallRecorder]:
+        from botocore.client import BaseClient
+
+        original: Callable[..., Any] = BaseClient._make_api_call  # type: ignore[attr-defined]
+        recorder = self
+
+        def recording(client: Any, operation_name: str, api_params: Mapping[str, Any]) -> Any:
+            meta = client.meta
+            recorder.record(meta.service_model.service_name, meta.region_name, operation_name, api_params)
+            return original(client, operation_name, api_params)
+
+        BaseClient._make_api_call = recording  # type: ignore[attr-defined]
+        try:
+            yield self
+        finally:
+            BaseClient._make_api_call = original  # type: ignore[attr-defined]
+
+    def distinct(self, function: str | None = None) -> list[Call]:
+        return sorted({c for c in self.calls if function is None or c.function == function})
+
+
+# ---------------------------------------------------------------------------- the template
+
+
+def transform(
+    template: Mapping[str, Any], parameters: Mapping[str, Any] | None = None, region: str = "us-east-1"
+) -> dict[str, Any]:
+    """The template after the SAM transform, offline: code locations become a dummy S3 object,
+    AWS managed policy names resolve from a fixed table instead of IAM, and the region is given
+    (SAM otherwise asks boto3 for one)."""
+    import boto3
+    from samtranslator.parser.parser import Parser  # type: ignore[import-untyped]
+    from samtranslator.translator.translator import Translator  # type: ignore[import-untyped]
+
+    document = copy.deepcopy(dict(template))
+    for resource in document["Resources"].values():
+        for key in ("CodeUri", "ContentUri"):
+            if key in resource.get("Properties", {}):
+                resource["Properties"][key] = "s3://bucket/key"
+    arn = "arn:aws:iam::aws:policy/"
+    known = {
+        "AWSLambdaBasicExecutionRole": arn + "service-role/AWSLambdaBasicExecutionRole",
+        "AWSXrayWriteOnlyAccess": arn + "AWSXrayWriteOnlyAccess",
+        "AWSLambdaSQSQueueExecutionRole": arn + "service-role/AWSLambdaSQSQueueExecutionRole",
+        "AWSLambdaDynamoDBExecutionRole": arn + "service-role/AWSLambdaDynamoDBExecutionRole",
+        "AWSLambdaRole": arn + "service-role/AWSLambdaRole",
+        "AWSCodeDeployRoleForLambda": arn + "service-role/AWSCodeDeployRoleForLambda",
+    }
+    # A session naming the region, with dummy credentials: the transform calls nothing.
+    session = boto3.session.Session(region_name=region, aws_access_key_id="x", aws_secret_access_key="x")
+    translator = Translator(None, Parser(), boto_session=session)
+    output: dict[str, Any] = translator.translate(
+        document, parameter_values=dict(parameters or {}), get_managed_policy_map=lambda: known
+    )
+    return output
+
+
+_NO_VALUE = object()
+
+
+@dataclass
+class Stack:
+    """What CloudFormation would resolve: pseudo parameters, parameter values (the template's
+    defaults unless given) and each resource's physical id (``Ref``) and attributes (``GetAtt``)."""
+
+    template: Mapping[str, Any]
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    resources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    account: str = "123456789012"
+    region: str = "us-east-1"
+    partition: str = "aws"
+    name: str = "jobsched"
+
+    def parameter(self, name: str) -> Any:
+        spec = self.template.get("Parameters", {}).get(name)
+        if spec is None:
+            raise KeyError(f"no parameter {name}")
+        value = self.parameters.get(name, spec.get("Default"))
+        if value is None:
+            raise KeyError(f"parameter {name} has no value and no default")
+        if spec.get("Type") == "CommaDelimitedList":
+            return value if isinstance(value, list) else [part.strip() for part in str(value).split(",")]
+        return str(value)
+
+    def ref(self, name: str) -> Any:
+        pseudo = {
+            "AWS::AccountId": self.account,
+            "AWS::Region": self.region,
+            "AWS::Partition": self.partition,
+            "AWS::StackName": self.name,
+            "AWS::URLSuffix": "amazonaws.com",
+        }
+        if name in pseudo:
+            return pseudo[name]
+        if name == "AWS::NoValue":
+            return _NO_VALUE
+        if name in self.template.get("Parameters", {}):
+            return self.parameter(name)
+        return self.attribute(name, "Ref")
+
+    def attribute(self, logical_id: str, name: str) -> str:
+        try:
+            return self.resources[logical_id][name]
+        except KeyError:
+            raise KeyError(f"the stack knows no {name} of {logical_id}") from None
+
+    def condition(self, name: str) -> bool:
+        return bool(self.resolve(self.template["Conditions"][name]))
+
+    def resolve(self, node: Any) -> Any:
+        """``node`` with every intrinsic function resolved; ``AWS::NoValue`` drops its key or item."""
+        if isinstance(node, list):
+            return [value for value in (self.resolve(item) for item in node) if value is not _NO_VALUE]
+        if not isinstance(node, dict):
+            return node
+        if len(node) == 1:
+            ((key, value),) = node.items()
+            function = _INTRINSICS.get(key)
+            if function is not None:
+                return function(self, value)
+        resolved = {key: self.resolve(value) for key, value in node.items()}
+        return {key: value for key, value in resolved.items() if value is not _NO_VALUE}
+
+    def sub(self, text: str, variables: Mapping[str, Any]) -> str:
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name.startswith("!"):
+                return "${" + name[1:] + "}"
+            if name in variables:
+                return str(variables[name])
+            if "." in name and not name.startswith("AWS::"):
+                logical_id, attribute = name.split(".", 1)
+                return self.attribute(logical_id, attribute)
+            value = self.ref(name)
+            return ",".join(value) if isinstance(value, list) else str(value)
+
+        return re.sub(r"\$\{([^}]+)\}", replace, text)
+
+
+def _get_att(stack: Stack, value: Any) -> str:
+    logical_id, name = value.split(".", 1) if isinstance(value, str) else value
+    return stack.attribute(str(logical_id), str(stack.resolve(name)))
+
+
+def _sub(stack: Stack, value: Any) -> str:
+    if isinstance(value, str):
+        return stack.sub(value, {})
+    text, variables = value
+    return stack.sub(text, {k: stack.resolve(v) for k, v in variables.items()})
+
+
+def _join(stack: Stack, value: Any) -> str:
+    separator, items = value
+    resolved = stack.resolve(items)
+    flat: list[str] = []
+    for item in resolved if isinstance(resolved, list) else [resolved]:
+        flat.extend(str(part) for part in (item if isinstance(item, list) else [item]))
+    return str(separator).join(flat)
+
+
+def _if(stack: Stack, value: Any) -> Any:
+    condition, when_true, when_false = value
+    return stack.resolve(when_true if stack.condition(condition) else when_false)
+
+
+_INTRINSICS: dict[str, Callable[[Stack, Any], Any]] = {
+    "Ref": lambda stack, value: stack.ref(value),
+    "Fn::GetAtt": _get_att,
+    "Fn::Sub": _sub,
+    "Fn::Join": _join,
+    "Fn::If": _if,
+    "Fn::Select": lambda stack, value: stack.resolve(value[1])[int(stack.resolve(value[0]))],
+    "Fn::Split": lambda stack, value: str(stack.resolve(value[1])).split(value[0]),
+    "Fn::Equals": lambda stack, value: stack.resolve(value[0]) == stack.resolve(value[1]),
+    "Fn::Not": lambda stack, value: not stack.resolve(value[0]),
+    "Fn::And": lambda stack, value: all(stack.resolve(item) for item in value),
+    "Fn::Or": lambda stack, value: any(stack.resolve(item) for item in value),
+    "Condition": lambda stack, value: stack.condition(value),
+}
+
+
+# ---------------------------------------------------------------------------- statements
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    flat: list[str] = []
+    for item in items:
+        flat.extend(str(part) for part in (item if isinstance(item, list) else [item]))
+    return tuple(flat)
+
+
+@dataclass(frozen=True)
+class Statement:
+    sid: str
+    effect: str
+    actions: tuple[str, ...] = ()
+    not_actions: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()
+    not_resources: tuple[str, ...] = ()
+    condition: Mapping[str, Any] | None = None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], default_sid: str) -> Statement:
+        return cls(
+            sid=str(raw.get("Sid") or default_sid),
+            effect=str(raw["Effect"]),
+            actions=_strings(raw.get("Action")),
+            not_actions=_strings(raw.get("NotAction")),
+            resources=_strings(raw.get("Resource")),
+            not_resources=_strings(raw.get("NotResource")),
+            condition=raw.get("Condition") or None,
+        )
+
+    def matches(self, action: str, resource: str) -> bool:
+        if self.actions and not any(action_matches(p, action) for p in self.actions):
+            return False
+        if self.not_actions and any(action_matches(p, action) for p in self.not_actions):
+            return False
+        if self.resources and not any(resource_matches(p, resource) for p in self.resources):
+            return False
+        return not (self.not_resources and any(resource_matches(p, resource) for p in self.not_resources))
+
+
+def _glob(pattern: str, value: str) -> bool:
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.DOTALL) is not None
+
+
+def action_matches(pattern: str, action: str) -> bool:
+    """IAM action matching: case-insensitive, ``*`` and ``?`` wildcards."""
+    return _glob(pattern.lower(), action.lower())
+
+
+def resource_matches(pattern: str, resource: str) -> bool:
+    """IAM resource matching: ``*`` alone matches anything; otherwise the ARN's six segments
+    (``arn:partition:service:region:account:resource``) match one by one, case-sensitively, and
+    the last segment's wildcards span ``/`` and ``:``. A call on ``*`` (an action with no
+    resource-level permissions) is matched only by a ``*`` pattern."""
+    if pattern == "*":
+        return True
+    pattern_parts, resource_parts = pattern.split(":", 5), resource.split(":", 5)
+    if len(pattern_parts) != 6 or len(resource_parts) != 6:
+        return _glob(pattern, resource)
+    return all(_glob(p, r) for p, r in zip(pattern_parts, resource_parts, strict=True))
+
+
+def role_statements(transformed: Mapping[str, Any], function: str, stack: Stack) -> list[Statement]:
+    """The statements of ``function``'s role (``<function>Role``, made by SAM): its inline
+    policies, resolved. Managed policies are listed by ``managed_policies``, not expanded."""
+    role = transformed["Resources"][f"{function}Role"]["Properties"]
+    statements: list[Statement] = []
+    for policy in stack.resolve(role.get("Policies", [])):
+        document = policy["PolicyDocument"]
+        raw = document["Statement"]
+        for index, statement in enumerate(raw if isinstance(raw, list) else [raw]):
+            statements.append(Statement.parse(statement, f"{policy['PolicyName']}#{index}"))
+    return statements
+
+
+def managed_policies(transformed: Mapping[str, Any], function: str, stack: Stack) -> list[str]:
+    role = transformed["Resources"][f"{function}Role"]["Properties"]
+    return [str(arn) for arn in stack.resolve(role.get("ManagedPolicyArns", []))]
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    allowed_by: tuple[str, ...]
+    denied_by: tuple[str, ...]
+    unevaluated: tuple[str, ...]  # statements that match but carry a Condition
+
+
+def evaluate(statements: Sequence[Statement], action: str, resource: str) -> Decision:
+    allows: list[str] = []
+    denies: list[str] = []
+    unevaluated: list[str] = []
+    for statement in statements:
+        if not statement.matches(action, resource):
+            continue
+        if statement.condition:
+            unevaluated.append(statement.sid)
+            if statement.effect == "Deny":
+                denies.append(statement.sid)  # it may apply: count it
+            continue
+        (denies if statement.effect == "Deny" else allows).append(statement.sid)
+    return Decision(bool(allows) and not denies, tuple(allows), tuple(denies), tuple(unevaluated))
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One action pattern on one resource pattern of one Allow statement."""
+
+    function: str
+    sid: str
+    action: str
+    resource: str
+
+    def __str__(self) -> str:
+        return f"{self.function} {self.sid}: {self.action} on {self.resource}"
+
+    def covers(self, call: Call) -> bool:
+        return action_matches(self.action, call.action) and resource_matches(self.resource, call.resource)
+
+
+def grants(function: str, statements: Sequence[Statement]) -> list[Grant]:
+    return [
+        Grant(function, statement.sid, action, resource)
+        for statement in statements
+        if statement.effect == "Allow" and not statement.condition
+        for action in statement.actions
+        for resource in statement.resources
+    ]
+
+
+def without(statements: Sequence[Statement], grant: Grant) -> list[Statement]:
+    """``statements`` with one grant taken away: its statement loses the action on that resource
+    (it keeps the action on its other resources and its other actions on every resource)."""
+    kept: list[Statement] = []
+    for statement in statements:
+        if statement.sid != grant.sid or grant.action not in statement.actions:
+            kept.append(statement)
+            continue
+        others = tuple(a for a in statement.actions if a != grant.action)
+        if others:
+            kept.append(_replace(statement, actions=others))
+        remaining = tuple(r for r in statement.resources if r != grant.resource)
+        if remaining:
+            kept.append(_replace(statement, actions=(grant.action,), resources=remaining))
+    return kept
+
+
+def _replace(statement: Statement, **changes: Any) -> Statement:
+    values = {**statement.__dict__, **changes}
+    return Statement(**values)
+
+
+def denied(calls: Sequence[Call], statements: Sequence[Statement]) -> list[Call]:
+    return [call for call in calls if not evaluate(statements, call.action, call.resource).allowed]
+
+
+def unused(grant_list: Sequence[Grant], calls: Sequence[Call]) -> list[Grant]:
+    return [grant for grant in grant_list if not any(grant.covers(call) for call in calls)]
+
+
+def describe(statements: Sequence[Statement]) -> str:
+    return json.dumps([statement.__dict__ for statement in statements], indent=1, default=str)
