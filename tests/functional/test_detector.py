@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from harness import MINUTE, T0, ClaimerDies, DiesAfterClaim, Env, build, default_cfg, job, seed_active
+from harness import MINUTE, T0, Env, build, default_cfg, job, seed_active
 from jobsched.core.job import Misfire, MisfirePolicy, OverlapPolicy
 from jobsched.core.run import RunKind, run_id_for
 from jobsched.core.transitions import new_run_item
@@ -316,5 +316,3 @@ def test_a_catch_up_settled_while_a_manual_run_joins_links_behind_it() -> None:
         worker = env.worker()
         assert isinstance(worker.begin(messages[store.manual_run_id], T0 + 900_000), Started)
         assert worker.process(messages[run_id], T0 + 900_000) is Outcome.SKIPPED
-
-

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from harness import T0, Env, build, job, seed_active
-from jobsched.core.errors import Throttled
 from jobsched.core.job import OverlapPolicy
 from jobsched.core.run import RunMessage
 from jobsched.core.writes import WriteOp
@@ -169,7 +168,9 @@ def test_a_manual_run_racing_the_occurrences_start_never_runs_beside_it(env: Env
 
     scheduled, manual = claim_then_manual(env, "r", OverlapPolicy.SKIP)
     store = StartsFirst(env, scheduled)
-    worker = Worker(store, env.queue, env.telemetry, env.clock, env.cfg, env.registry, "w1", logging.getLogger)  # type: ignore[arg-type]
+    worker = Worker(
+        store, env.queue, env.telemetry, env.clock, env.cfg, env.registry, "w1", logging.getLogger
+    )  # type: ignore[arg-type]
     assert worker.begin(manual, T0 + DEADLINE) is Outcome.SKIPPED
     assert store.raced and env.run(scheduled.run_id)["status"] == "running"
     assert env.run(manual.run_id)["blocked_by"] == scheduled.run_id

@@ -29,7 +29,6 @@ from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched.ports import OutgoingMessage, SendResult, WorkQueue
 from jobsched.services.messages import parse_run_message
 from jobsched.services.trigger import Trigger
-from jobsched.services.worker import Outcome, Started
 from jobsched_tools.emulator.local_moto import LocalMoto
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 

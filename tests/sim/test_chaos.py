@@ -144,19 +144,6 @@ MUTANT_RUNS = {
         ChaosConfig(seed=3, jobs=20, hours=1.5, faults=FaultRates(operator_backfill=0.5)),
         "record_overwritten",
     ),
-    # Claimers dying between their two writes, people changing those jobs and running them now.
-    "adopt": (
-        ChaosConfig(
-            seed=2, jobs=30, hours=2, faults=FaultRates(trigger_crash_mid_claim=0.5, operator_manual_run=0.3)
-        ),
-        "overlap_violated",
-    ),
-    # People changing jobs inside a tick's claim: a claim that read the job before the change
-    # makes its run outside the job's chain unless the change fences the occurrence off.
-    "fence": (
-        ChaosConfig(seed=2, jobs=30, hours=2, faults=FaultRates(operator_change_mid_claim=0.5)),
-        "overlap_violated",
-    ),
 }
 
 
@@ -172,7 +159,9 @@ def test_each_removed_condition_is_caught(name: str) -> None:
 def test_the_cli_offers_every_mutant() -> None:
     from jobsched_tools.cli import cmd_chaos
 
-    assert set(MUTANTS) == {"fencing", "lease", "slot", "claim", "adopt", "fence"}
+    # heartbeat, settle, walk and overtake are races chaos does not reach at its rates: their
+    # scenarios are played call by call in tests/functional/test_named_races.py.
+    assert set(MUTANTS) == {"fencing", "lease", "slot", "claim", "heartbeat", "settle", "walk", "overtake"}
     source = Path(cmd_chaos.__file__).read_text()
     assert all(f'"{name}"' in source for name in MUTANTS)
 
@@ -209,11 +198,10 @@ def test_a_job_returns_to_the_trigger_after_an_outage() -> None:
     assert statuses["missed"] <= 12  # only the outage's occurrences
 
 
-def test_a_manual_run_during_an_unfinished_claim_waits_for_the_claimed_run() -> None:
-    """A person's manual run lands inside every tick's claim, also while a claimed run exists whose
-    claim's advance has not landed (its claimer died between its two writes, was throttled, or
-    lost the advance). Such a run is sent only once an advance (the next claim's, or the miss
-    detector's) has made it the chain's end, relinked behind the manual run. Sending it at once,
-    on its old link, reported 1-2 overlaps per seed; without the relink, 14-26."""
+def test_a_manual_run_inside_every_claim_never_overlaps_the_claimed_run() -> None:
+    """A person's manual run lands inside every tick's claim: the claim, made from the state it
+    read before the manual run joined the chain, loses whole on the state's version and is
+    made again behind the manual run. (Before issue 25's atomic claim, this fault found 1-2
+    overlaps per seed with the claimed run sent on its old link.)"""
     report = run_chaos(ChaosConfig(seed=1, jobs=20, hours=1, faults=FaultRates(operator_manual_run=1.0)))
     assert report.invariant_violations == []

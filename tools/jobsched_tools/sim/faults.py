@@ -85,7 +85,7 @@ class FaultyStore:
         self.interleave: Callable[[], None] | None = None
         # Set by the world: called once, with the job id, just before a claim creates its run.
         self.before_create: Callable[[str], None] | None = None
-        # Set by the world: the next claim's run write lands and its claimer dies (before the advance);
+        # Set by the world: the next claim lands and its claimer dies (before it sends the run);
         # then ``after_mid_claim_crash`` is called with the job id.
         self.crash_after_create = False
         self.after_mid_claim_crash: Callable[[str], None] | None = None
@@ -174,7 +174,7 @@ class FaultyStore:
             self.counts["trigger_crash_mid_claim"] += 1
             if self.after_mid_claim_crash is not None:
                 self.after_mid_claim_crash(str(created.item["job_id"]))
-            raise SimCrash("crashed between a claim's run and its advance")
+            raise SimCrash("crashed after a claim landed, before it sent")
         self._after_write(what)
 
     def update(self, op: Update) -> Item:
@@ -221,7 +221,7 @@ class FaultyStore:
                 continue
             run_id = str(_run_key(op))
             before, after = runs_before.get(run_id), self.inner.get(RUNS, run_key(run_id))
-            if isinstance(op, Put) and not _replaces_a_fence(before):
+            if isinstance(op, Put):
                 self.ledger.creations[run_id] += 1
                 if before is not None:
                     self._violate("record_overwritten", run_id, f"{self.actor}'s {op.label} replaced it")
@@ -489,12 +489,3 @@ def _op_key(op: WriteOp) -> str:
     if isinstance(op, Put):
         return str(op.item.get("run_id") or op.item.get("job_id") or op.item.get("pk"))
     return _key_text(op.key)
-
-
-def _replaces_a_fence(before: Item | None) -> bool:
-    """A change's cancellation of an occurrence it withdrew is the one record a Put may replace:
-    by a later change's cancellation, or by a claim or settle that read the job after it (the
-    occurrence came due again). Whether the replacer read the job after the change is the
-    condition's to enforce (``_run_is_new`` in core/transitions.py); a stale claimer that got
-    through would make a run outside the chain, which the overlap and pointer checks report."""
-    return before is not None and before.get("status") == "cancelled"

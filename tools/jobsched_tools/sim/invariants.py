@@ -169,8 +169,8 @@ class Checker:
                 if span.end < world.window_end:
                     # Due by the world's clock, perhaps not yet by the clock of whoever applied
                     # the change (each actor's is off by up to clock_skew_max_ms): the change
-                    # may withdraw it (a cancelled record, or none when no claim could be under
-                    # way) as one made just before it came due.
+                    # may withdraw it (no record) as one made just before it came due: the clock
+                    # decides when a change takes effect, never whether a record is made twice.
                     at_a_change.update(t for t in stretch if t > span.end - skew)
             for occurrence in sorted(due):
                 run_id = run_id_for(job_id, occurrence)
@@ -238,8 +238,6 @@ class Checker:
             if state.get("status") != "active":
                 continue
             last = int(state.get("last_scheduled_at") or 0)
-            # A cancelled record is a change's fence at an occurrence it withdrew, not a record
-            # of the schedule (``last_scheduled_at`` does not move for it).
             scheduled = [
                 int(r["scheduled_at"])
                 for r in self.runs_of(job_id)

@@ -30,6 +30,8 @@ MUTANTS: dict[str, str] = {
     "moved links behind the old chain end, beside the ad-hoc run (overlap_violated)",
     "walk": "a run failed without starting passes the walk to its predecessor: a later run starts "
     "while the predecessor still runs (overlap_violated)",
+    "overtake": "the start's overtaken_by: an occurrence that a manual run passed over before it "
+    "came due starts beside that manual run (overlap_violated)",
 }
 
 
@@ -64,6 +66,14 @@ def _heartbeat_unchecked(original: Callable[..., Update]) -> Callable[..., Updat
         return replace(op, condition=tuple(c for c in op.condition if c.attr not in ("version", "owner")))
 
     return heartbeat
+
+
+def _start_unchecked(original: Callable[..., Update]) -> Callable[..., Update]:
+    def start(*args: Any, **kwargs: Any) -> Update:
+        op = original(*args, **kwargs)
+        return replace(op, condition=tuple(c for c in op.condition if c.attr != "overtaken_by"))
+
+    return start
 
 
 def _settle_unchecked(original: Callable[..., list[WriteOp]]) -> Callable[..., list[WriteOp]]:
@@ -108,6 +118,10 @@ def mutant(name: str) -> Iterator[None]:
         import jobsched.services.settle as settle
 
         patches.append((settle, "settle_ops", _settle_unchecked(transitions.settle_ops)))
+    elif name == "overtake":
+        import jobsched.services.worker as worker
+
+        patches.append((worker, "start_op", _start_unchecked(transitions.start_op)))
     elif name == "walk":
         patches.append((chain, "chain_step", _failed_frees_the_turn(policies.chain_step)))
     else:

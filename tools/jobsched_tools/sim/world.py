@@ -394,8 +394,8 @@ class World:
         self.call("registrar", deliver, job_id)
 
     def _change_after_crash(self, job_id: str) -> None:
-        """Half the time, a person changes the job whose claim was left half made before the next
-        tick: the registrar's change (or the detector's catch-up after it) must adopt the run."""
+        """Half the time, a person changes the job whose claimer died after its claim and before
+        sending it: the claimed run is in the chain, and runs once (the detector sends it)."""
         if self.rng.random() < 0.5:
             kind = self.rng.choice(("operator_retime", "operator_pause", "operator_delete"))
             when = self.clock.now_ms() + self.rng.randrange(1_000, 20_000)

@@ -32,13 +32,13 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"
     MISSED = "missed"
-    # An occurrence a change of its job withdrew before it came due, while a claim of it could be
-    # under way: the record fences that claim out (core/transitions.py, ``cancel_occurrence_op``).
+    # Written by releases before issue 25's atomic claim (a change's fence at an occurrence it
+    # withdrew); no write makes one now. Kept so that such history still reads as not run.
     CANCELLED = "cancelled"
 
 
 # Records of occurrences that did not run and will not (a backfill may rerun a missed one): no
-# claim to finish or adopt, no turn held in the job's chain.
+# turn held in the job's chain.
 NOT_RUN = frozenset({RunStatus.MISSED.value, RunStatus.CANCELLED.value})
 
 
