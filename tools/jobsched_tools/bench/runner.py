@@ -319,13 +319,8 @@ def measure_dispatch(moto: Servers, settings: BenchSettings, cfg: SchedulerConfi
     }
 
 
-def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
-    """The trigger's claim writes alone (one transaction: create the run, advance the job): ``n``
-    claims prepared with the trigger's own ``claim_ops`` for ``n`` due jobs, sent from as
-    many threads as the trigger claims with. The dispatch rate over this is what the trigger's
-    own work (index reads, schedule maths, sends) costs; this over raw writes is what the server
-    charges for a claim against a bare conditional update."""
-    stack = _Stack(moto, "ceiling")
+def _prepared_claims(stack: _Stack, n: int, cfg: SchedulerConfig) -> list[list[Any]]:
+    """``n`` due jobs on ``stack``, and the claim of each as the trigger makes it (``claim_ops``)."""
     due = _now_ms() + 500
     items = [scheduled_job(f"c{i:06d}", due + i % 100, cfg, at=False) for i in range(n)]
     stack.put_jobs(items)
@@ -348,6 +343,17 @@ def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
             cfg,
         )
         prepared.append(claim_ops(state, run, next_occurrence, now))
+    return prepared
+
+
+def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
+    """The trigger's claim writes alone (one transaction: create the run, advance the job): ``n``
+    claims prepared with the trigger's own ``claim_ops`` for ``n`` due jobs, sent from as
+    many threads as the trigger claims with. The dispatch rate over this is what the trigger's
+    own work (index reads, schedule maths, sends) costs; this over raw writes is what the server
+    charges for a claim against a bare conditional update."""
+    stack = _Stack(moto, "ceiling")
+    prepared = _prepared_claims(stack, n, cfg)
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=cfg.claim_concurrency) as claimers:
 
@@ -356,6 +362,31 @@ def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
 
         list(claimers.map(claim, prepared))
     return n / (time.perf_counter() - started)
+
+
+def measure_claim_shapes(moto: Servers, n: int, cfg: SchedulerConfig) -> dict[str, float]:
+    """Issue 25's trade, side by side on one server: the same ``n`` claims made as one
+    transaction (the product) and as the two plain conditional writes it replaced (the run's
+    put, then the state's update). Client CPU per claim (``process_time``: botocore's
+    serialising, signing and parsing, which Lambda bills) and claims per second from one thread,
+    so that the figures are the request's cost, not the server's contention."""
+    figures: dict[str, float] = {}
+    for shape in ("two_writes", "transaction"):
+        stack = _Stack(moto, f"shape-{shape.replace('_', '-')}")
+        prepared = _prepared_claims(stack, n, cfg)
+        cpu_started, wall_started = time.process_time(), time.perf_counter()
+        for writes in prepared:
+            if shape == "transaction":
+                stack.store.write(writes)
+            else:
+                for write in writes:
+                    stack.store.write([write])
+        figures[f"claim_cpu_ms_{shape}"] = round((time.process_time() - cpu_started) * 1000 / n, 3)
+        figures[f"claims_per_s_{shape}"] = round(n / (time.perf_counter() - wall_started), 1)
+    figures["claim_cpu_transaction_vs_two_writes"] = round(
+        figures["claim_cpu_ms_transaction"] / figures["claim_cpu_ms_two_writes"], 3
+    )
+    return figures
 
 
 # --- phase 3 ------------------------------------------------------------------------------------
@@ -643,6 +674,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         progress("trigger dispatch")
         dispatch = measure_dispatch(moto, settings, cfg)
         ceiling = measure_claim_ceiling(moto, settings.dispatch_runs, cfg)
+        shapes = measure_claim_shapes(moto, min(settings.dispatch_runs, 300), cfg)
         raw_after = measure_raw(moto, settings.raw_writes - settings.raw_writes // 2)
         raw = (raw_before + raw_after) / 2
         progress("trigger fan-out: the dispatch phase with 1, 2 and 4 trigger processes")
@@ -671,7 +703,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
     )
     cost, cpu_keys = cpu.bench_keys(cpu_figures, cost, prices, main["est_read_units_per_run"])
     with_payload = write_units.measure("allow", payload_bytes=4096, runs=20, heartbeats=0)
-    writes_per_dispatch = 2  # the claim: PutItem(run), then UpdateItem(state)
+    writes_per_dispatch = 1  # the claim: one TransactWriteItems (the run's put and the state's update)
     lags = [float(v) for v in live["lag_ms"]]
     recoveries = [float(v) for v in live["recovery_s"]]
     return {
@@ -683,6 +715,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         "claim_transactions_per_s": round(ceiling, 1),
         "dispatch_vs_claim_ceiling": round(dispatch["runs_per_s"] / ceiling, 3),
         "claim_vs_raw_write": round(ceiling * writes_per_dispatch / raw, 3),
+        **shapes,
         "ddb_write_requests_per_run": round(main["ddb_write_requests_per_run"], 4),
         "ddb_read_requests_per_run": round(main["ddb_read_requests_per_run"], 4),
         "sqs_requests_per_run": round(main["sqs_requests_per_run"], 4),
