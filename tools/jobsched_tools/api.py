@@ -48,6 +48,7 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
     from jobsched.runtime.clock import SystemClock
 
     from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
+    from jobsched_tools.handlers import checkout_targets
 
     shards = shard_count or target.shard_count
     if shards is None:
@@ -55,7 +56,14 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
         raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
     store = DynamoStore(_client("dynamodb", target), target.jobs_table, target.state_table, target.runs_table)
     queue = SqsWorkQueue(_client("sqs", target), target.queue_url)
-    return Operations(store, queue, MemoryTelemetry(), SystemClock(), SchedulerConfig(shard_count=shards))
+    return Operations(
+        store,
+        queue,
+        MemoryTelemetry(),
+        SystemClock(),
+        SchedulerConfig(shard_count=shards),
+        known_targets=checkout_targets(),
+    )
 
 
 def _client(service: str, target: Target) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.state import Registration
 from jobsched.services.operations import JobNotFound, Operations, describe_time
 
 from jobsched_tools.deployment import TargetError, add_target_options, resolve_target
@@ -41,9 +42,13 @@ def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> i
 
 
 def _cmd_register(args: argparse.Namespace) -> int:
+    """Each job's registration as the registrar makes it (the same checks, the target's too):
+    ``JOB: scheduled``, or ``JOB: invalid`` with the reasons. Exit status 2 when any job is
+    invalid."""
     raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
     items = json.loads(raw)
-    results = {}
+    results: dict[str, str] = {}
+    reasons: dict[str, list[str]] = {}
     ops = _operations(args)
     for item in items if isinstance(items, list) else [items]:
         if isinstance(item.get("payload"), dict):
@@ -55,8 +60,22 @@ def _cmd_register(args: argparse.Namespace) -> int:
             for reason in exc.reasons:
                 print(f"  - {reason}", file=sys.stderr)
             return 2
-        results[definition.job_id] = ops.register(definition).value
-    return _emit(args, results, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()))
+        outcome = ops.register(definition).value
+        status = ops.get(definition.job_id).get("status")
+        if status == Registration.INVALID.value:
+            outcome = Registration.INVALID.value
+            reasons[definition.job_id] = list(ops.get(definition.job_id).get("invalid_reasons") or [])
+        results[definition.job_id] = outcome
+
+    def human(r: dict[str, str]) -> str:
+        lines = []
+        for job_id, outcome in r.items():
+            lines.append(f"{job_id}: {outcome}")
+            lines += [f"  - {reason}" for reason in reasons.get(job_id, [])]
+        return "\n".join(lines)
+
+    _emit(args, results, human)
+    return 2 if reasons else 0
 
 
 def _job_row(item: dict[str, Any]) -> list[Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,13 +45,21 @@ class BackfillResult:
 
 class Operations:
     def __init__(
-        self, store: Store, queue: WorkQueue, telemetry: Telemetry, clock: Clock, cfg: SchedulerConfig
+        self,
+        store: Store,
+        queue: WorkQueue,
+        telemetry: Telemetry,
+        clock: Clock,
+        cfg: SchedulerConfig,
+        known_targets: Collection[str] | None = None,
     ) -> None:
+        """``known_targets``: the handlers the deployment ships, checked at registration as the
+        registrar function checks them (None: not checked here, only by the registrar)."""
         self._store = store
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
-        self._registrar = Registrar(store, telemetry, clock, cfg, queue)
+        self._registrar = Registrar(store, telemetry, clock, cfg, queue, known_targets=known_targets)
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
 
     def register(self, definition: JobDefinition) -> Registration:
