@@ -147,9 +147,43 @@ def _cmd_pause(args: argparse.Namespace) -> int:
     )
 
 
+def _run_outcome(run: dict[str, Any] | None) -> str:
+    """What a run record says happened to its occurrence, in a few words."""
+    if run is None:
+        return "no record (look again with `jobsched runs`)"
+    status = str(run.get("status", "?"))
+    why = run.get("reason") or run.get("last_error")
+    if status == "pending":
+        return "dispatched"
+    return f"{status} ({_first_line(str(why))})" if why and status != "succeeded" else status
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else ""
+
+
 def _cmd_trigger(args: argparse.Namespace) -> int:
-    run_id = _operations(args).trigger(args.job_id, args.request_id)
-    return _emit(args, {"run_id": run_id}, lambda d: f"dispatched {d['run_id']}")
+    ops = _operations(args)
+    run_id = ops.trigger(args.job_id, args.request_id)
+    requested = getattr(run_id, "already_requested", False)
+    run = ops.get_run(run_id)  # read back: what is true of it now
+    data = {
+        "run_id": str(run_id),
+        "already_requested": bool(requested),
+        "status": run.get("status") if run else None,
+    }
+
+    def human(d: dict[str, Any]) -> str:
+        if d["already_requested"]:
+            why = f": {_first_line(str(run['reason']))}" if run and run.get("reason") else ""
+            return f"already requested: {d['run_id']} (its status: {d['status']}{why}); nothing new dispatched"
+        return f"dispatched {d['run_id']}" if d["status"] == "pending" else f"{d['run_id']}: {_run_outcome(run)}"
+
+    return _emit(args, data, human)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _parse_instant(value: str) -> datetime:
@@ -158,16 +192,56 @@ def _parse_instant(value: str) -> datetime:
 
 
 def _cmd_backfill(args: argparse.Namespace) -> int:
-    result = _operations(args).backfill(args.job_id, _parse_instant(args.start), _parse_instant(args.end))
-    data = {"created": result.created, "rerun": result.rerun, "already_existed": result.already_existed}
-    return _emit(
-        args,
-        data,
-        lambda d: (
-            f"created {len(d['created'])} runs, re-ran {len(d['rerun'])} missed; "
-            f"{len(d['already_existed'])} ran already"
-        ),
-    )
+    """Each occurrence in the range and what happened to it, read back from its run record after
+    the backfill: dispatched (a new run, or the re-run of one recorded missed), or already
+    recorded, with the record's status (and its reason when it did not run)."""
+    ops = _operations(args)
+    result = ops.backfill(args.job_id, _parse_instant(args.start), _parse_instant(args.end))
+    how = {
+        **{run_id: "new run" for run_id in result.created},
+        **{run_id: "re-run of a missed occurrence" for run_id in result.rerun},
+        **{run_id: "already recorded" for run_id in result.already_existed},
+    }
+    occurrences = []
+    for run_id in sorted(how, key=lambda r: r.split("@", 1)[1]):
+        run = ops.get_run(run_id)
+        occurrences.append(
+            {
+                "run_id": run_id,
+                "action": how[run_id],
+                "status": run.get("status") if run else None,
+                "reason": (run.get("reason") or run.get("missed_reason")) if run else None,
+                "outcome": _run_outcome(run),
+            }
+        )
+    data = {
+        "created": result.created,
+        "rerun": result.rerun,
+        "already_existed": result.already_existed,
+        "occurrences": occurrences,
+    }
+
+    def human(d: dict[str, Any]) -> str:
+        if not d["occurrences"]:
+            return f"no occurrences of {args.job_id} in ({args.start}, {args.end}]"
+        width = max(len(o["run_id"]) for o in d["occurrences"])
+        lines = []
+        for o in d["occurrences"]:
+            if o["action"] == "already recorded":
+                what = f"already recorded: {o['outcome']}; left alone"
+            else:
+                what = f"{o['outcome']}: {o['action']}"
+                if o["action"].startswith("re-run") and o["reason"]:
+                    what += f" (it was missed: {_first_line(str(o['reason']))})"
+            lines.append(f"{o['run_id'].ljust(width)}  {what}")
+        lines.append(
+            f"{_count(len(d['occurrences']), 'occurrence')}: {_count(len(d['created']), 'new run')}, "
+            f"{_count(len(d['rerun']), 're-run of a missed one', 're-runs of missed ones')}, "
+            f"{len(d['already_existed'])} already recorded"
+        )
+        return "\n".join(lines)
+
+    return _emit(args, data, human)
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
