@@ -50,6 +50,11 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
+    """The deployment the options name. The local stack only with ``--local``: a state file in
+    the folder is never used unasked (it may be another terminal's, and an AWS deployment's
+    names in JOBSCHED_* variables must not be overridden by it)."""
+    if args.local:
+        return local_target(Path(LOCAL_STATE_FILE))
     if args.jobs_table and args.state_table and args.runs_table and args.queue_url:
         return Target(
             args.jobs_table,
@@ -60,12 +65,14 @@ def resolve_target(args: argparse.Namespace) -> Target:
         )
     if args.stack_name:
         return stack_target(args.stack_name)
-    state = Path(LOCAL_STATE_FILE)
-    if args.local or (state.exists() and not args.jobs_table):
-        return local_target(state)
+    hint = (
+        f" ({LOCAL_STATE_FILE} is here: add --local to use the local stack)"
+        if Path(LOCAL_STATE_FILE).exists()
+        else ""
+    )
     raise TargetError(
         "which deployment? give --stack-name, or --jobs-table/--state-table/--runs-table/--queue-url "
-        "(or JOBSCHED_* variables), or --local"
+        f"(or JOBSCHED_* variables), or --local{hint}"
     )
 
 
@@ -110,9 +117,34 @@ def _listening(endpoint: str) -> bool:
 
 def stack_target(stack_name: str) -> Target:
     """The deployment a CloudFormation stack's outputs and parameters describe."""
+    from botocore.exceptions import ClientError, NoCredentialsError, NoRegionError
+
     from jobsched.adapters.aws import make_client
 
-    stacks = make_client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
+    try:
+        client = make_client("cloudformation")
+        stacks = client.describe_stacks(StackName=stack_name)["Stacks"]
+    except NoRegionError:
+        raise TargetError(
+            f"no AWS region to look for the stack {stack_name!r} in: set AWS_DEFAULT_REGION (or AWS_REGION)"
+        ) from None
+    except NoCredentialsError:
+        raise TargetError(
+            f"no AWS credentials to read the stack {stack_name!r}: configure them "
+            "(aws configure, AWS_PROFILE, ...)"
+        ) from None
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        region = client.meta.region_name
+        if error.get("Code") == "ValidationError" and "does not exist" in str(error.get("Message", "")):
+            raise TargetError(
+                f"there is no CloudFormation stack named {stack_name!r} in {region}: check the name "
+                "and the region (AWS_DEFAULT_REGION), or deploy it first (sam deploy)"
+            ) from None
+        raise TargetError(
+            f"could not read the CloudFormation stack {stack_name!r} in {region}: "
+            f"{error.get('Code', 'error')}: {error.get('Message', exc)}"
+        ) from None
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
     parameters = {p["ParameterKey"]: p["ParameterValue"] for p in stacks[0].get("Parameters", [])}
     shards = int(parameters["ShardCount"]) if "ShardCount" in parameters else None
@@ -126,4 +158,4 @@ def stack_target(stack_name: str) -> Target:
             shards,
         )
     except KeyError as exc:
-        raise TargetError(f"stack {stack_name} has no output {exc}") from exc
+        raise TargetError(f"stack {stack_name} has no output {exc}: is it a jobsched stack?") from exc
