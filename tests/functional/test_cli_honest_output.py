@@ -3,7 +3,11 @@ person acts on."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -144,3 +148,86 @@ def test_backfill_lists_each_occurrence_and_what_happened_to_it(
         (skipped, "already recorded", "skipped"),
         ("nightly-report@2026-11-03T02:00:00Z", "already recorded", "pending"),
     ]
+
+
+def test_show_prints_readable_times_json_values_and_the_reasons_once(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    register(capsys, resources, tmp_path, {**JOB, "job_id": "bad-target", "target": "lgo"})
+    code, out, _ = run_cli(capsys, resources, "show", "bad-target")
+    lines = out.splitlines()
+    assert code == 0
+    assert "enabled: true" in lines and "overlap: allow" in lines
+    assert 'misfire: {"grace_seconds": 60, "max_catchup": 10, "policy": "run_once"}' in lines
+    assert 'payload: {"report":"daily"}' in lines
+    (registered,) = (line for line in lines if line.startswith("registered_at: "))
+    assert re.fullmatch(
+        r"registered_at: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(.*\d\d:\d\d:\d\d CES?T in Europe/Berlin\)",
+        registered,
+    )
+    assert sum("no handler named 'lgo'" in line for line in lines) == 1
+    assert lines[-2:] == [
+        "why it is invalid:",
+        "  - target: no handler named 'lgo' in this deployment (it has: eventbridge_put, example.flaky, "
+        "example.ledger, example.sleep, lambda_invoke, log, sqs_send)",
+    ]
+    assert not any("{'" in line or re.search(r"\b1\d{12}\b", line) for line in lines)
+
+
+LONG_REASON = (
+    "overlap skip: the run before it, nightly-report@2026-11-01T02:00:00Z, was still running "
+    "when this one came due"
+)
+
+
+def test_runs_cuts_a_long_note_at_a_word_with_an_ellipsis(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    register(capsys, resources, tmp_path, JOB)
+    record(
+        resources, "nightly-report@2026-11-02T02:00:00Z", "2026-11-02T02:00:00+00:00", RunStatus.SKIPPED, LONG_REASON
+    )
+    code, out, _ = run_cli(capsys, resources, "runs", "nightly-report")
+    row = out.splitlines()[2]
+    assert code == 0
+    assert row.endswith("UTC  overlap skip: the run before it\u2026")
+    code, out, _ = run_cli(capsys, resources, "runs", "nightly-report", "--json")
+    assert json.loads(out)[0]["reason"] == LONG_REASON
+
+
+class ClosedPipe(io.StringIO):
+    """stdout whose reader went away (`| head -3` after its lines)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_runs_into_a_closed_pipe_exits_quietly(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register(capsys, resources, tmp_path, JOB)
+    capsys.readouterr()
+    with capsys.disabled():
+        monkeypatch.setattr(sys, "stdout", ClosedPipe())
+        monkeypatch.setattr(sys, "stderr", io.StringIO())
+        target = ["--jobs-table", resources.jobs_table, "--state-table", resources.state_table]
+        target += ["--runs-table", resources.runs_table, "--queue-url", resources.work_queue_url]
+        with pytest.raises(SystemExit) as exited:
+            main(["runs", "nightly-report", *target, "--shard-count", "4"])
+        stderr = sys.stderr.getvalue()  # type: ignore[attr-defined]
+    assert exited.value.code == 141 and stderr == ""
+
+
+def test_a_real_pipe_closed_by_head_ends_the_cli_without_a_word() -> None:
+    done = subprocess.run(
+        f"{sys.executable} -m jobsched_tools.cli.main next 'rate(1 minute)' --count 100000 | head -3; "
+        'echo "status ${PIPESTATUS[0]}" >&2',
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert len(done.stdout.splitlines()) == 3
+    assert done.stderr == "status 141\n"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.job import InvalidJob, JobDefinition
@@ -102,15 +103,59 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     item = _operations(args).get(args.job_id)
+    return _emit(args, item, _show_job)
 
-    def human(job: dict[str, Any]) -> str:
-        lines = [f"{k}: {job[k]}" for k in sorted(job)]
-        if job.get("invalid_reasons"):
-            lines.append("why it is invalid:")
-            lines += [f"  - {r}" for r in job["invalid_reasons"]]
-        return "\n".join(lines)
 
-    return _emit(args, item, human)
+def _show_job(job: dict[str, Any]) -> str:
+    """One ``name: value`` line per attribute: instants (``*_at``, epoch milliseconds) as
+    ``list`` shows them, with the wall time in the job's zone beside them; maps and lists as
+    JSON; the invalid reasons once, as a list, at the end."""
+    zone = str(job.get("timezone") or "UTC")
+    lines = []
+    for name in sorted(job):
+        value = job[name]
+        if name == "invalid_reasons":
+            continue
+        if name.endswith("_at") and isinstance(value, int | float) and not isinstance(value, bool):
+            text = _describe_instant(int(value), zone)
+        elif isinstance(value, str):
+            text = value
+        else:
+            text = json.dumps(value, default=str, sort_keys=True)
+        lines.append(f"{name}: {text}")
+    if job.get("invalid_reasons"):
+        lines.append("why it is invalid:")
+        lines += [f"  - {r}" for r in job["invalid_reasons"]]
+    return "\n".join(lines)
+
+
+def _describe_instant(ms: int, zone: str) -> str:
+    """``2026-12-04 02:00:00 UTC (03:00:00 CET in Europe/Berlin)``; UTC alone for a UTC job."""
+    text = describe_time(ms)
+    if zone == "UTC":
+        return text
+    try:
+        local = datetime.fromtimestamp(ms / 1000, ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        return text
+    same_day = local.date() == datetime.fromtimestamp(ms / 1000, UTC).date()
+    wall = local.strftime("%H:%M:%S %Z" if same_day else "%Y-%m-%d %H:%M:%S %Z")
+    return f"{text} ({wall} in {zone})"
+
+
+NOTE_WIDTH = 60
+
+
+def _note(text: str, width: int = NOTE_WIDTH) -> str:
+    """The first line of a run's error or reason, at most ``width`` characters: cut at a word
+    boundary and ended with an ellipsis when longer (``--json`` has the whole text)."""
+    line = _first_line(text.strip())
+    if len(line) <= width:
+        return line
+    head = line[: width - 1]
+    if " " in head:
+        head = head[: head.rindex(" ")]
+    return head.rstrip(" ,;:.-") + "…"
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
@@ -127,9 +172,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
                 r.get("attempt", ""),
                 describe_time(r.get("started_at")),
                 describe_time(r.get("finished_at")),
-                (r.get("last_error") or r.get("reason") or "").splitlines()[0][:60]
-                if (r.get("last_error") or r.get("reason"))
-                else "",
+                _note(str(r.get("last_error") or r.get("reason") or "")),
             ]
             for r in rs
         ]
@@ -255,6 +298,8 @@ def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
     def run(args: argparse.Namespace) -> int:
         try:
             return func(args)
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): main() exits quietly
         except Exception as exc:
             what = _readable(exc)
             if what is None:

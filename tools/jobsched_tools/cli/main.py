@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -61,11 +62,32 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# The exit status of a command whose reader closed the pipe (`jobsched runs JOB | head -3`): what a
+# shell reports for a process ended by SIGPIPE, as `cat` is.
+BROKEN_PIPE_EXIT = 128 + 13
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(chosen_command(arguments))
     args = parser.parse_args(arguments)
-    sys.exit(args.func(args))
+    try:
+        code = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(BROKEN_PIPE_EXIT)
+    sys.exit(code)
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: point stdout at /dev/null, so that the interpreter's own
+    flush at exit does not fail again (the Python documentation's recipe for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (a test's capture): nothing will flush it
+        pass
 
 
 if __name__ == "__main__":
