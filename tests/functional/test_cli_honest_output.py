@@ -129,7 +129,9 @@ def test_backfill_lists_each_occurrence_and_what_happened_to_it(
     missed = "nightly-report@2026-11-01T02:00:00Z"
     skipped = "nightly-report@2026-11-02T02:00:00Z"
     record(resources, missed, "2026-11-01T02:00:00+00:00", RunStatus.MISSED, "trigger down past the grace")
-    record(resources, skipped, "2026-11-02T02:00:00+00:00", RunStatus.SKIPPED, "overlap skip: the run before ran")
+    record(
+        resources, skipped, "2026-11-02T02:00:00+00:00", RunStatus.SKIPPED, "overlap skip: the run before ran"
+    )
     window = ("--from", "2026-11-01T00:00:00Z", "--to", "2026-11-04T00:00:00Z")
     code, out, _ = run_cli(capsys, resources, "backfill", "nightly-report", *window)
     assert code == 0
@@ -185,7 +187,11 @@ def test_runs_cuts_a_long_note_at_a_word_with_an_ellipsis(
 ) -> None:
     register(capsys, resources, tmp_path, JOB)
     record(
-        resources, "nightly-report@2026-11-02T02:00:00Z", "2026-11-02T02:00:00+00:00", RunStatus.SKIPPED, LONG_REASON
+        resources,
+        "nightly-report@2026-11-02T02:00:00Z",
+        "2026-11-02T02:00:00+00:00",
+        RunStatus.SKIPPED,
+        LONG_REASON,
     )
     code, out, _ = run_cli(capsys, resources, "runs", "nightly-report")
     row = out.splitlines()[2]
@@ -198,7 +204,7 @@ def test_runs_cuts_a_long_note_at_a_word_with_an_ellipsis(
 class ClosedPipe(io.StringIO):
     """stdout whose reader went away (`| head -3` after its lines)."""
 
-    def write(self, text: str) -> int:
+    def write(self, _text: str) -> int:
         raise BrokenPipeError(32, "Broken pipe")
 
 

@@ -57,7 +57,8 @@ def test_a_stale_state_file_is_taken_over_with_a_note(tmp_path: Path, listening:
     pid = dead_pid()
     write_state(state, pid, listening)  # the process is gone (its port reused by someone else)
     assert claim_state_file(state) == (
-        f"note: {state} named a local stack that is no longer running (pid {pid}, {listening}); taking it over"
+        f"note: {state} named a local stack that is no longer running (pid {pid}, {listening}); "
+        "taking it over"
     )
     write_state(state, os.getpid(), "http://127.0.0.1:9")  # alive, but nothing answers there
     assert claim_state_file(state) is not None

@@ -118,7 +118,6 @@ def _listening(endpoint: str) -> bool:
 def stack_target(stack_name: str) -> Target:
     """The deployment a CloudFormation stack's outputs and parameters describe."""
     from botocore.exceptions import ClientError, NoCredentialsError, NoRegionError
-
     from jobsched.adapters.aws import make_client
 
     try:

@@ -33,8 +33,16 @@ def test_prints_five_utc_lines_by_default(capsys: pytest.CaptureFixture[str]) ->
 
 def test_a_zone_shows_the_wall_time_beside_the_utc_instant(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, err = _run(
-        ["next", "cron(30 1 * * ? *)", "--tz", "America/New_York", "--after", "2026-11-01T00:00:00Z"]
-        + ["--count", "3"],
+        [
+            "next",
+            "cron(30 1 * * ? *)",
+            "--tz",
+            "America/New_York",
+            "--after",
+            "2026-11-01T00:00:00Z",
+            "--count",
+            "3",
+        ],
         capsys,
     )
     assert code == 0 and err == ""

@@ -4,8 +4,9 @@ Other tools parse this output, so the format is a contract: one occurrence per l
 with its UTC instant as ``YYYY-MM-DDTHH:MM:SSZ``; with ``--tz`` other than UTC, two spaces and
 the wall time in that zone follow, as ISO 8601 with its offset and the zone's abbreviation
 (``2026-11-01T05:30:00Z  2026-11-01T01:30:00-04:00 EDT``), so the first field is still the
-instant. On bad input, exit status 2 and a stderr line starting ``error:``. When the schedule has fewer occurrences left than asked for (an ``at`` in the past,
-a ``cron`` whose years are over), stderr says so and the exit status is still 0.
+instant. On bad input, exit status 2 and a stderr line starting ``error:``. When the schedule
+has fewer occurrences left than asked for (an ``at`` in the past, a ``cron`` whose years are
+over), stderr says so and the exit status is still 0.
 """
 
 from __future__ import annotations

@@ -219,8 +219,11 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
     def human(d: dict[str, Any]) -> str:
         if d["already_requested"]:
             why = f": {_first_line(str(run['reason']))}" if run and run.get("reason") else ""
-            return f"already requested: {d['run_id']} (its status: {d['status']}{why}); nothing new dispatched"
-        return f"dispatched {d['run_id']}" if d["status"] == "pending" else f"{d['run_id']}: {_run_outcome(run)}"
+            status = f"its status: {d['status']}{why}"
+            return f"already requested: {d['run_id']} ({status}); nothing new dispatched"
+        if d["status"] == "pending":
+            return f"dispatched {d['run_id']}"
+        return f"{d['run_id']}: {_run_outcome(run)}"
 
     return _emit(args, data, human)
 

@@ -385,7 +385,8 @@ def claim_state_file(path: Path) -> str | None:
             "(`jobsched ... --local`), stop it first (Ctrl-C in its terminal), or start this one "
             "in another folder or with --state-file OTHER.json"
         )
-    return f"note: {path} named a local stack that is no longer running (pid {pid}, {endpoint}); taking it over"
+    gone = f"pid {pid}, {endpoint}"
+    return f"note: {path} named a local stack that is no longer running ({gone}); taking it over"
 
 
 def _process_alive(pid: int) -> bool:
