@@ -237,3 +237,42 @@ def test_a_real_pipe_closed_by_head_ends_the_cli_without_a_word() -> None:
     )
     assert len(done.stdout.splitlines()) == 3
     assert done.stderr == "status 141\n"
+
+
+def test_dlq_redrive_moves_the_dead_letters_back_to_the_work_queue(
+    capsys: pytest.CaptureFixture[str], resources: Resources
+) -> None:
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    attribute = {"kind": {"DataType": "String", "StringValue": "run"}}
+    for i in range(12):
+        sqs.send_message(
+            QueueUrl=resources.dead_letter_queue_url, MessageBody=f"m{i}", MessageAttributes=attribute
+        )
+    target = ["--jobs-table", resources.jobs_table, "--state-table", resources.state_table]
+    target += ["--runs-table", resources.runs_table, "--queue-url", resources.work_queue_url]
+    with pytest.raises(SystemExit) as exited:
+        main(["dlq", "redrive", *target, "--dlq-url", resources.dead_letter_queue_url])
+    out, err = capsys.readouterr()
+    assert (exited.value.code, out, err) == (
+        0,
+        "moved 12 messages from the dead-letter queue to the work queue\n",
+        "",
+    )
+    moved = []
+    while batch := sqs.receive_message(
+        QueueUrl=resources.work_queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    ).get("Messages", []):
+        moved += [(m["Body"], m["MessageAttributes"]["kind"]["StringValue"]) for m in batch]
+    assert sorted(moved) == sorted((f"m{i}", "run") for i in range(12))
+    left = sqs.get_queue_attributes(
+        QueueUrl=resources.dead_letter_queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert left == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}
+
+    with pytest.raises(SystemExit) as exited:
+        main(["dlq", "redrive", *target])
+    assert exited.value.code == 2 and capsys.readouterr().err == (
+        "error: the dead-letter queue is not known: "
+        "give --dlq-url (or JOBSCHED_DLQ_URL), --stack-name or --local\n"
+    )

@@ -35,6 +35,8 @@ class Target:
     # None: boto3's own (environment, profile, ...).
     region: str | None = None
     credentials: tuple[str, str] | None = None
+    # The work queue's dead-letter queue (`jobsched dlq redrive`); None when not known.
+    dlq_url: str | None = None
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +45,9 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--state-table", default=os.environ.get("JOBSCHED_STATE_TABLE"))
     group.add_argument("--runs-table", default=os.environ.get("JOBSCHED_RUNS_TABLE"))
     group.add_argument("--queue-url", default=os.environ.get("JOBSCHED_QUEUE_URL"))
+    group.add_argument(
+        "--dlq-url", default=os.environ.get("JOBSCHED_DLQ_URL"), help="the work queue's dead-letter queue"
+    )
     group.add_argument(
         "--stack-name", default=os.environ.get("JOBSCHED_STACK_NAME"), help="read the stack outputs"
     )
@@ -62,6 +67,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
             args.runs_table,
             args.queue_url,
             os.environ.get("AWS_ENDPOINT_URL"),
+            dlq_url=getattr(args, "dlq_url", None),
         )
     if args.stack_name:
         return stack_target(args.stack_name)
@@ -98,6 +104,7 @@ def local_target(path: Path | str = LOCAL_STATE_FILE) -> Target:
                 str(data.get("aws_access_key_id") or DUMMY_ACCESS_KEY_ID),
                 str(data.get("aws_secret_access_key") or DUMMY_SECRET_ACCESS_KEY),
             ),
+            str(data["dead_letter_queue_url"]) if data.get("dead_letter_queue_url") else None,
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise TargetError(f"{path} is not a local stack's state file ({exc}): {start}") from exc
@@ -155,6 +162,7 @@ def stack_target(stack_name: str) -> Target:
             outputs["WorkQueueUrl"],
             None,
             shards,
+            dlq_url=outputs.get("DeadLetterQueueUrl"),
         )
     except KeyError as exc:
         raise TargetError(f"stack {stack_name} has no output {exc}: is it a jobsched stack?") from exc

@@ -297,6 +297,79 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     )
 
 
+REDRIVE_BATCH = 10  # SQS's most per receive and per batch send
+
+
+def _cmd_dlq_redrive(args: argparse.Namespace) -> int:
+    """Move the dead-letter queue's messages back to the work queue: receive a batch, send it,
+    then delete from the DLQ what was sent. At least once: a message sent and not yet deleted
+    when this stops is sent again next time, and the worker drops the duplicate (its run record
+    is fenced). Works on AWS and on the local stack (moto has no StartMessageMoveTask)."""
+    from jobsched_tools.api import _client
+
+    target = resolve_target(args)
+    if not target.dlq_url:
+        raise TargetError(
+            "the dead-letter queue is not known: "
+            "give --dlq-url (or JOBSCHED_DLQ_URL), --stack-name or --local"
+        )
+    sqs = _client("sqs", target)
+    moved = failed = 0
+    while args.max is None or moved < args.max:
+        want = REDRIVE_BATCH if args.max is None else min(REDRIVE_BATCH, args.max - moved)
+        received = sqs.receive_message(
+            QueueUrl=target.dlq_url,
+            MaxNumberOfMessages=want,
+            WaitTimeSeconds=1,
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not received:
+            break
+        entries = [
+            {
+                "Id": str(i),
+                "MessageBody": m["Body"],
+                **(
+                    {"MessageAttributes": _attributes(m["MessageAttributes"])}
+                    if m.get("MessageAttributes")
+                    else {}
+                ),
+            }
+            for i, m in enumerate(received)
+        ]
+        sent = sqs.send_message_batch(QueueUrl=target.queue_url, Entries=entries)
+        done = {entry["Id"] for entry in sent.get("Successful", [])}
+        failed += len(sent.get("Failed", []))
+        if done:
+            sqs.delete_message_batch(
+                QueueUrl=target.dlq_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                    for i, m in enumerate(received)
+                    if str(i) in done
+                ],
+            )
+        moved += len(done)
+        if len(done) < len(received):
+            break  # the work queue refused some: they stay on the DLQ (visible again later)
+    data = {"moved": moved, "failed": failed, "dlq_url": target.dlq_url, "queue_url": target.queue_url}
+
+    def human(d: dict[str, Any]) -> str:
+        text = f"moved {_count(d['moved'], 'message')} from the dead-letter queue to the work queue"
+        if d["failed"]:
+            text += f"; {_count(d['failed'], 'message')} refused by the work queue stay on the DLQ"
+        return text
+
+    _emit(args, data, human)
+    return 1 if failed else 0
+
+
+def _attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """A received message's attributes as SendMessage takes them."""
+    keep = ("DataType", "StringValue", "BinaryValue")
+    return {name: {k: v for k, v in value.items() if k in keep} for name, value in attributes.items()}
+
+
 def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         try:
@@ -372,5 +445,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "run the past occurrences in (FROM, TO], missed ones too, each at most once",
     )
     backfill.add_argument("job_id", metavar="JOB")
+    dlq = subparsers.add_parser(
+        "dlq",
+        help="the work queue's dead-letter queue: redrive its messages to the work queue",
+        description="The work queue's dead-letter queue.",
+    )
+
+    def dlq_usage(_args: argparse.Namespace) -> int:  # not reached: ACTION is required
+        dlq.print_usage(sys.stderr)
+        return 2
+
+    dlq.set_defaults(func=dlq_usage)
+    actions = dlq.add_subparsers(dest="action", required=True, metavar="ACTION")
+    redrive = actions.add_parser(
+        "redrive",
+        help="move the DLQ's messages back to the work queue (at least once; works locally too)",
+        description=(
+            "Receive the dead-letter queue's messages and send them to the work queue, then delete "
+            "them from the DLQ. Exit status 1 when the work queue refused some."
+        ),
+    )
+    add_target_options(redrive)
+    redrive.add_argument("--json", action="store_true", help="machine-readable output")
+    redrive.add_argument("--max", type=int, default=None, help="move at most this many (default: all)")
+    redrive.set_defaults(func=_guarded(_cmd_dlq_redrive))
     backfill.add_argument("--from", dest="start", required=True, metavar="ISO8601")
     backfill.add_argument("--to", dest="end", required=True, metavar="ISO8601")
