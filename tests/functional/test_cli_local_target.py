@@ -5,7 +5,10 @@ real deployment, the user reads one line saying what to do, not a traceback."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -208,3 +211,33 @@ def test_the_python_api_says_in_a_sentence_that_a_stack_is_missing(monkeypatch: 
     assert str(raised.value) == (
         "no .jobsched-local.json here: start the local stack with `jobsched local` (in this folder) first"
     )
+
+
+@pytest.mark.skipif(not (Path(sys.executable).parent / "aws").exists(), reason="no awscli in this venv")
+def test_aws_sqs_needs_endpoint_url_on_the_local_stack(
+    local_stack_state: tuple[LocalMoto, Resources], bare_env: Path
+) -> None:
+    """docs/local.md: awscli v1 sends `aws sqs` to queue.amazonaws.com whatever AWS_ENDPOINT_URL
+    (or AWS_ENDPOINT_URL_SQS) says; `--endpoint-url "$AWS_ENDPOINT_URL"` reaches the stack."""
+    moto, resources = local_stack_state
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": moto.endpoint_url,
+        "AWS_ENDPOINT_URL_SQS": moto.endpoint_url,
+        "AWS_DEFAULT_REGION": LOCAL_REGION,
+        "AWS_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
+        "AWS_MAX_ATTEMPTS": "1",
+    }
+    command = [str(Path(sys.executable).parent / "aws"), "sqs", "get-queue-attributes"]
+    command += ["--queue-url", resources.work_queue_url, "--attribute-names", "ApproximateNumberOfMessages"]
+
+    def aws(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command, *extra], env=env, cwd=bare_env, capture_output=True, text=True, timeout=120
+        )
+
+    assert aws("--cli-connect-timeout", "3", "--cli-read-timeout", "3").returncode != 0
+    done = aws("--endpoint-url", moto.endpoint_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"Attributes": {"ApproximateNumberOfMessages": "0"}}
