@@ -5,17 +5,25 @@ real deployment, the user reads one line saying what to do, not a traceback."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from jobsched.core.job import JobDefinition
+from jobsched.core.state import Registration
+from jobsched_tools.api import connect
 from jobsched_tools.cli.main import main
+from jobsched_tools.deployment import TargetError
 from jobsched_tools.emulator.credentials import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, LOCAL_REGION
 from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
 from jobsched_tools.emulator.provision import Resources, provision
+from moto import mock_aws
 
 JOB = {"job_id": "hello", "schedule": "rate(10 minutes)", "target": "log", "payload": {"hi": 1}}
 NO_AWS_SETTINGS = (
@@ -157,3 +165,79 @@ def test_a_deployment_without_region_or_credentials_is_a_readable_error(
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     code, _, err = run_cli(capsys, "list", *target)
     assert code == 2 and err.startswith("error: no AWS credentials")
+
+
+@pytest.mark.usefixtures("local_stack_state")
+def test_the_local_stack_is_never_chosen_without_local(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = run_cli(capsys, "list")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: which deployment? give --stack-name, or --jobs-table/--state-table/--runs-table/"
+        "--queue-url (or JOBSCHED_* variables), or --local "
+        "(.jobsched-local.json is here: add --local to use the local stack)\n"
+    )
+    # --local is explicit: it wins over a deployment named in the environment.
+    for name in ("JOBS", "STATE", "RUNS"):
+        monkeypatch.setenv(f"JOBSCHED_{name}_TABLE", f"elsewhere-{name.lower()}")
+    monkeypatch.setenv("JOBSCHED_QUEUE_URL", "https://sqs.eu-west-1.amazonaws.com/1/elsewhere")
+    code, out, err = run_cli(capsys, "list", "--local", "--json")
+    assert (code, err, json.loads(out)) == (0, "", [])
+
+
+@pytest.mark.usefixtures("local_stack_state")
+def test_the_python_api_reaches_the_local_stack() -> None:
+    ops = connect(local=True)
+    outcome = ops.register(
+        JobDefinition(job_id="from-python", schedule="rate(10 minutes)", target="log", payload={"a": 1})
+    )
+    assert outcome is Registration.SCHEDULED
+    assert [job["job_id"] for job in ops.list_jobs()] == ["from-python"]
+
+
+@pytest.mark.usefixtures("bare_env")
+def test_the_python_api_says_in_a_sentence_that_a_stack_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    with mock_aws(), pytest.raises(TargetError) as raised:
+        connect(stack_name="no-such-stack")
+    assert str(raised.value) == (
+        "there is no CloudFormation stack named 'no-such-stack' in eu-west-1: check the name and the "
+        "region (AWS_DEFAULT_REGION), or deploy it first (sam deploy)"
+    )
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+    with pytest.raises(TargetError) as raised:
+        connect(local=True)
+    assert str(raised.value) == (
+        "no .jobsched-local.json here: start the local stack with `jobsched local` (in this folder) first"
+    )
+
+
+@pytest.mark.skipif(not (Path(sys.executable).parent / "aws").exists(), reason="no awscli in this venv")
+def test_aws_sqs_needs_endpoint_url_on_the_local_stack(
+    local_stack_state: tuple[LocalMoto, Resources], bare_env: Path
+) -> None:
+    """docs/local.md: awscli v1 sends `aws sqs` to queue.amazonaws.com whatever AWS_ENDPOINT_URL
+    (or AWS_ENDPOINT_URL_SQS) says; `--endpoint-url "$AWS_ENDPOINT_URL"` reaches the stack."""
+    moto, resources = local_stack_state
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": moto.endpoint_url,
+        "AWS_ENDPOINT_URL_SQS": moto.endpoint_url,
+        "AWS_DEFAULT_REGION": LOCAL_REGION,
+        "AWS_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
+        "AWS_MAX_ATTEMPTS": "1",
+    }
+    command = [str(Path(sys.executable).parent / "aws"), "sqs", "get-queue-attributes"]
+    command += ["--queue-url", resources.work_queue_url, "--attribute-names", "ApproximateNumberOfMessages"]
+
+    def aws(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command, *extra], env=env, cwd=bare_env, capture_output=True, text=True, timeout=120
+        )
+
+    assert aws("--cli-connect-timeout", "3", "--cli-read-timeout", "3").returncode != 0
+    done = aws("--endpoint-url", moto.endpoint_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"Attributes": {"ApproximateNumberOfMessages": "0"}}

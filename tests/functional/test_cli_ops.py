@@ -90,7 +90,8 @@ def test_trigger_twice_with_one_request_id_runs_once(
     second = as_json(
         run_cli(capsys, resources, "trigger", "nightly-report", "--request-id", "r1", "--json")[1]
     )
-    assert first == second == {"run_id": "nightly-report@manual:r1"}
+    assert first == {"run_id": "nightly-report@manual:r1", "already_requested": False, "status": "pending"}
+    assert second == {**first, "already_requested": True}
     code, out, _ = run_cli(capsys, resources, "runs", "nightly-report", "--json")
     runs = as_json(out)
     assert code == 0 and [run["run_id"] for run in runs] == ["nightly-report@manual:r1"]
@@ -111,7 +112,11 @@ def test_backfill_runs_each_occurrence_once_ever(
         "nightly-report@2026-11-02T02:00:00Z",
         "nightly-report@2026-11-03T02:00:00Z",
     ]
-    assert again == {"created": [], "rerun": [], "already_existed": first["created"]}
+    assert {k: again[k] for k in ("created", "rerun", "already_existed")} == {
+        "created": [],
+        "rerun": [],
+        "already_existed": first["created"],
+    }
 
 
 def test_register_accepts_ranges_that_wrap_around(

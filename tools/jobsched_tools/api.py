@@ -3,7 +3,7 @@
     from jobsched_tools.api import connect
     from jobsched.core.job import JobDefinition
 
-    ops = connect(stack_name="jobsched")  # or the four resource names and shard_count=
+    ops = connect(stack_name="jobsched")  # or connect(local=True), or the four resource names
     ops.register(JobDefinition(job_id="nightly-report", schedule="cron(0 3 * * ? *)",
                                timezone="Europe/Berlin", target="log", payload={"report": "daily"}))
     ops.runs("nightly-report")
@@ -13,15 +13,18 @@ The CLI's commands are thin wrappers over the same object.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from jobsched.services.operations import Operations
 
-from jobsched_tools.deployment import Target, TargetError, stack_target
+from jobsched_tools.deployment import LOCAL_STATE_FILE, Target, TargetError, local_target, stack_target
 
 
 def connect(
     *,
+    local: bool = False,
+    state_file: Path | str = LOCAL_STATE_FILE,
     stack_name: str | None = None,
     jobs_table: str | None = None,
     state_table: str | None = None,
@@ -30,14 +33,22 @@ def connect(
     shard_count: int | None = None,
     endpoint_url: str | None = None,
 ) -> Operations:
-    """Operations on a deployment named by its CloudFormation stack, or by its resources. The
-    shard count must be the stack's ShardCount (read from the stack when a stack is named)."""
-    if stack_name is not None:
+    """Operations on a deployment: the local stack (``local=True``: the running ``jobsched local``
+    that wrote ``state_file``), a CloudFormation stack, or its resources. The shard count must be
+    the stack's ShardCount (read from the stack or the state file when omitted). A deployment that
+    cannot be reached raises ``TargetError`` saying why. ``register`` checks a job's target against
+    the handlers of this checkout, as the registrar does (``jobsched_tools.handlers``)."""
+    if local:
+        target = local_target(state_file)
+    elif stack_name is not None:
         target = stack_target(stack_name)
     elif jobs_table and state_table and runs_table and queue_url:
         target = Target(jobs_table, state_table, runs_table, queue_url, endpoint_url, shard_count)
     else:
-        raise TargetError("name a stack, or give jobs_table, state_table, runs_table and queue_url")
+        raise TargetError(
+            "which deployment? pass local=True, stack_name=, or jobs_table, state_table, runs_table "
+            "and queue_url"
+        )
     return operations_for(target, shard_count)
 
 
@@ -48,6 +59,7 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
     from jobsched.runtime.clock import SystemClock
 
     from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
+    from jobsched_tools.handlers import checkout_targets
 
     shards = shard_count or target.shard_count
     if shards is None:
@@ -55,7 +67,14 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
         raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
     store = DynamoStore(_client("dynamodb", target), target.jobs_table, target.state_table, target.runs_table)
     queue = SqsWorkQueue(_client("sqs", target), target.queue_url)
-    return Operations(store, queue, MemoryTelemetry(), SystemClock(), SchedulerConfig(shard_count=shards))
+    return Operations(
+        store,
+        queue,
+        MemoryTelemetry(),
+        SystemClock(),
+        SchedulerConfig(shard_count=shards),
+        known_targets=checkout_targets(),
+    )
 
 
 def _client(service: str, target: Target) -> Any:

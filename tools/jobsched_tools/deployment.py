@@ -35,6 +35,8 @@ class Target:
     # None: boto3's own (environment, profile, ...).
     region: str | None = None
     credentials: tuple[str, str] | None = None
+    # The work queue's dead-letter queue (`jobsched dlq redrive`); None when not known.
+    dlq_url: str | None = None
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -44,12 +46,20 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--runs-table", default=os.environ.get("JOBSCHED_RUNS_TABLE"))
     group.add_argument("--queue-url", default=os.environ.get("JOBSCHED_QUEUE_URL"))
     group.add_argument(
+        "--dlq-url", default=os.environ.get("JOBSCHED_DLQ_URL"), help="the work queue's dead-letter queue"
+    )
+    group.add_argument(
         "--stack-name", default=os.environ.get("JOBSCHED_STACK_NAME"), help="read the stack outputs"
     )
     group.add_argument("--local", action="store_true", help=f"the local stack ({LOCAL_STATE_FILE})")
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
+    """The deployment the options name. The local stack only with ``--local``: a state file in
+    the folder is never used unasked (it may be another terminal's, and an AWS deployment's
+    names in JOBSCHED_* variables must not be overridden by it)."""
+    if args.local:
+        return local_target(Path(LOCAL_STATE_FILE))
     if args.jobs_table and args.state_table and args.runs_table and args.queue_url:
         return Target(
             args.jobs_table,
@@ -57,15 +67,18 @@ def resolve_target(args: argparse.Namespace) -> Target:
             args.runs_table,
             args.queue_url,
             os.environ.get("AWS_ENDPOINT_URL"),
+            dlq_url=getattr(args, "dlq_url", None),
         )
     if args.stack_name:
         return stack_target(args.stack_name)
-    state = Path(LOCAL_STATE_FILE)
-    if args.local or (state.exists() and not args.jobs_table):
-        return local_target(state)
+    hint = (
+        f" ({LOCAL_STATE_FILE} is here: add --local to use the local stack)"
+        if Path(LOCAL_STATE_FILE).exists()
+        else ""
+    )
     raise TargetError(
         "which deployment? give --stack-name, or --jobs-table/--state-table/--runs-table/--queue-url "
-        "(or JOBSCHED_* variables), or --local"
+        f"(or JOBSCHED_* variables), or --local{hint}"
     )
 
 
@@ -91,6 +104,7 @@ def local_target(path: Path | str = LOCAL_STATE_FILE) -> Target:
                 str(data.get("aws_access_key_id") or DUMMY_ACCESS_KEY_ID),
                 str(data.get("aws_secret_access_key") or DUMMY_SECRET_ACCESS_KEY),
             ),
+            str(data["dead_letter_queue_url"]) if data.get("dead_letter_queue_url") else None,
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise TargetError(f"{path} is not a local stack's state file ({exc}): {start}") from exc
@@ -110,9 +124,33 @@ def _listening(endpoint: str) -> bool:
 
 def stack_target(stack_name: str) -> Target:
     """The deployment a CloudFormation stack's outputs and parameters describe."""
+    from botocore.exceptions import ClientError, NoCredentialsError, NoRegionError
     from jobsched.adapters.aws import make_client
 
-    stacks = make_client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
+    try:
+        client = make_client("cloudformation")
+        stacks = client.describe_stacks(StackName=stack_name)["Stacks"]
+    except NoRegionError:
+        raise TargetError(
+            f"no AWS region to look for the stack {stack_name!r} in: set AWS_DEFAULT_REGION (or AWS_REGION)"
+        ) from None
+    except NoCredentialsError:
+        raise TargetError(
+            f"no AWS credentials to read the stack {stack_name!r}: configure them "
+            "(aws configure, AWS_PROFILE, ...)"
+        ) from None
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        region = client.meta.region_name
+        if error.get("Code") == "ValidationError" and "does not exist" in str(error.get("Message", "")):
+            raise TargetError(
+                f"there is no CloudFormation stack named {stack_name!r} in {region}: check the name "
+                "and the region (AWS_DEFAULT_REGION), or deploy it first (sam deploy)"
+            ) from None
+        raise TargetError(
+            f"could not read the CloudFormation stack {stack_name!r} in {region}: "
+            f"{error.get('Code', 'error')}: {error.get('Message', exc)}"
+        ) from None
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
     parameters = {p["ParameterKey"]: p["ParameterValue"] for p in stacks[0].get("Parameters", [])}
     shards = int(parameters["ShardCount"]) if "ShardCount" in parameters else None
@@ -124,6 +162,7 @@ def stack_target(stack_name: str) -> Target:
             outputs["WorkQueueUrl"],
             None,
             shards,
+            dlq_url=outputs.get("DeadLetterQueueUrl"),
         )
     except KeyError as exc:
-        raise TargetError(f"stack {stack_name} has no output {exc}") from exc
+        raise TargetError(f"stack {stack_name} has no output {exc}: is it a jobsched stack?") from exc

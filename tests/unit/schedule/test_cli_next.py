@@ -20,10 +20,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list
 
 
 def test_prints_five_utc_lines_by_default(capsys: pytest.CaptureFixture[str]) -> None:
-    code, lines, err = _run(
-        ["next", "cron(0 9 ? * MON-FRI *)", "--tz", "Europe/Berlin", "--after", "2026-01-02T00:00:00Z"],
-        capsys,
-    )
+    code, lines, err = _run(["next", "cron(0 8 ? * MON-FRI *)", "--after", "2026-01-02T00:00:00Z"], capsys)
     assert code == 0 and err == ""
     assert lines == [
         "2026-01-02T08:00:00Z",
@@ -31,6 +28,28 @@ def test_prints_five_utc_lines_by_default(capsys: pytest.CaptureFixture[str]) ->
         "2026-01-06T08:00:00Z",
         "2026-01-07T08:00:00Z",
         "2026-01-08T08:00:00Z",
+    ]
+
+
+def test_a_zone_shows_the_wall_time_beside_the_utc_instant(capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines, err = _run(
+        [
+            "next",
+            "cron(30 1 * * ? *)",
+            "--tz",
+            "America/New_York",
+            "--after",
+            "2026-11-01T00:00:00Z",
+            "--count",
+            "3",
+        ],
+        capsys,
+    )
+    assert code == 0 and err == ""
+    assert lines == [
+        "2026-11-01T05:30:00Z  2026-11-01T01:30:00-04:00 EDT",
+        "2026-11-02T06:30:00Z  2026-11-02T01:30:00-05:00 EST",
+        "2026-11-03T06:30:00Z  2026-11-03T01:30:00-05:00 EST",
     ]
 
 
@@ -49,7 +68,7 @@ def test_fewer_lines_when_the_schedule_ends(capsys: pytest.CaptureFixture[str]) 
         ["next", "at(2026-03-08T01:30:00)", "--tz", "America/New_York", "--after", "2026-01-01T00:00:00Z"],
         capsys,
     )
-    assert code == 0 and lines == ["2026-03-08T06:30:00Z"]
+    assert code == 0 and lines == ["2026-03-08T06:30:00Z  2026-03-08T01:30:00-05:00 EST"]
     code, lines, _ = _run(["next", "cron(0 0 1 1 ? 2026)", "--after", "2027-01-01T00:00:00Z"], capsys)
     assert code == 0 and lines == []
 

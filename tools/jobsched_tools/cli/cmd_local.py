@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import threading
 from pathlib import Path
 from types import FrameType
@@ -71,8 +72,15 @@ def run_demo_command(args: argparse.Namespace) -> int:
 def run_local(args: argparse.Namespace) -> int:
     from jobsched_tools.local.demo import describe
     from jobsched_tools.local.session import now_ms
-    from jobsched_tools.local.stack import LocalStack, StackOptions
+    from jobsched_tools.local.stack import LocalStack, StackOptions, StateFileInUse, claim_state_file
 
+    try:
+        note = claim_state_file(args.state_file)
+    except StateFileInUse as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if note is not None:
+        print(f"# {note}", file=sys.stderr, flush=True)
     extra = dict(item.split("=", 1) for item in args.set)
     t0 = now_ms()
 

@@ -1,9 +1,12 @@
 """``jobsched next``: print the next occurrences of a schedule expression.
 
-Other tools parse this output, so the format is a contract: one UTC instant per line
-as ``YYYY-MM-DDTHH:MM:SSZ``; on bad input, exit status 2 and a stderr line starting
-``error:``. When the schedule has fewer occurrences left than asked for (an ``at`` in the past,
-a ``cron`` whose years are over), stderr says so and the exit status is still 0.
+Other tools parse this output, so the format is a contract: one occurrence per line, starting
+with its UTC instant as ``YYYY-MM-DDTHH:MM:SSZ``; with ``--tz`` other than UTC, two spaces and
+the wall time in that zone follow, as ISO 8601 with its offset and the zone's abbreviation
+(``2026-11-01T05:30:00Z  2026-11-01T01:30:00-04:00 EDT``), so the first field is still the
+instant. On bad input, exit status 2 and a stderr line starting ``error:``. When the schedule
+has fewer occurrences left than asked for (an ``at`` in the past, a ``cron`` whose years are
+over), stderr says so and the exit status is still 0.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 from jobsched.core.schedule import ScheduleError, parse_schedule
 
@@ -45,13 +49,14 @@ def run(args: argparse.Namespace) -> int:
     except ScheduleError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    zone = None if args.tz == "UTC" else ZoneInfo(args.tz)
     current = after
     printed = 0
     for _ in range(count):
         found = schedule.next_after(current)
         if found is None:
             break
-        print(found.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        print(_line(found, zone))
         printed += 1
         current = found
     if printed < count:
@@ -59,6 +64,14 @@ def run(args: argparse.Namespace) -> int:
         what = "no occurrences" if printed == 0 else "no more occurrences"
         print(f"{what} of {args.expression} after {instant}", file=sys.stderr)
     return 0
+
+
+def _line(instant: datetime, zone: ZoneInfo | None) -> str:
+    utc = instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if zone is None:
+        return utc
+    local = instant.astimezone(zone)
+    return f"{utc}  {local.isoformat()} {local.tzname()}"
 
 
 def _parse_count(text: str) -> int:

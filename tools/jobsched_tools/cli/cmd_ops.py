@@ -13,9 +13,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.state import Registration
 from jobsched.services.operations import JobNotFound, Operations, describe_time
 
 from jobsched_tools.deployment import TargetError, add_target_options, resolve_target
@@ -41,9 +43,13 @@ def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> i
 
 
 def _cmd_register(args: argparse.Namespace) -> int:
+    """Each job's registration as the registrar makes it (the same checks, the target's too):
+    ``JOB: scheduled``, or ``JOB: invalid`` with the reasons. Exit status 2 when any job is
+    invalid."""
     raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
     items = json.loads(raw)
-    results = {}
+    results: dict[str, str] = {}
+    reasons: dict[str, list[str]] = {}
     ops = _operations(args)
     for item in items if isinstance(items, list) else [items]:
         if isinstance(item.get("payload"), dict):
@@ -55,8 +61,22 @@ def _cmd_register(args: argparse.Namespace) -> int:
             for reason in exc.reasons:
                 print(f"  - {reason}", file=sys.stderr)
             return 2
-        results[definition.job_id] = ops.register(definition).value
-    return _emit(args, results, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()))
+        outcome = ops.register(definition).value
+        status = ops.get(definition.job_id).get("status")
+        if status == Registration.INVALID.value:
+            outcome = Registration.INVALID.value
+            reasons[definition.job_id] = list(ops.get(definition.job_id).get("invalid_reasons") or [])
+        results[definition.job_id] = outcome
+
+    def human(r: dict[str, str]) -> str:
+        lines = []
+        for job_id, outcome in r.items():
+            lines.append(f"{job_id}: {outcome}")
+            lines += [f"  - {reason}" for reason in reasons.get(job_id, [])]
+        return "\n".join(lines)
+
+    _emit(args, results, human)
+    return 2 if reasons else 0
 
 
 def _job_row(item: dict[str, Any]) -> list[Any]:
@@ -83,15 +103,59 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     item = _operations(args).get(args.job_id)
+    return _emit(args, item, _show_job)
 
-    def human(job: dict[str, Any]) -> str:
-        lines = [f"{k}: {job[k]}" for k in sorted(job)]
-        if job.get("invalid_reasons"):
-            lines.append("why it is invalid:")
-            lines += [f"  - {r}" for r in job["invalid_reasons"]]
-        return "\n".join(lines)
 
-    return _emit(args, item, human)
+def _show_job(job: dict[str, Any]) -> str:
+    """One ``name: value`` line per attribute: instants (``*_at``, epoch milliseconds) as
+    ``list`` shows them, with the wall time in the job's zone beside them; maps and lists as
+    JSON; the invalid reasons once, as a list, at the end."""
+    zone = str(job.get("timezone") or "UTC")
+    lines = []
+    for name in sorted(job):
+        value = job[name]
+        if name == "invalid_reasons":
+            continue
+        if name.endswith("_at") and isinstance(value, int | float) and not isinstance(value, bool):
+            text = _describe_instant(int(value), zone)
+        elif isinstance(value, str):
+            text = value
+        else:
+            text = json.dumps(value, default=str, sort_keys=True)
+        lines.append(f"{name}: {text}")
+    if job.get("invalid_reasons"):
+        lines.append("why it is invalid:")
+        lines += [f"  - {r}" for r in job["invalid_reasons"]]
+    return "\n".join(lines)
+
+
+def _describe_instant(ms: int, zone: str) -> str:
+    """``2026-12-04 02:00:00 UTC (03:00:00 CET in Europe/Berlin)``; UTC alone for a UTC job."""
+    text = describe_time(ms)
+    if zone == "UTC":
+        return text
+    try:
+        local = datetime.fromtimestamp(ms / 1000, ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        return text
+    same_day = local.date() == datetime.fromtimestamp(ms / 1000, UTC).date()
+    wall = local.strftime("%H:%M:%S %Z" if same_day else "%Y-%m-%d %H:%M:%S %Z")
+    return f"{text} ({wall} in {zone})"
+
+
+NOTE_WIDTH = 60
+
+
+def _note(text: str, width: int = NOTE_WIDTH) -> str:
+    """The first line of a run's error or reason, at most ``width`` characters: cut at a word
+    boundary and ended with an ellipsis when longer (``--json`` has the whole text)."""
+    line = _first_line(text.strip())
+    if len(line) <= width:
+        return line
+    head = line[: width - 1]
+    if " " in head:
+        head = head[: head.rindex(" ")]
+    return head.rstrip(" ,;:.-") + "…"
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
@@ -108,9 +172,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
                 r.get("attempt", ""),
                 describe_time(r.get("started_at")),
                 describe_time(r.get("finished_at")),
-                (r.get("last_error") or r.get("reason") or "").splitlines()[0][:60]
-                if (r.get("last_error") or r.get("reason"))
-                else "",
+                _note(str(r.get("last_error") or r.get("reason") or "")),
             ]
             for r in rs
         ]
@@ -128,9 +190,46 @@ def _cmd_pause(args: argparse.Namespace) -> int:
     )
 
 
+def _run_outcome(run: dict[str, Any] | None) -> str:
+    """What a run record says happened to its occurrence, in a few words."""
+    if run is None:
+        return "no record (look again with `jobsched runs`)"
+    status = str(run.get("status", "?"))
+    why = run.get("reason") or run.get("last_error")
+    if status == "pending":
+        return "dispatched"
+    return f"{status} ({_first_line(str(why))})" if why and status != "succeeded" else status
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else ""
+
+
 def _cmd_trigger(args: argparse.Namespace) -> int:
-    run_id = _operations(args).trigger(args.job_id, args.request_id)
-    return _emit(args, {"run_id": run_id}, lambda d: f"dispatched {d['run_id']}")
+    ops = _operations(args)
+    run_id = ops.trigger(args.job_id, args.request_id)
+    requested = getattr(run_id, "already_requested", False)
+    run = ops.get_run(run_id)  # read back: what is true of it now
+    data = {
+        "run_id": str(run_id),
+        "already_requested": bool(requested),
+        "status": run.get("status") if run else None,
+    }
+
+    def human(d: dict[str, Any]) -> str:
+        if d["already_requested"]:
+            why = f": {_first_line(str(run['reason']))}" if run and run.get("reason") else ""
+            status = f"its status: {d['status']}{why}"
+            return f"already requested: {d['run_id']} ({status}); nothing new dispatched"
+        if d["status"] == "pending":
+            return f"dispatched {d['run_id']}"
+        return f"{d['run_id']}: {_run_outcome(run)}"
+
+    return _emit(args, data, human)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _parse_instant(value: str) -> datetime:
@@ -139,16 +238,56 @@ def _parse_instant(value: str) -> datetime:
 
 
 def _cmd_backfill(args: argparse.Namespace) -> int:
-    result = _operations(args).backfill(args.job_id, _parse_instant(args.start), _parse_instant(args.end))
-    data = {"created": result.created, "rerun": result.rerun, "already_existed": result.already_existed}
-    return _emit(
-        args,
-        data,
-        lambda d: (
-            f"created {len(d['created'])} runs, re-ran {len(d['rerun'])} missed; "
-            f"{len(d['already_existed'])} ran already"
-        ),
-    )
+    """Each occurrence in the range and what happened to it, read back from its run record after
+    the backfill: dispatched (a new run, or the re-run of one recorded missed), or already
+    recorded, with the record's status (and its reason when it did not run)."""
+    ops = _operations(args)
+    result = ops.backfill(args.job_id, _parse_instant(args.start), _parse_instant(args.end))
+    how = {
+        **{run_id: "new run" for run_id in result.created},
+        **{run_id: "re-run of a missed occurrence" for run_id in result.rerun},
+        **{run_id: "already recorded" for run_id in result.already_existed},
+    }
+    occurrences = []
+    for run_id in sorted(how, key=lambda r: r.split("@", 1)[1]):
+        run = ops.get_run(run_id)
+        occurrences.append(
+            {
+                "run_id": run_id,
+                "action": how[run_id],
+                "status": run.get("status") if run else None,
+                "reason": (run.get("reason") or run.get("missed_reason")) if run else None,
+                "outcome": _run_outcome(run),
+            }
+        )
+    data = {
+        "created": result.created,
+        "rerun": result.rerun,
+        "already_existed": result.already_existed,
+        "occurrences": occurrences,
+    }
+
+    def human(d: dict[str, Any]) -> str:
+        if not d["occurrences"]:
+            return f"no occurrences of {args.job_id} in ({args.start}, {args.end}]"
+        width = max(len(o["run_id"]) for o in d["occurrences"])
+        lines = []
+        for o in d["occurrences"]:
+            if o["action"] == "already recorded":
+                what = f"already recorded: {o['outcome']}; left alone"
+            else:
+                what = f"{o['outcome']}: {o['action']}"
+                if o["action"].startswith("re-run") and o["reason"]:
+                    what += f" (it was missed: {_first_line(str(o['reason']))})"
+            lines.append(f"{o['run_id'].ljust(width)}  {what}")
+        lines.append(
+            f"{_count(len(d['occurrences']), 'occurrence')}: {_count(len(d['created']), 'new run')}, "
+            f"{_count(len(d['rerun']), 're-run of a missed one', 're-runs of missed ones')}, "
+            f"{len(d['already_existed'])} already recorded"
+        )
+        return "\n".join(lines)
+
+    return _emit(args, data, human)
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
@@ -158,10 +297,85 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     )
 
 
+REDRIVE_BATCH = 10  # SQS's most per receive and per batch send
+
+
+def _cmd_dlq_redrive(args: argparse.Namespace) -> int:
+    """Move the dead-letter queue's messages back to the work queue: receive a batch, send it,
+    then delete from the DLQ what was sent. At least once: a message sent and not yet deleted
+    when this stops is sent again next time, and the worker drops the duplicate (its run record
+    is fenced). Works on AWS and on the local stack (moto has no StartMessageMoveTask)."""
+    from jobsched_tools.api import _client
+
+    target = resolve_target(args)
+    if not target.dlq_url:
+        raise TargetError(
+            "the dead-letter queue is not known: "
+            "give --dlq-url (or JOBSCHED_DLQ_URL), --stack-name or --local"
+        )
+    sqs = _client("sqs", target)
+    moved = failed = 0
+    while args.max is None or moved < args.max:
+        want = REDRIVE_BATCH if args.max is None else min(REDRIVE_BATCH, args.max - moved)
+        received = sqs.receive_message(
+            QueueUrl=target.dlq_url,
+            MaxNumberOfMessages=want,
+            WaitTimeSeconds=1,
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not received:
+            break
+        entries = [
+            {
+                "Id": str(i),
+                "MessageBody": m["Body"],
+                **(
+                    {"MessageAttributes": _attributes(m["MessageAttributes"])}
+                    if m.get("MessageAttributes")
+                    else {}
+                ),
+            }
+            for i, m in enumerate(received)
+        ]
+        sent = sqs.send_message_batch(QueueUrl=target.queue_url, Entries=entries)
+        done = {entry["Id"] for entry in sent.get("Successful", [])}
+        failed += len(sent.get("Failed", []))
+        if done:
+            sqs.delete_message_batch(
+                QueueUrl=target.dlq_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                    for i, m in enumerate(received)
+                    if str(i) in done
+                ],
+            )
+        moved += len(done)
+        if len(done) < len(received):
+            break  # the work queue refused some: they stay on the DLQ (visible again later)
+    data = {"moved": moved, "failed": failed, "dlq_url": target.dlq_url, "queue_url": target.queue_url}
+
+    def human(d: dict[str, Any]) -> str:
+        text = f"moved {_count(d['moved'], 'message')} from the dead-letter queue to the work queue"
+        if d["failed"]:
+            text += f"; {_count(d['failed'], 'message')} refused by the work queue stay on the DLQ"
+        return text
+
+    _emit(args, data, human)
+    return 1 if failed else 0
+
+
+def _attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """A received message's attributes as SendMessage takes them."""
+    keep = ("DataType", "StringValue", "BinaryValue")
+    return {name: {k: v for k, v in value.items() if k in keep} for name, value in attributes.items()}
+
+
 def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         try:
             return func(args)
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): main() exits quietly
         except Exception as exc:
             what = _readable(exc)
             if what is None:
@@ -231,5 +445,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "run the past occurrences in (FROM, TO], missed ones too, each at most once",
     )
     backfill.add_argument("job_id", metavar="JOB")
+    dlq = subparsers.add_parser(
+        "dlq",
+        help="the work queue's dead-letter queue: redrive its messages to the work queue",
+        description="The work queue's dead-letter queue.",
+    )
+
+    def dlq_usage(_args: argparse.Namespace) -> int:  # not reached: ACTION is required
+        dlq.print_usage(sys.stderr)
+        return 2
+
+    dlq.set_defaults(func=dlq_usage)
+    actions = dlq.add_subparsers(dest="action", required=True, metavar="ACTION")
+    redrive = actions.add_parser(
+        "redrive",
+        help="move the DLQ's messages back to the work queue (at least once; works locally too)",
+        description=(
+            "Receive the dead-letter queue's messages and send them to the work queue, then delete "
+            "them from the DLQ. Exit status 1 when the work queue refused some."
+        ),
+    )
+    add_target_options(redrive)
+    redrive.add_argument("--json", action="store_true", help="machine-readable output")
+    redrive.add_argument("--max", type=int, default=None, help="move at most this many (default: all)")
+    redrive.set_defaults(func=_guarded(_cmd_dlq_redrive))
     backfill.add_argument("--from", dest="start", required=True, metavar="ISO8601")
     backfill.add_argument("--to", dest="end", required=True, metavar="ISO8601")

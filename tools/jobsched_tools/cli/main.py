@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -25,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("cmd_ops", "a job's recent runs, newest first"),
     "trigger": ("cmd_ops", "run a job now, outside its schedule"),
     "backfill": ("cmd_ops", "run the past occurrences in (FROM, TO], missed ones too, each at most once"),
+    "dlq": ("cmd_ops", "the work queue's dead-letter queue: redrive its messages to the work queue"),
     "local": ("cmd_local", "run the whole stack locally on moto (no AWS account, no Docker) until Ctrl-C"),
     "demo": ("cmd_local", "a measured minute on the local stack, with a worker SIGKILLed mid-run"),
     "chaos": ("cmd_chaos", "simulate hours of scheduling under injected faults and check exactly-once"),
@@ -61,11 +63,32 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# The exit status of a command whose reader closed the pipe (`jobsched runs JOB | head -3`): what a
+# shell reports for a process ended by SIGPIPE, as `cat` is.
+BROKEN_PIPE_EXIT = 128 + 13
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(chosen_command(arguments))
     args = parser.parse_args(arguments)
-    sys.exit(args.func(args))
+    try:
+        code = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(BROKEN_PIPE_EXIT)
+    sys.exit(code)
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: point stdout at /dev/null, so that the interpreter's own
+    flush at exit does not fail again (the Python documentation's recipe for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (a test's capture): nothing will flush it
+        pass
 
 
 if __name__ == "__main__":

@@ -266,8 +266,8 @@ class LocalStack:
                     proc.popen.wait()
         if self.moto is not None:
             self.moto.stop()
-        if self.options.state_file is not None:
-            self.options.state_file.unlink(missing_ok=True)
+        if self.options.state_file is not None and self.moto is not None:
+            _remove_own_state(self.options.state_file, self.moto.endpoint_url)
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
 
@@ -359,6 +359,57 @@ def read_state(path: Path | str = STATE_FILE) -> dict[str, Any]:
     """The state file a running ``jobsched local`` wrote (endpoint, table and queue names)."""
     data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
     return data
+
+
+class StateFileInUse(RuntimeError):
+    """The state file names a local stack that is running: another `jobsched local` owns it."""
+
+
+def claim_state_file(path: Path) -> str | None:
+    """May a new local stack write ``path``? Raises ``StateFileInUse`` when the file names a
+    running stack (its process is alive and its endpoint answers); returns a note when it names
+    one that is gone (the file is taken over), None when there is no file."""
+    from jobsched_tools.deployment import _listening
+
+    try:
+        state = read_state(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return f"note: {path} is not a local stack's state file; replacing it"
+    pid = state.get("pid")
+    endpoint = str(state.get("endpoint_url", ""))
+    if isinstance(pid, int) and _process_alive(pid) and endpoint and _listening(endpoint):
+        raise StateFileInUse(
+            f"{path} names a local stack that is running (pid {pid}, {endpoint}): use that one "
+            "(`jobsched ... --local`), stop it first (Ctrl-C in its terminal), or start this one "
+            "in another folder or with --state-file OTHER.json"
+        )
+    gone = f"pid {pid}, {endpoint}"
+    return f"note: {path} named a local stack that is no longer running ({gone}); taking it over"
+
+
+def _process_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process, alive
+    return True
+
+
+def _remove_own_state(path: Path, endpoint: str) -> None:
+    """Remove the state file at exit only if it still names this stack (this process and its
+    endpoint): never another stack's."""
+    try:
+        state = read_state(path)
+    except (OSError, ValueError):
+        return
+    if state.get("pid") == os.getpid() and state.get("endpoint_url") == endpoint:
+        path.unlink(missing_ok=True)
 
 
 def state_env(state: dict[str, Any]) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The template's CloudWatch dashboard: its body as data, and a picture of it.
 
-``python -m jobsched_tools.ops.dashboard [out.png] [--synthetic]`` reads ``DashboardBody`` from
+``python -m jobsched_tools.ops.dashboard [out.png] [--synthetic]`` (``--help``: usage, nothing
+written) reads ``DashboardBody`` from
 template.yaml (the ``!Sub`` string, with each ``${...}`` replaced by its own name), and draws the
 widget grid as CloudWatch lays it out (24 columns), each widget with its title and its metrics'
 labels.
@@ -14,6 +15,7 @@ synthetic curves everywhere instead (fast; the tests use it).
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import random
@@ -163,10 +165,30 @@ def render(
     return out
 
 
+def parser() -> argparse.ArgumentParser:
+    cli = argparse.ArgumentParser(
+        prog="python -m jobsched_tools.ops.dashboard",
+        description=(
+            "Draw template.yaml's CloudWatch dashboard as a PNG, with the Jobsched curves of a "
+            "two-hour chaos simulation (about a minute)."
+        ),
+    )
+    cli.add_argument(
+        "out",
+        nargs="?",
+        type=Path,
+        help="the PNG to write (default: docs/dashboard.png of the repository, which is tracked)",
+    )
+    cli.add_argument(
+        "--synthetic", action="store_true", help="labelled synthetic curves instead of a simulation (fast)"
+    )
+    return cli
+
+
 def main(argv: list[str]) -> int:
-    args = [a for a in argv if not a.startswith("--")]
-    out = Path(args[0]) if args else find_template().parent / "docs" / "dashboard.png"
-    if "--synthetic" in argv:
+    args = parser().parse_args(argv)  # --help prints and exits here, before anything is written
+    out = args.out if args.out is not None else find_template().parent / "docs" / "dashboard.png"
+    if args.synthetic:
         print(render(out))
     else:
         series, minutes, source = simulate()

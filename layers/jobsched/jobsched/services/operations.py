@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,15 +43,35 @@ class BackfillResult:
     already_existed: list[str]  # occurrences that ran (or are running) already: left alone
 
 
+class TriggeredRun(str):
+    """The manual run's id; ``already_requested`` when a run with this request id existed
+    before, so this request dispatched nothing."""
+
+    already_requested: bool
+
+    def __new__(cls, run_id: str, already_requested: bool = False) -> TriggeredRun:
+        run = super().__new__(cls, run_id)
+        run.already_requested = already_requested
+        return run
+
+
 class Operations:
     def __init__(
-        self, store: Store, queue: WorkQueue, telemetry: Telemetry, clock: Clock, cfg: SchedulerConfig
+        self,
+        store: Store,
+        queue: WorkQueue,
+        telemetry: Telemetry,
+        clock: Clock,
+        cfg: SchedulerConfig,
+        known_targets: Collection[str] | None = None,
     ) -> None:
+        """``known_targets``: the handlers the deployment ships, checked at registration as the
+        registrar function checks them (None: not checked here, only by the registrar)."""
         self._store = store
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
-        self._registrar = Registrar(store, telemetry, clock, cfg, queue)
+        self._registrar = Registrar(store, telemetry, clock, cfg, queue, known_targets=known_targets)
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
 
     def register(self, definition: JobDefinition) -> Registration:
@@ -143,7 +164,7 @@ class Operations:
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         return self._store.get(RUNS, run_key(run_id))
 
-    def trigger(self, job_id: str, request_id: str | None = None) -> str:
+    def trigger(self, job_id: str, request_id: str | None = None) -> TriggeredRun:
         """Run the job now, outside its schedule. A repeated request id runs it once."""
         definition = self._definition(job_id)
         now = self._clock.now_ms()
@@ -159,10 +180,10 @@ class Operations:
             self._cfg,
         )
         if self._create_adhoc(run) is not None:
-            return run_id  # this request ran already
+            return TriggeredRun(run_id, already_requested=True)  # this request ran already
         self._telemetry.event("run.triggered", run_id, job_id=job_id)
         self._dispatcher.dispatch([{**run, "definition": definition.to_item()}])
-        return run_id
+        return TriggeredRun(run_id)
 
     def backfill(self, job_id: str, start: datetime, end: datetime) -> BackfillResult:
         """Run the occurrences in (start, end], each at most once ever: an occurrence with no record
