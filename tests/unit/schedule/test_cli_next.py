@@ -109,7 +109,11 @@ def test_wrapped_ranges_as_an_eventbridge_user_writes_them(capsys: pytest.Captur
         capsys,
     )
     assert code == 0
-    assert lines == ["2026-01-03T07:00:00Z", "2026-01-04T07:00:00Z", "2026-01-10T07:00:00Z"]
+    assert lines == [
+        "2026-01-03T07:00:00Z  2026-01-03T08:00:00+01:00 CET",
+        "2026-01-04T07:00:00Z  2026-01-04T08:00:00+01:00 CET",
+        "2026-01-10T07:00:00Z  2026-01-10T08:00:00+01:00 CET",
+    ]
 
 
 @pytest.mark.parametrize(
