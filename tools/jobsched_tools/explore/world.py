@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import logging
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -40,7 +39,15 @@ from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 from jobsched_tools.sim.faults import StateMark
 from jobsched_tools.sim.invariants import occurrences, segments
 
-_LOG = logging.getLogger("jobsched.explore")
+
+class _NullLogger:
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        pass
+
+    warning = error = info
+
+
+_LOG = _NullLogger()
 CRASH, LOST, STALE, DUP = "crash", "lost", "stale", "dup"
 TAKE = "take:"  # a worker's receive: which queued message (reorder)
 INDEXES = ("next-run", "lease")
