@@ -164,7 +164,7 @@ def _alternatives(world: World, last: int | None, preemptions: int, k: int) -> l
 
 def _finish(world: World, terminal: dict[bytes, list[Finding]], skew_ms: int) -> None:
     """Drive the finished schedule to quiescence and check it (once per final state)."""
-    key = world.fingerprint() + repr((world.ledger.marks, sorted(world.ledger.commits.items()))).encode()
+    key = world.outcome_key()
     cached = terminal.get(key)
     if cached is not None:
         for finding in cached:

@@ -58,6 +58,7 @@ ADHOC = ("manual", "backfill")
 # after the window whose occurrences must all have records.
 HANDLER_MS = 45_000
 DRIVE_AFTER_MS = 150_000
+BEAT_MS = 20_000  # the drive's heartbeats: fewer than a worker's, within the 30 s lease
 VISIBILITY_SECONDS = 120
 
 
@@ -108,6 +109,14 @@ class Ledger:
     tokens: core_invariants.Tokens = field(default_factory=core_invariants.Tokens)
 
 
+class _Tables(MemoryStore):
+    """The in-memory store without DynamoDB's size checks (the explored items are small; the
+    checks cost a third of a schedule's time)."""
+
+    def _check_sizes(self, ops: Sequence[WriteOp], currents: Sequence[Item | None], single: bool) -> None:  # noqa: ARG002
+        return None
+
+
 class ExplorerQueue(MemoryWorkQueue):
     """The memory queue, plus taking one chosen message whatever its delay (an explored worker
     acts at its own clock's time)."""
@@ -151,7 +160,7 @@ class World:
         self.budget = budget
         self.write_invariants = tuple(write_invariants)
         self.clock = ManualClock(0)
-        self.inner = MemoryStore()
+        self.inner = _Tables()
         self.mq = ExplorerQueue(self.clock, visibility_timeout_seconds=VISIBILITY_SECONDS)
         self.store = ExplorerStore(self)
         self.queue = PointQueue(self)
@@ -240,6 +249,17 @@ class World:
             h.update(f"{actor.name}:{actor.pc}:{actor.done}:{actor.crashed}".encode())
             h.update(actor.digest.digest())
         h.update(_canon(sorted(self.used.items())).encode())
+        return h.digest()
+
+    def outcome_key(self) -> bytes:
+        """What the drive to quiescence and the final checks depend on (not how the actors got
+        here): the tables, the queue, the state's history, the commits, what is pending."""
+        h = hashlib.blake2b(digest_size=16)
+        for table in (JOBS, STATE, RUNS):
+            h.update(_canon(sorted(self.inner.tables[table].values(), key=_canon)).encode())
+        h.update(_canon(self.mq.state()).encode())
+        h.update(repr((self.ledger.marks, sorted(self.ledger.commits.items()))).encode())
+        h.update(repr((self.registration_pending, [a.error for a in self.sched.actors])).encode())
         return h.digest()
 
     def seen_by_actor(self, result: Any) -> None:
@@ -477,18 +497,20 @@ def quiesce(world: World, redeliver_registration: bool) -> None:
         drive.registrar.apply(world.job_id)
         world.after_write([])
     running: list[_Running] = []
-    end = world.window_end + DRIVE_AFTER_MS
+    catch_up_until = world.window_end + DRIVE_AFTER_MS
+    end = catch_up_until + 10 * 60_000  # a bound: the drive ends when nothing is left to happen
     next_tick = world.clock.now_ms()
     while world.clock.now_ms() <= end:
         now = world.clock.now_ms()
         if next_tick <= now <= world.window_end:
             drive.trigger.tick(f"drive-{now}")
             next_tick = now + 60_000
-        drive.detector.run(f"drive-{now}")
+        # After the window, overdue occurrences are not caught up any more (nothing would end).
+        drive.detector.run(f"drive-{now}", leases_only=now > catch_up_until)
         _deliver(world, drive.worker, running)
         _progress(world, drive.worker, running)
         world.after_write([])
-        wake = _next_event(world, running, next_tick, end)
+        wake = _next_event(world, running, next_tick, catch_up_until)
         if wake is None:
             break
         world.clock.set(wake)
@@ -511,7 +533,7 @@ def _deliver(world: World, worker: Worker, running: list[_Running]) -> None:
 
 def _progress(world: World, worker: Worker, running: list[_Running]) -> None:
     now = world.clock.now_ms()
-    beat_ms = world.cfg.heartbeat_seconds * 1000
+    beat_ms = BEAT_MS
     for entry in list(running):
         if now - entry.began >= HANDLER_MS:
             running.remove(entry)
@@ -527,7 +549,8 @@ def _progress(world: World, worker: Worker, running: list[_Running]) -> None:
                 world.mq.delete(entry.receipt)
 
 
-def _next_event(world: World, running: list[_Running], next_tick: int, end: int) -> int | None:
+def _next_event(world: World, running: list[_Running], next_tick: int, catch_up_until: int) -> int | None:
+    """The next instant something can happen in the drive, or None when nothing can."""
     now = world.clock.now_ms()
     cfg = world.cfg
     times: list[int] = []
@@ -537,18 +560,18 @@ def _next_event(world: World, running: list[_Running], next_tick: int, end: int)
     if visible is not None:
         times.append(visible)
     for entry in running:
-        times.append(min(entry.began + HANDLER_MS, entry.beat + cfg.heartbeat_seconds * 1000))
+        times.append(min(entry.began + HANDLER_MS, entry.beat + BEAT_MS))
     for run in world.inner.tables[RUNS].values():
         if "check_at" in run:
             times.append(int(run["check_at"]) + cfg.clock_skew_allowance_ms + 1)
     for state in world.inner.tables[STATE].values():
         if state.get("status") == "active" and "next_run_at" in state:
             grace = int((state.get("misfire") or {}).get("grace_seconds", 60))
-            times.append(int(state["next_run_at"]) + min(grace, cfg.trigger_lookback_seconds) * 1000 + 1)
-    later = [t for t in times if now < t <= end]
-    if later:
-        return min(later)
-    return None if not running and not any(t > end for t in times) else end + 1
+            overdue = int(state["next_run_at"]) + min(grace, cfg.trigger_lookback_seconds) * 1000 + 1
+            if overdue <= catch_up_until:
+                times.append(overdue)
+    later = [t for t in times if t > now]
+    return min(later) if later else None
 
 
 def final_checks(world: World, skew_ms: int) -> None:
