@@ -21,9 +21,10 @@ from typing import Any
 
 from jobsched.core.clock import ms_to_dt
 from jobsched.core.config import SchedulerConfig
+from jobsched.core.errors import ConditionFailed
 from jobsched.core.invariants import ALL
 from jobsched.core.job import JobDefinition
-from jobsched.core.writes import JOBS, Put, Update
+from jobsched.core.writes import JOBS, Put, Update, eq, not_exists
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import HandlerResult, Started
 
@@ -56,7 +57,10 @@ class ActorSet:
     window_end: int = T0 + 8 * MINUTE
     budget: Budget = field(default_factory=Budget)
     overlap: str = "skip"
+    schedule: str = OLD
     note: str = ""
+    # A check of the set's own, run after the drive (the toy protocols of the explorer's tests).
+    check: Callable[[World], None] | None = None
 
 
 def job_item(schedule: str = OLD, overlap: str = "skip") -> dict[str, Any]:
@@ -87,9 +91,10 @@ def registrar(world: World, svc: Services, spec: ActorSpec) -> None:
     """A person's write to the job item (an atomic step of its own), then the registrar's apply
     of its stream record."""
     key = {"job_id": JOB_ID}
-    change = spec.arg
+    change, _, schedule = str(spec.arg).partition(":")
     if change == "retime":
-        world.store.write([Put(JOBS, job_item(NEW, world.overlap), (), "person puts job")])
+        item = job_item(schedule or NEW, world.overlap)
+        world.store.write([Put(JOBS, item, (), "person puts job")])
     elif change == "pause":
         world.store.update(Update(JOBS, key, (), "person updates job", set={"enabled": False}))
     elif change == "delete":
@@ -116,9 +121,11 @@ def worker(world: World, svc: Services, spec: ActorSpec) -> None:
         begun = svc.worker.begin(parse_run_message(body), svc.clock.now_ms() + 900_000)
         if isinstance(begun, Started):
             world.exec_start(begun)
-            world.store._point(Call("handler", f"handler of {begun.message.run_id} runs"))
-            svc.worker.finish(begun, HandlerResult(True))
-            world.exec_end(begun)
+            try:
+                world.store._point(Call("handler", f"handler of {begun.message.run_id} runs"))
+                svc.worker.finish(begun, HandlerResult(True))
+            finally:  # also when the worker crashes: its handler dies with it
+                world.exec_end(begun)
         world.mq.delete(receipt)
 
 
@@ -131,7 +138,37 @@ def _receivable(world: World) -> tuple[str, ...]:
     return tuple(f"{TAKE}{seq}" for seq in fresh)
 
 
+def toy_increment(world: World, _svc: Services, _spec: ActorSpec) -> None:
+    """A broken toy protocol: read a counter, write it plus one, unconditionally."""
+    item = world.store.get(JOBS, {"job_id": "counter"}) or {"job_id": "counter", "n": 0}
+    world.store.write([Put(JOBS, {**item, "n": int(item["n"]) + 1}, (), "toy increment")])
+
+
+def toy_compare_and_set(world: World, _svc: Services, _spec: ActorSpec) -> None:
+    """The toy protocol fixed: the write is conditional on the value read; a loser reads again."""
+    while True:
+        item = world.store.get(JOBS, {"job_id": "counter"})
+        n = int(item["n"]) if item is not None else 0
+        why = "the counter as read"
+        condition = (eq("n", n, why),) if item is not None else (not_exists("job_id", why),)
+        try:
+            world.store.write([Put(JOBS, {"job_id": "counter", "n": n + 1}, condition, "toy increment")])
+            return
+        except ConditionFailed:
+            continue
+
+
+def counted_twice(world: World) -> None:
+    """The toy's promise: every increment counts."""
+    toys = [a for a in world.sched.actors if a.name.startswith("toy")]
+    item = world.inner.tables[JOBS].get("counter") or {"n": 0}
+    if int(item["n"]) != len(toys):
+        world.find("lost_update", "counter", f"{item['n']} after {len(toys)} increments")
+
+
 PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
+    "toy_increment": toy_increment,
+    "toy_compare_and_set": toy_compare_and_set,
     "tick": tick,
     "detector": detector,
     "manual": manual,
@@ -144,26 +181,32 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
 # --- building a world ----------------------------------------------------------------------------
 
 
-_SETUPS: dict[tuple[str, str], tuple[Any, ...]] = {}
+_SETUPS: dict[tuple[str, str, str], tuple[Any, ...]] = {}
 
 
-def _setup(world: World, setup: str, overlap: str) -> None:
-    """The world before the explored actors act, built once per set-up and copied after."""
-    cached = _SETUPS.get((setup, overlap))
+def _setup(world: World, setup: str, overlap: str, schedule: str) -> None:
+    """The world before the explored actors act, built once per set-up and copied after:
+    "registered" (the job alone), "claimed" (a tick at 00:04 claimed 00:05), "claimed-manual"
+    (and a manual run at 00:04:30 joined the chain behind it)."""
+    cached = _SETUPS.get((setup, overlap, schedule))
     if cached is None:
         world.clock.set(T0)
         drive = Services(world, world.inner, world.mq, world.clock, "setup")
-        world.inner.write([Put(JOBS, job_item(OLD, overlap), (), "person puts job")])
+        world.inner.write([Put(JOBS, job_item(schedule, overlap), (), "person puts job")])
         drive.registrar.apply(JOB_ID)
         world.after_write([])
-        if setup == "claimed":
+        if setup in ("claimed", "claimed-manual"):
             world.clock.set(T0 + 4 * MINUTE)
             drive.trigger.tick("setup")
             world.after_write([])
-        elif setup != "registered":
+        if setup == "claimed-manual":
+            world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
+            drive.ops.trigger(JOB_ID, request_id="setup")
+            world.after_write([])
+        if setup not in ("registered", "claimed", "claimed-manual"):
             raise ValueError(f"unknown set-up {setup!r}")
         cached = (copy.deepcopy(world.inner.tables), world.mq.snapshot(), list(world.ledger.marks))
-        _SETUPS[(setup, overlap)] = cached
+        _SETUPS[(setup, overlap, schedule)] = cached
         world.trace.clear()
         world.ledger.findings.clear()
         world.ledger.seen.clear()
@@ -178,7 +221,8 @@ def _setup(world: World, setup: str, overlap: str) -> None:
 def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, ...] = ALL) -> World:
     world = World(CFG, actor_set.budget, invariants)
     world.overlap = actor_set.overlap
-    _setup(world, actor_set.setup, actor_set.overlap)
+    world.extra_check = actor_set.check
+    _setup(world, actor_set.setup, actor_set.overlap, actor_set.schedule)
     world.clock.set(actor_set.at)
     world.window_end = actor_set.window_end
     world.check_invariants()  # the tokens as set up
@@ -242,6 +286,13 @@ MORE: dict[str, ActorSet] = {
             note="the trigger's clock 3 s ahead reaches 00:05 while the registrar's window does not",
         ),
         ActorSet(
+            "workers",
+            (_a("workerA", "worker"), _a("workerB", "worker")),
+            setup="claimed-manual",
+            at=T0 + 5 * MINUTE,
+            note="00:05's run and a manual run queued behind it reach two workers at once",
+        ),
+        ActorSet(
             "manual-worker-tick",
             (_a("manual", "manual"), _a("tick", "tick"), _a("worker", "worker", arg=2)),
             budget=Budget(crashes=0, reorder=True),
@@ -249,4 +300,23 @@ MORE: dict[str, ActorSet] = {
     )
 }
 
-ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE}
+# The explorer's own tests: a broken toy protocol it must catch, and its fix it must pass.
+TOYS: dict[str, ActorSet] = {
+    s.name: s
+    for s in (
+        ActorSet(
+            "toy-lost-update",
+            (_a("toyA", "toy_increment"), _a("toyB", "toy_increment")),
+            budget=Budget(crashes=0),
+            check=counted_twice,
+        ),
+        ActorSet(
+            "toy-compare-and-set",
+            (_a("toyA", "toy_compare_and_set"), _a("toyB", "toy_compare_and_set")),
+            budget=Budget(crashes=0),
+            check=counted_twice,
+        ),
+    )
+}
+
+ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **TOYS}

@@ -175,3 +175,40 @@ def _finish(world: World, terminal: dict[bytes, list[Finding]], skew_ms: int) ->
     quiesce(world, world.registration_pending)
     final_checks(world, skew_ms)
     terminal[key] = world.ledger.findings[before:]
+
+
+# --- one schedule, written by hand: the named regressions -----------------------------------------
+
+Step = tuple[str, str, str] | tuple[str, str, str, str]
+
+
+def play(actor_set: ActorSet, script: list[Step], offsets: tuple[int, ...] | None = None) -> World:
+    """Run one schedule written as steps, then the remaining actors to their end in the set's
+    order, then the drive to quiescence and the checks. A step is (actor, mode, pattern[,
+    option]): "until" steps the actor while its next call's description does not contain
+    ``pattern``; "through" does so and then makes that call too (with ``option``: "crash",
+    "lost", "stale", ...); "rest" runs it to its end. A pattern the actor never meets runs it to
+    its end (a schedule the code no longer has is then simply the serial one)."""
+    offsets = offsets if offsets is not None else tuple(0 for _ in actor_set.actors)
+    world = build(actor_set, offsets)
+    by_name = {actor.name: actor for actor in world.sched.actors}
+    world.sched.start()
+    try:
+        for step in script:
+            name, mode, pattern = step[0], step[1], step[2]
+            option = step[3] if len(step) > 3 else OK
+            actor = by_name[name]
+            while actor.enabled and (
+                mode == "rest" or pattern not in (actor.pending.detail if actor.pending else "")
+            ):
+                world.sched.step(actor, OK)
+            if mode == "through" and actor.enabled:
+                world.sched.step(actor, option)
+        for actor in world.sched.actors:
+            while actor.enabled:
+                world.sched.step(actor, OK)
+    finally:
+        world.sched.close()
+    skew = max(abs(o) for o in offsets) + max(abs(a.offset_ms) for a in actor_set.actors)
+    _finish(world, {}, skew)
+    return world

@@ -177,6 +177,7 @@ class World:
         # A person's change was written and its registration has not finished (the registrar
         # crashed or failed): the stream delivers the record again in the drive.
         self.registration_pending = False
+        self.extra_check: Callable[[World], None] | None = None
         self.registry = HandlerRegistry()
         self.registry.add("t", lambda _ctx: None)
 
@@ -603,6 +604,8 @@ def final_checks(world: World, skew_ms: int) -> None:
             world.find("unexpected_exception", actor.name, actor.error)
     for event in world.telemetry.named("job.error"):
         world.find("job_error", event.correlation_id, str(event.fields.get("error")))
+    if world.extra_check is not None:
+        world.extra_check(world)
 
 
 def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> set[int]:
