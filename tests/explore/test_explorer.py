@@ -18,10 +18,21 @@ import pytest
 from jobsched.core import invariants as core_invariants
 from jobsched.core.policies import OverlapDecision
 from jobsched.core.run import run_id_for
-from jobsched.core.writes import RUNS, Update
+from jobsched.core.writes import RUNS, STATE, Put, Update
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Outcome, Started
-from jobsched_tools.explore.scenarios import CORE, MINUTE, MORE, SECOND, T0, TOYS, ActorSet, ActorSpec, build
+from jobsched_tools.explore.scenarios import (
+    CORE,
+    MINUTE,
+    MORE,
+    PROGRAMS,
+    SECOND,
+    T0,
+    TOYS,
+    ActorSet,
+    ActorSpec,
+    build,
+)
 from jobsched_tools.explore.search import Result, explore, play
 from jobsched_tools.explore.world import Budget, Services, World
 
@@ -72,12 +83,26 @@ def test_a_removed_overlap_rule_is_found(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "overlap" in promises(found), found.summary()
 
 
-def test_a_write_invariant_is_checked_at_every_write() -> None:
-    """A claim's run made before its advance is outside the chain until the advance: seen at the
-    write between them (today's two-write claim), never at the end."""
-    world = play(CORE["tick-manual"], [("tick", "rest", "")])
-    unreachable = [f for f in world.ledger.findings if f.check == core_invariants.UNREACHABLE]
-    assert unreachable and unreachable[0].trace[-1].startswith("tick: write create run")
+def _toy_two_step_run(world: World, _svc: Services, _spec: ActorSpec) -> None:
+    """A toy actor (the way to add one: a program run on its own thread, whose every store
+    call is a scheduling point): a pending run first, then the state linking it, in two writes."""
+    run = {"job_id": JOB, "run_id": f"{JOB}@manual:toy", "scheduled_at": at(4), "kind": "manual"}
+    world.store.write([Put(RUNS, {**run, "status": "pending", "version": 1}, (), "toy run")])
+    world.store.update(Update(STATE, {"job_id": JOB}, (), "toy link", set={"latest_run_id": run["run_id"]}))
+
+
+def test_a_write_invariant_is_checked_at_every_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run made pending before the write that links it is outside the chain in between: seen
+    at that write, though the end state is fine."""
+    monkeypatch.setitem(PROGRAMS, "toy_two_step_run", _toy_two_step_run)
+    toy = ActorSet("toy-two-steps", (ActorSpec("toy", "toy_two_step_run"),), budget=Budget(crashes=0))
+    world = play(toy, [])
+    (finding,) = [
+        f
+        for f in world.ledger.findings
+        if f.key == f"{JOB}@manual:toy" and f.check == core_invariants.UNREACHABLE
+    ]
+    assert finding.trace[-1] == "toy: write toy run j@manual:toy"
 
 
 # --- (b) the core actor sets at k=3 ------------------------------------------------------------------
