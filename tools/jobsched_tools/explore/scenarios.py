@@ -21,7 +21,7 @@ from typing import Any
 
 from jobsched.core.clock import ms_to_dt
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.errors import ConditionFailed
+from jobsched.core.errors import ConditionFailed, QueueError, StoreError
 from jobsched.core.invariants import ALL
 from jobsched.core.job import JobDefinition
 from jobsched.core.writes import JOBS, Put, Update, eq, not_exists
@@ -237,7 +237,13 @@ def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, 
 def _bind(
     program: Callable[[World, Services, ActorSpec], None], world: World, svc: Services, spec: ActorSpec
 ) -> Callable[[], None]:
-    return lambda: program(world, svc, spec)
+    def run() -> None:
+        try:
+            program(world, svc, spec)
+        except (StoreError, QueueError) as error:  # the invocation fails, as a Lambda's would
+            world.note(f"{spec.name}: invocation failed: {type(error).__name__}: {error}")
+
+    return run
 
 
 # --- the actor sets --------------------------------------------------------------------------------
