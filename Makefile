@@ -9,7 +9,7 @@ export AWS_ACCESS_KEY_ID ?= testing
 export AWS_SECRET_ACCESS_KEY ?= testing
 export POWERTOOLS_TRACE_DISABLED ?= true
 
-.PHONY: install demo test lint typecheck unit fast template-check sam-build chaos soak bench scale-model local clean lock
+.PHONY: install demo test lint typecheck unit fast template-check sam-build chaos soak bench scale-model local clean lock explore
 
 install: $(STAMP)
 
@@ -82,6 +82,10 @@ fast: install
 
 chaos: install
 	$(BIN)/jobsched chaos --seed 1 --jobs 150 --hours 12
+
+# Every schedule of the core actor sets with at most 4 preemptions (issue 25; tests/explore runs k=3).
+explore: install
+	$(BIN)/python -m jobsched_tools.explore -k 4 --json
 
 soak: install
 	$(BIN)/python scripts/soak.py

@@ -1,0 +1,359 @@
+"""The interleaving explorer (issue 25 part 4) and the named regressions of issue 25's cases 1-5.
+
+(a) The explorer can fail: a broken toy protocol and a removed overlap rule are found.
+(b) The core actor sets at k=3: the promises (no overlap, a record per due occurrence, one commit
+    per run, ...) and the invariants after every write. Those today's code breaks are marked
+    xfail(strict=False) naming what breaks them; the claim's rewrite (one transaction) is to
+    clear them.
+(c) Cases 1-5 as scripted schedules or plain scripts; each fails on today's code
+    (xfail(strict=True): once fixed, the XPASS fails the suite, and the mark goes).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+import pytest
+from jobsched.core import invariants as core_invariants
+from jobsched.core.policies import OverlapDecision
+from jobsched.core.run import run_id_for
+from jobsched.core.writes import RUNS, STATE, Put, Update
+from jobsched.services.messages import parse_run_message
+from jobsched.services.worker import Outcome, Started
+from jobsched_tools.explore.scenarios import (
+    CORE,
+    MINUTE,
+    MORE,
+    PROGRAMS,
+    SECOND,
+    T0,
+    TOYS,
+    ActorSet,
+    ActorSpec,
+    build,
+)
+from jobsched_tools.explore.search import Result, explore, play
+from jobsched_tools.explore.world import Budget, Services, World
+
+INVARIANTS = frozenset(core_invariants.ALL)
+JOB = "j"
+
+
+def at(minutes: int, seconds: int = 0) -> int:
+    return T0 + minutes * MINUTE + seconds * SECOND
+
+
+def rid(minutes: int) -> str:
+    return run_id_for(JOB, at(minutes))
+
+
+def promises(world_or_result: World | Result) -> dict[str, str]:
+    """The findings that are not per-write invariants: what a user is promised."""
+    found = (
+        world_or_result.ledger.findings if isinstance(world_or_result, World) else world_or_result.violations
+    )
+    return {f.check: f.headline() for f in found if f.check not in INVARIANTS}
+
+
+def invariant_findings(result: Result) -> dict[str, str]:
+    return {f.check: f.headline() for f in result.violations if f.check in INVARIANTS}
+
+
+# --- (a) the explorer can fail ---------------------------------------------------------------------
+
+
+def test_a_broken_toy_protocol_is_found_and_its_fix_passes() -> None:
+    broken = explore(TOYS["toy-lost-update"], k=1, invariants=())
+    assert "lost_update" in promises(broken)
+    assert explore(TOYS["toy-lost-update"], k=0, invariants=()).counts["lost_update"] == 0  # serial: fine
+    fixed = explore(TOYS["toy-compare-and-set"], k=3, invariants=())
+    assert "lost_update" not in promises(fixed)
+    assert fixed.schedules > broken.schedules // 2
+
+
+def test_a_removed_overlap_rule_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mutant "every start runs" (no skip at start): two workers start the job's two runs."""
+    workers = MORE["workers"]
+    assert "overlap" not in promises(explore(workers, k=1, invariants=()))
+    monkeypatch.setattr(
+        "jobsched.services.worker.decide_overlap", lambda _policy, _run_id, _holder: OverlapDecision.RUN
+    )
+    found = explore(workers, k=1, invariants=())
+    assert "overlap" in promises(found), found.summary()
+
+
+def _toy_two_step_run(world: World, _svc: Services, _spec: ActorSpec) -> None:
+    """A toy actor (the way to add one: a program run on its own thread, whose every store
+    call is a scheduling point): a pending run first, then the state linking it, in two writes."""
+    run = {"job_id": JOB, "run_id": f"{JOB}@manual:toy", "scheduled_at": at(4), "kind": "manual"}
+    world.store.write([Put(RUNS, {**run, "status": "pending", "version": 1}, (), "toy run")])
+    world.store.update(Update(STATE, {"job_id": JOB}, (), "toy link", set={"latest_run_id": run["run_id"]}))
+
+
+def test_a_write_invariant_is_checked_at_every_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run made pending before the write that links it is outside the chain in between: seen
+    at that write, though the end state is fine."""
+    monkeypatch.setitem(PROGRAMS, "toy_two_step_run", _toy_two_step_run)
+    toy = ActorSet("toy-two-steps", (ActorSpec("toy", "toy_two_step_run"),), budget=Budget(crashes=0))
+    world = play(toy, [])
+    (finding,) = [
+        f
+        for f in world.ledger.findings
+        if f.key == f"{JOB}@manual:toy" and f.check == core_invariants.UNREACHABLE
+    ]
+    assert finding.trace[-1] == "toy: write toy run j@manual:toy"
+
+
+def test_the_exploration_is_deterministic() -> None:
+    """Replay rests on it: the same set explores the same schedules, states and findings."""
+    first, second = (explore(CORE["tick-tick-crash"], k=2) for _ in range(2))
+    assert {**first.summary(), "seconds": 0} == {**second.summary(), "seconds": 0}
+    assert [f.trace for f in first.violations] == [f.trace for f in second.violations]
+
+
+# --- (b) the core actor sets at k=3 ------------------------------------------------------------------
+
+# What breaks each set on today's code (the lead flips these once the claim is one transaction).
+TWO_WRITE_CLAIM = (
+    "today's claim is two writes: its run is pending outside the chain, at the state's next "
+    "occurrence, until the advance (unreachable_run, record_beyond_position)"
+)
+INVARIANTS_XFAIL = {
+    "tick-retime": TWO_WRITE_CLAIM,
+    "tick-manual": TWO_WRITE_CLAIM,
+    "tick-tick-crash": TWO_WRITE_CLAIM,
+    "pause-tick": TWO_WRITE_CLAIM,
+    "manual-retime": TWO_WRITE_CLAIM,
+}
+PROMISES_XFAIL = {
+    "tick-retime": "case 1: the registrar reads the run key twice; a claim's run made between "
+    "the reads is neither adopted nor cancelled and runs beside 00:06 (overlap)",
+    "tick-manual": "case 5: a manual run is skipped behind a claimed occurrence not yet due "
+    "(manual_skipped_behind_future)",
+}
+
+
+@functools.cache
+def core_result(name: str) -> Result:
+    return explore(CORE[name], k=3)
+
+
+def _marked(name: str, reasons: dict[str, str]) -> object:
+    if name in reasons:
+        return pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=reasons[name]))
+    return name
+
+
+@pytest.mark.parametrize("name", [_marked(name, PROMISES_XFAIL) for name in sorted(CORE)])
+def test_core_set_keeps_the_promises(name: str) -> None:
+    result = core_result(name)
+    assert result.schedules > 0 and not result.truncated
+    assert promises(result) == {}, result.summary()
+
+
+@pytest.mark.parametrize("name", [_marked(name, INVARIANTS_XFAIL) for name in sorted(CORE)])
+def test_core_set_keeps_the_invariants_at_every_write(name: str) -> None:
+    result = core_result(name)
+    assert invariant_findings(result) == {}, result.summary()
+
+
+MORE_XFAIL = {
+    "tick-retime-detector": "case 1 (overlap), and " + TWO_WRITE_CLAIM,
+    "delete-tick": TWO_WRITE_CLAIM,
+    "backfill-tick": TWO_WRITE_CLAIM,
+    "tick-retime-skewed": "case 2: a trigger 3 s ahead claims outside the registrar's cancellation window",
+    "manual-worker-tick": "case 5, and " + TWO_WRITE_CLAIM,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [_marked(name, MORE_XFAIL) for name in sorted(MORE)])
+def test_more_sets(name: str) -> None:
+    actor_set = MORE[name]
+    k = 2 if len(actor_set.actors) > 2 else 3  # three actors at k=3: about a minute each
+    result = explore(actor_set, k=k)
+    assert result.violations == [], result.summary()
+
+
+# --- (c) issue 25's cases, named ----------------------------------------------------------------------
+
+RETIME = ActorSet(
+    "case",
+    (ActorSpec("tick", "tick"), ActorSpec("registrar", "registrar", arg="retime")),
+    budget=Budget(crashes=0),
+)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25 case 1: the registrar reads the run key twice")
+def test_case_1_a_claim_landing_between_the_registrars_two_reads_is_adopted_or_fenced() -> None:
+    """The tick read the job and is about to create 00:05's run; the registrar (a re-time to
+    every 3 minutes) finds no run at 00:05 (unfinished_claim), the tick's create lands, the
+    registrar reads 00:05 again (_withdrawn: a record is there, so no cancellation) and
+    registers. 00:05's run is in no chain: the detector sends it at its dispatch lease, and it
+    runs beside 00:06."""
+    world = play(
+        RETIME,
+        [
+            ("tick", "until", "create run"),
+            ("registrar", "through", "get runs"),
+            ("tick", "through", "create run"),
+            ("registrar", "rest", ""),
+        ],
+    )
+    assert promises(world) == {}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25 case 2: fencing depends on the clocks")
+def test_case_2_a_trigger_clock_ahead_cannot_claim_past_the_change() -> None:
+    """The registrar re-times the job at 00:03:27.5 by its clock: 00:05 is beyond its
+    cancellation window (lookahead + 2 s). The trigger, 3 s ahead, read the job before the change
+    and reaches 00:05: its run lands after the change, outside the chain, and runs beside
+    00:06."""
+    skewed = replace(MORE["tick-retime-skewed"], budget=Budget(crashes=0))
+    world = play(skewed, [("tick", "until", "create run"), ("registrar", "rest", "")])
+    assert promises(world) == {}
+
+
+def test_case_2_a_stale_index_page_after_the_change_is_caught_by_the_digest() -> None:
+    """The same change, and a trigger reading a next-run page from before it: the job item's
+    digest no longer matches the page's, so the trigger reads the state again and claims
+    nothing of the old timing (holds today)."""
+    skewed = replace(MORE["tick-retime-skewed"], budget=Budget(crashes=0, stale=1))
+    world = play(skewed, [("registrar", "rest", ""), ("tick", "through", "query next-run", "stale")])
+    assert promises(world) == {}
+    assert any("[stale]" in line for line in world.trace)
+
+
+def _seed(world: World, run_id: str, **sets: object) -> None:
+    world.inner.update(Update(RUNS, {"job_id": JOB, "run_id": run_id}, (), "seed", set=dict(sets)))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25 case 3: a run failed from pending ends the walk")
+def test_case_3_a_run_failed_from_pending_does_not_free_the_turn() -> None:
+    """00:05 runs long (heartbeating). 00:10's messages are all lost: the detector redispatches
+    it up to MAX_REDISPATCHES and then fails it, never started. 00:15's walk reaches 00:10,
+    finds it failed and starts, while 00:05 still runs."""
+    world = build(ActorSet("case-3", ()), ())
+    svc = Services(world, world.store, world.queue, world.clock, "script")
+    deadline = at(60)
+
+    def advance(to: int, long_run: Started) -> None:
+        while world.clock.now_ms() < to:
+            world.clock.set(min(to, world.clock.now_ms() + 20 * SECOND))
+            assert svc.worker.heartbeat(long_run)
+
+    world.clock.set(at(4))
+    svc.trigger.tick("tick-1")
+    world.clock.set(at(5))
+    (_receipt, body), *_ = world.mq.receive(10)
+    first = svc.worker.begin(parse_run_message(body), deadline)
+    assert isinstance(first, Started)
+    advance(at(9), first)
+    svc.trigger.tick("tick-2")
+    world.mq.restore({}, 100)  # 00:10's message is lost (and every later one)
+    _seed(world, rid(10), recoveries=20)  # redispatched 20 times already
+    advance(at(10, 33), first)
+    svc.detector.run("detector", leases_only=True)
+    assert world.inner.get(RUNS, {"job_id": JOB, "run_id": rid(10)})["status"] == "failed"
+    world.mq.restore({}, 200)
+    advance(at(14), first)
+    svc.trigger.tick("tick-3")
+    advance(at(15), first)
+    (_receipt, body), *_ = world.mq.receive(10)
+    third = svc.worker.begin(parse_run_message(body), deadline)
+    assert third == Outcome.SKIPPED, "00:15 started while 00:05 still runs"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25 case 4: a change adopts a claim but plans from before it")
+def test_case_4_a_change_between_a_claims_two_writes_plans_after_the_adopted_run() -> None:
+    """At 00:03:40 the tick creates 00:05's run; before its advance, the registrar re-times the
+    job to every 2 minutes. It adopts 00:05's run but takes the new timing from the state before
+    the adoption: the new first occurrence is 00:04, before the adopted 00:05 (next_run_at <=
+    last_scheduled_at), and 00:04 is skipped behind a run that is not due yet."""
+    actor_set = ActorSet(
+        "case-4",
+        (ActorSpec("tick", "tick"), ActorSpec("registrar", "registrar", arg="retime:rate(2 minutes)")),
+        at=at(3, 40),
+        budget=Budget(crashes=0),
+    )
+    world = play(actor_set, [("tick", "through", "create run"), ("registrar", "rest", "")])
+    position = [
+        f for f in world.ledger.findings if f.check == core_invariants.BEYOND_POSITION and f.key == JOB
+    ]
+    assert position == []
+    four = world.inner.get(RUNS, {"job_id": JOB, "run_id": rid(4)}) or {}
+    assert four.get("status") != "skipped", four.get("reason")
+
+
+@pytest.mark.xfail(
+    strict=True, reason="issue 25 case 5: a claimed occurrence not yet due blocks a manual run"
+)
+def test_case_5_a_manual_run_of_a_frequent_job_runs() -> None:
+    """A job every minute: the tick has claimed the next occurrences (not due yet). A manual run
+    now is skipped behind them under `skip`. The rule wanted: skipped only when a run of the job
+    is running, or due and pending."""
+    actor_set = ActorSet(
+        "case-5",
+        (ActorSpec("tick", "tick"), ActorSpec("manual", "manual")),
+        schedule="rate(1 minute)",
+        at=at(0, 30),
+        budget=Budget(crashes=0),
+    )
+    world = play(actor_set, [("tick", "rest", ""), ("manual", "rest", "")])
+    manual = world.inner.get(RUNS, {"job_id": JOB, "run_id": f"{JOB}@manual:manual"})
+    assert manual is not None and manual["status"] == "succeeded", manual
+
+
+# --- the invariants, pure ------------------------------------------------------------------------
+
+
+def _run(minutes: int, status: str, version: int = 1, **fields: object) -> dict[str, object]:
+    return {
+        "job_id": JOB,
+        "run_id": rid(minutes),
+        "scheduled_at": at(minutes),
+        "kind": "scheduled",
+        "status": status,
+        "version": version,
+        **fields,
+    }
+
+
+def _state(**fields: object) -> dict[str, object]:
+    return {"job_id": JOB, "status": "active", "version": 3, **fields}
+
+
+def test_invariants_hold_on_a_linked_chain() -> None:
+    runs = [
+        _run(5, "succeeded", 3, first_started_at=at(5)),
+        _run(10, "running", 2, after_run_id=rid(5), first_started_at=at(10)),
+        _run(15, "pending", 1, after_run_id=rid(10)),
+    ]
+    state = _state(latest_run_id=rid(15), last_scheduled_at=at(15), next_run_at=at(20))
+    message = {"run_id": rid(15), "version": 1, "after_run_id": rid(10)}
+    assert core_invariants.check([state], runs, [message], core_invariants.Tokens()) == []
+
+
+def test_invariants_name_each_violation() -> None:
+    tokens = core_invariants.Tokens()
+    core_invariants.check([], [_run(5, "running", 4)], tokens=tokens)
+    runs = [
+        _run(5, "running", 2),  # token went down
+        _run(10, "failed", 2, after_run_id=rid(5)),  # failed from pending: ends the walk
+        _run(15, "pending", 1, after_run_id=rid(10)),  # outside the chain, beyond the position
+        {**_run(20, "missed"), "run_id": f"{JOB}@elsewhere"},  # not its occurrence's key
+    ]
+    state = _state(latest_run_id=rid(10), last_scheduled_at=at(10), next_run_at=at(10))
+    message = {"run_id": rid(15), "version": 1, "after_run_id": rid(5)}
+    found = core_invariants.check([state], runs, [message], tokens)
+    kinds = {(v.invariant, v.key) for v in found}
+    assert kinds >= {
+        (core_invariants.TOKEN_DECREASED, rid(5)),
+        (core_invariants.NO_WALK, rid(10)),
+        (core_invariants.UNREACHABLE, rid(15)),
+        (core_invariants.BEYOND_POSITION, rid(15)),
+        (core_invariants.BEYOND_POSITION, JOB),
+        (core_invariants.STALE_MESSAGE, rid(15)),
+        (core_invariants.ONE_RECORD, f"{JOB}@elsewhere"),
+    }, found

@@ -1,0 +1,328 @@
+"""The explored worlds: one job, its set-up, and the actor sets (issue 25's core sets and more).
+
+The job is ``rate(5 minutes)`` (00:00, 00:05, 00:10 ...), registered at 00:00; the explored
+actors act at 00:04 (the tick's lookahead reaches 00:05), unless a set says otherwise. A re-time
+moves it to ``rate(3 minutes)`` (00:06, 00:09 ...). Occurrences up to ``window_end`` must all
+have their records once the world is driven to quiescence.
+
+To add an actor: write a program (a function of the world, the actor's services and its spec,
+run on the actor's own thread; every store and queue call it makes through ``world.store`` /
+``world.queue`` is a scheduling point), register it in ``PROGRAMS``, and use its kind in an
+``ActorSet``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jobsched.core.clock import ms_to_dt
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.errors import ConditionFailed, QueueError, StoreError
+from jobsched.core.invariants import ALL
+from jobsched.core.job import JobDefinition
+from jobsched.core.writes import JOBS, Put, Update, eq, not_exists
+from jobsched.services.messages import parse_run_message
+from jobsched.services.worker import HandlerResult, Started
+
+from jobsched_tools.explore.sched import Call
+from jobsched_tools.explore.world import TAKE, Budget, OffsetClock, Services, World
+
+T0 = int(datetime(2026, 12, 1, tzinfo=UTC).timestamp() * 1000)  # 00:00:00Z
+SECOND = 1_000
+MINUTE = 60_000
+JOB_ID = "j"
+OLD = "rate(5 minutes)"
+NEW = "rate(3 minutes)"
+CFG = SchedulerConfig(shard_count=1, trigger_groups=1)
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    name: str
+    kind: str
+    offset_ms: int = 0
+    arg: Any = None
+
+
+@dataclass(frozen=True)
+class ActorSet:
+    name: str
+    actors: tuple[ActorSpec, ...]
+    setup: str = "registered"  # "registered": the job alone; "claimed": a tick claimed 00:05 at 00:04
+    at: int = T0 + 4 * MINUTE
+    window_end: int = T0 + 8 * MINUTE
+    budget: Budget = field(default_factory=Budget)
+    overlap: str = "skip"
+    schedule: str = OLD
+    note: str = ""
+    # A check of the set's own, run after the drive (the toy protocols of the explorer's tests).
+    check: Callable[[World], None] | None = None
+
+
+def job_item(schedule: str = OLD, overlap: str = "skip") -> dict[str, Any]:
+    return JobDefinition(job_id=JOB_ID, schedule=schedule, target="t", overlap=overlap).to_item()
+
+
+# --- programs: what each kind of actor does --------------------------------------------------
+
+
+def tick(_world: World, svc: Services, spec: ActorSpec) -> None:
+    svc.trigger.tick(spec.name)
+
+
+def detector(_world: World, svc: Services, spec: ActorSpec) -> None:
+    svc.detector.run(spec.name)
+
+
+def manual(_world: World, svc: Services, spec: ActorSpec) -> None:
+    svc.ops.trigger(JOB_ID, request_id=spec.name)
+
+
+def backfill(_world: World, svc: Services, spec: ActorSpec) -> None:
+    start, end = spec.arg
+    svc.ops.backfill(JOB_ID, ms_to_dt(start), ms_to_dt(end))
+
+
+def registrar(world: World, svc: Services, spec: ActorSpec) -> None:
+    """A person's write to the job item (an atomic step of its own), then the registrar's apply
+    of its stream record."""
+    key = {"job_id": JOB_ID}
+    change, _, schedule = str(spec.arg).partition(":")
+    if change == "retime":
+        item = job_item(schedule or NEW, world.overlap)
+        world.store.write([Put(JOBS, item, (), "person puts job")])
+    elif change == "pause":
+        world.store.update(Update(JOBS, key, (), "person updates job", set={"enabled": False}))
+    elif change == "delete":
+        world.store.delete(JOBS, key, (), "person deletes job")
+    else:
+        raise ValueError(f"unknown change {change!r}")
+    world.registration_pending = True
+    svc.registrar.apply(JOB_ID)
+    world.registration_pending = False
+
+
+def worker(world: World, svc: Services, spec: ActorSpec) -> None:
+    """Receive a message (which one is a choice when reordering), start it, let the handler run
+    (a scheduling point of its own), finish it. ``arg``: how many messages (default 1)."""
+    for _ in range(int(spec.arg or 1)):
+        option = world.store._point(Call("receive", "receive", dynamic=lambda: _receivable(world)))
+        if not option.startswith(TAKE) or option == TAKE + "none":
+            return
+        taken = world.mq.take(int(option[len(TAKE) :]))
+        if taken is None:
+            return
+        receipt, body = taken
+        world.seen_by_actor(body)
+        begun = svc.worker.begin(parse_run_message(body), svc.clock.now_ms() + 900_000)
+        if isinstance(begun, Started):
+            world.exec_start(begun)
+            try:
+                world.store._point(Call("handler", f"handler of {begun.message.run_id} runs"))
+                svc.worker.finish(begun, HandlerResult(True))
+            finally:  # also when the worker crashes: its handler dies with it
+                world.exec_end(begun)
+        world.mq.delete(receipt)
+
+
+def _receivable(world: World) -> tuple[str, ...]:
+    fresh = [seq for seq, _, received in world.mq.queued() if received == 0]
+    if not fresh:
+        return (TAKE + "none",)
+    if not world.budget.reorder:
+        fresh = fresh[:1]
+    return tuple(f"{TAKE}{seq}" for seq in fresh)
+
+
+def toy_increment(world: World, _svc: Services, _spec: ActorSpec) -> None:
+    """A broken toy protocol: read a counter, write it plus one, unconditionally."""
+    item = world.store.get(JOBS, {"job_id": "counter"}) or {"job_id": "counter", "n": 0}
+    world.store.write([Put(JOBS, {**item, "n": int(item["n"]) + 1}, (), "toy increment")])
+
+
+def toy_compare_and_set(world: World, _svc: Services, _spec: ActorSpec) -> None:
+    """The toy protocol fixed: the write is conditional on the value read; a loser reads again."""
+    while True:
+        item = world.store.get(JOBS, {"job_id": "counter"})
+        n = int(item["n"]) if item is not None else 0
+        why = "the counter as read"
+        condition = (eq("n", n, why),) if item is not None else (not_exists("job_id", why),)
+        try:
+            world.store.write([Put(JOBS, {"job_id": "counter", "n": n + 1}, condition, "toy increment")])
+            return
+        except ConditionFailed:
+            continue
+
+
+def counted_twice(world: World) -> None:
+    """The toy's promise: every increment counts."""
+    toys = [a for a in world.sched.actors if a.name.startswith("toy")]
+    item = world.inner.tables[JOBS].get("counter") or {"n": 0}
+    if int(item["n"]) != len(toys):
+        world.find("lost_update", "counter", f"{item['n']} after {len(toys)} increments")
+
+
+PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
+    "toy_increment": toy_increment,
+    "toy_compare_and_set": toy_compare_and_set,
+    "tick": tick,
+    "detector": detector,
+    "manual": manual,
+    "backfill": backfill,
+    "registrar": registrar,
+    "worker": worker,
+}
+
+
+# --- building a world ----------------------------------------------------------------------------
+
+
+_SETUPS: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+
+
+def _setup(world: World, setup: str, overlap: str, schedule: str) -> None:
+    """The world before the explored actors act, built once per set-up and copied after:
+    "registered" (the job alone), "claimed" (a tick at 00:04 claimed 00:05), "claimed-manual"
+    (and a manual run at 00:04:30 joined the chain behind it)."""
+    cached = _SETUPS.get((setup, overlap, schedule))
+    if cached is None:
+        world.clock.set(T0)
+        drive = Services(world, world.inner, world.mq, world.clock, "setup")
+        world.inner.write([Put(JOBS, job_item(schedule, overlap), (), "person puts job")])
+        drive.registrar.apply(JOB_ID)
+        world.after_write([])
+        if setup in ("claimed", "claimed-manual"):
+            world.clock.set(T0 + 4 * MINUTE)
+            drive.trigger.tick("setup")
+            world.after_write([])
+        if setup == "claimed-manual":
+            world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
+            drive.ops.trigger(JOB_ID, request_id="setup")
+            world.after_write([])
+        if setup not in ("registered", "claimed", "claimed-manual"):
+            raise ValueError(f"unknown set-up {setup!r}")
+        cached = (copy.deepcopy(world.inner.tables), world.mq.snapshot(), list(world.ledger.marks))
+        _SETUPS[(setup, overlap, schedule)] = cached
+        world.trace.clear()
+        world.ledger.findings.clear()
+        world.ledger.seen.clear()
+        world.telemetry.events.clear()
+        return
+    tables, (messages, seq), marks = cached
+    world.inner.tables = copy.deepcopy(tables)
+    world.mq.restore(messages, seq)
+    world.ledger.marks = list(marks)
+
+
+def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, ...] = ALL) -> World:
+    world = World(CFG, actor_set.budget, invariants)
+    world.overlap = actor_set.overlap
+    world.extra_check = actor_set.check
+    _setup(world, actor_set.setup, actor_set.overlap, actor_set.schedule)
+    world.clock.set(actor_set.at)
+    world.window_end = actor_set.window_end
+    world.check_invariants()  # the tokens as set up
+    for spec, offset in zip(actor_set.actors, offsets, strict=True):
+        clock = OffsetClock(world.clock, spec.offset_ms + offset)
+        svc = Services(world, world.store, world.queue, clock, spec.name)
+        program = PROGRAMS[spec.kind]
+        world.sched.add(spec.name, _bind(program, world, svc, spec))
+    return world
+
+
+def _bind(
+    program: Callable[[World, Services, ActorSpec], None], world: World, svc: Services, spec: ActorSpec
+) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            program(world, svc, spec)
+        except (StoreError, QueueError) as error:  # the invocation fails, as a Lambda's would
+            world.note(f"{spec.name}: invocation failed: {type(error).__name__}: {error}")
+
+    return run
+
+
+# --- the actor sets --------------------------------------------------------------------------------
+
+
+def _a(name: str, kind: str, offset_ms: int = 0, arg: Any = None) -> ActorSpec:
+    return ActorSpec(name, kind, offset_ms, arg)
+
+
+CORE: dict[str, ActorSet] = {
+    s.name: s
+    for s in (
+        ActorSet("tick-retime", (_a("tick", "tick"), _a("registrar", "registrar", arg="retime"))),
+        ActorSet("tick-manual", (_a("tick", "tick"), _a("manual", "manual"))),
+        ActorSet(
+            "detector-worker",
+            (_a("worker", "worker"), _a("detector", "detector")),
+            setup="claimed",
+            at=T0 + 5 * MINUTE + 33 * SECOND,
+            note="the 00:05 run's dispatch lease lapsed as its message arrives",
+        ),
+        ActorSet("tick-tick-crash", (_a("tickA", "tick"), _a("tickB", "tick"))),
+        ActorSet("pause-tick", (_a("registrar", "registrar", arg="pause"), _a("tick", "tick"))),
+        ActorSet("manual-retime", (_a("manual", "manual"), _a("registrar", "registrar", arg="retime"))),
+    )
+}
+
+MORE: dict[str, ActorSet] = {
+    s.name: s
+    for s in (
+        ActorSet(
+            "tick-retime-detector",
+            (_a("tick", "tick"), _a("registrar", "registrar", arg="retime"), _a("detector", "detector")),
+        ),
+        ActorSet("delete-tick", (_a("registrar", "registrar", arg="delete"), _a("tick", "tick"))),
+        ActorSet(
+            "backfill-tick",
+            (_a("backfill", "backfill", arg=(T0, T0 + 5 * MINUTE + 20 * SECOND)), _a("tick", "tick")),
+            at=T0 + 5 * MINUTE + 20 * SECOND,
+            note="00:05 came due unclaimed; a backfill of (00:00, 00:05:20] races the late tick",
+        ),
+        ActorSet(
+            "tick-retime-skewed",
+            (_a("tick", "tick", offset_ms=3_000), _a("registrar", "registrar", arg="retime")),
+            at=T0 + 3 * MINUTE + 27 * SECOND + 500,
+            note="the trigger's clock 3 s ahead reaches 00:05 while the registrar's window does not",
+        ),
+        ActorSet(
+            "workers",
+            (_a("workerA", "worker"), _a("workerB", "worker")),
+            setup="claimed-manual",
+            at=T0 + 5 * MINUTE,
+            note="00:05's run and a manual run queued behind it reach two workers at once",
+        ),
+        ActorSet(
+            "manual-worker-tick",
+            (_a("manual", "manual"), _a("tick", "tick"), _a("worker", "worker", arg=2)),
+            budget=Budget(crashes=0, reorder=True),
+        ),
+    )
+}
+
+# The explorer's own tests: a broken toy protocol it must catch, and its fix it must pass.
+TOYS: dict[str, ActorSet] = {
+    s.name: s
+    for s in (
+        ActorSet(
+            "toy-lost-update",
+            (_a("toyA", "toy_increment"), _a("toyB", "toy_increment")),
+            budget=Budget(crashes=0),
+            check=counted_twice,
+        ),
+        ActorSet(
+            "toy-compare-and-set",
+            (_a("toyA", "toy_compare_and_set"), _a("toyB", "toy_compare_and_set")),
+            budget=Budget(crashes=0),
+            check=counted_twice,
+        ),
+    )
+}
+
+ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **TOYS}

@@ -1,0 +1,631 @@
+"""One explored world: the real services on the in-memory store, behind wrappers that make every
+store and queue call a scheduling point (``sched.py``), a ledger of what happened, the drive to
+quiescence after a schedule, and the checks.
+
+Everything here is deterministic given the schedule: a ManualClock (each actor sees it through
+its own offset), fixed claimer and request ids, a seeded worker RNG.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobsched.core import invariants as core_invariants
+from jobsched.core.clock import Clock, ManualClock
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.errors import ConditionFailed, TransientStoreError
+from jobsched.core.policies import UNFINISHED
+from jobsched.core.run import run_id_for
+from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Put, Update, WriteOp
+from jobsched.ports import INDEX_TABLE, IndexName, OutgoingMessage, Page, SendResult
+from jobsched.services.detector import MissDetector
+from jobsched.services.messages import parse_run_message
+from jobsched.services.registrar import Registrar
+from jobsched.services.trigger import Trigger
+from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
+from jobsched.targets.registry import HandlerRegistry
+
+from jobsched_tools.explore.sched import OK, Call, Crash, Scheduler
+from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
+from jobsched_tools.fakes.memory_store import MemoryStore
+from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
+from jobsched_tools.sim.faults import StateMark
+from jobsched_tools.sim.invariants import occurrences, segments
+
+
+class _NullLogger:
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        pass
+
+    warning = error = info
+
+
+_LOG = _NullLogger()
+CRASH, LOST, STALE, DUP = "crash", "lost", "stale", "dup"
+TAKE = "take:"  # a worker's receive: which queued message (reorder)
+INDEXES = ("next-run", "lease")
+COMMITTED = ("succeeded", "failed")
+POLICY = ("skipped", "missed")
+ADHOC = ("manual", "backfill")
+# The drive to quiescence: handlers run this long (heartbeating), and the drive ends this long
+# after the window whose occurrences must all have records.
+HANDLER_MS = 45_000
+DRIVE_AFTER_MS = 150_000
+BEAT_MS = 20_000  # the drive's heartbeats: fewer than a worker's, within the 30 s lease
+VISIBILITY_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How many of each fault one schedule may use, and per-actor clock offsets to try."""
+
+    crashes: int = 1
+    lost: int = 0
+    stale: int = 0
+    dups: int = 0
+    reorder: bool = False
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    key: str
+    detail: str
+    trace: tuple[str, ...]
+
+    def headline(self) -> str:
+        return f"{self.check} {self.key}: {self.detail}"
+
+
+class OffsetClock:
+    """One actor's view of the manual clock."""
+
+    def __init__(self, base: Clock, offset_ms: int) -> None:
+        self._base = base
+        self.offset_ms = offset_ms
+
+    def now_ms(self) -> int:
+        return self._base.now_ms() + self.offset_ms
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr, separators=(",", ":"))
+
+
+@dataclass
+class Ledger:
+    commits: Counter[str] = field(default_factory=Counter)
+    marks: list[StateMark] = field(default_factory=list)
+    executing: list[tuple[str, str, int]] = field(default_factory=list)  # (job, run, token)
+    findings: list[Finding] = field(default_factory=list)
+    seen: set[tuple[str, str]] = field(default_factory=set)
+    tokens: core_invariants.Tokens = field(default_factory=core_invariants.Tokens)
+
+
+class _Tables(MemoryStore):
+    """The in-memory store without DynamoDB's size checks (the explored items are small; the
+    checks cost a third of a schedule's time)."""
+
+    def _check_sizes(self, ops: Sequence[WriteOp], currents: Sequence[Item | None], single: bool) -> None:  # noqa: ARG002
+        return None
+
+
+class ExplorerQueue(MemoryWorkQueue):
+    """The memory queue, plus taking one chosen message whatever its delay (an explored worker
+    acts at its own clock's time)."""
+
+    def queued(self) -> list[tuple[int, dict[str, Any], int]]:
+        """(seq, body, receive count) of every message, oldest first."""
+        with self._lock:
+            return [(m.seq, m.body, m.receive_count) for m in self._messages.values()]
+
+    def take(self, seq: int) -> tuple[str, dict[str, Any]] | None:
+        with self._lock:
+            message = self._messages.get(seq)
+            if message is None:
+                return None
+            message.receive_count += 1
+            message.receipt = f"{seq}:{message.receive_count}"
+            message.visible_at_ms = self.clock.now_ms() + self.visibility_timeout_ms
+            return message.receipt, copy.deepcopy(message.body)
+
+    def state(self) -> list[tuple[int, str, int, int]]:
+        with self._lock:
+            return [
+                (m.seq, _canon(m.body), m.visible_at_ms, m.receive_count) for m in self._messages.values()
+            ]
+
+    def restore(self, messages: dict[int, Any], seq: int) -> None:
+        with self._lock:
+            self._messages = copy.deepcopy(messages)
+            self._seq = seq
+
+    def snapshot(self) -> tuple[dict[int, Any], int]:
+        with self._lock:
+            return copy.deepcopy(self._messages), self._seq
+
+
+class World:
+    """The store, the queue, the clock, the ledger and the scheduler of one schedule."""
+
+    def __init__(self, cfg: SchedulerConfig, budget: Budget, write_invariants: Sequence[str]) -> None:
+        self.cfg = cfg
+        self.budget = budget
+        self.write_invariants = tuple(write_invariants)
+        self.clock = ManualClock(0)
+        self.inner = _Tables()
+        self.mq = ExplorerQueue(self.clock, visibility_timeout_seconds=VISIBILITY_SECONDS)
+        self.store = ExplorerStore(self)
+        self.queue = PointQueue(self)
+        self.telemetry = MemoryTelemetry()
+        self.sched = Scheduler()
+        self.ledger = Ledger()
+        self.trace: list[str] = []
+        self.used: Counter[str] = Counter()
+        # The last two images of each state and run item (a stale index read sees the older).
+        self.previous: dict[tuple[str, Any], Item | None] = {}
+        self.window_end = 0  # occurrences up to here must have their records after the drive
+        self.job_id = "j"
+        self.overlap = "skip"
+        # A person's change was written and its registration has not finished (the registrar
+        # crashed or failed): the stream delivers the record again in the drive.
+        self.registration_pending = False
+        self.extra_check: Callable[[World], None] | None = None
+        self.registry = HandlerRegistry()
+        self.registry.add("t", lambda _ctx: None)
+
+    # --- the ledger ----------------------------------------------------------------------------
+
+    def find(self, check: str, key: str, detail: str) -> None:
+        if (check, key) in self.ledger.seen:
+            return
+        self.ledger.seen.add((check, key))
+        self.ledger.findings.append(Finding(check, key, detail, tuple(self.trace)))
+
+    def note(self, line: str) -> None:
+        self.trace.append(line)
+
+    def after_write(self, ops: Sequence[WriteOp]) -> None:
+        for op in ops:
+            if isinstance(op, Update) and op.table == RUNS and op.label.startswith("commit "):
+                self.ledger.commits[str(op.key["run_id"])] += 1
+        self._mark(self.inner.tables[STATE].get(self.job_id))
+        self.check_invariants()
+
+    def _mark(self, state: Item | None) -> None:
+        if state is None:
+            return
+        timing = tuple(sorted((state.get("timing") or {}).items()))
+        mark = StateMark(self.clock.now_ms(), str(state.get("status")), timing, state.get("next_run_at"))
+        last = self.ledger.marks[-1] if self.ledger.marks else None
+        if last is None or (last.status, last.timing, last.next_run_at) != (
+            mark.status,
+            mark.timing,
+            mark.next_run_at,
+        ):
+            self.ledger.marks.append(mark)
+
+    def check_invariants(self) -> None:
+        if not self.write_invariants:
+            return
+        found = core_invariants.check(
+            self.inner.tables[STATE].values(),
+            self.inner.tables[RUNS].values(),
+            [body for _, body, _ in self.mq.queued()],
+            self.ledger.tokens,
+            self.write_invariants,
+        )
+        for violation in found:
+            self.find(violation.invariant, violation.key, violation.detail)
+
+    def exec_start(self, started: Started) -> None:
+        message = started.message
+        if started.definition.overlap.value != "allow":
+            others = [run for job, run, _ in self.ledger.executing if job == message.job_id]
+            if others:
+                self.find("overlap", message.run_id, f"started while {others[0]} runs (overlap policy)")
+        self.ledger.executing.append((message.job_id, message.run_id, started.token))
+
+    def exec_end(self, started: Started) -> None:
+        entry = (started.message.job_id, started.message.run_id, started.token)
+        if entry in self.ledger.executing:
+            self.ledger.executing.remove(entry)
+
+    # --- state identity ------------------------------------------------------------------------
+
+    def fingerprint(self) -> bytes:
+        h = hashlib.blake2b(digest_size=16)
+        for table in (JOBS, STATE, RUNS):
+            h.update(_canon(sorted(self.inner.tables[table].values(), key=_canon)).encode())
+        h.update(_canon(self.mq.state()).encode())
+        h.update(_canon(sorted(self.ledger.executing)).encode())
+        for actor in self.sched.actors:
+            h.update(f"{actor.name}:{actor.pc}:{actor.done}:{actor.crashed}".encode())
+            h.update(actor.digest.digest())
+        h.update(_canon(sorted(self.used.items())).encode())
+        return h.digest()
+
+    def outcome_key(self) -> bytes:
+        """What the drive to quiescence and the final checks depend on (not how the actors got
+        here): the tables, the queue, the state's history, the commits, what is pending."""
+        h = hashlib.blake2b(digest_size=16)
+        for table in (JOBS, STATE, RUNS):
+            h.update(_canon(sorted(self.inner.tables[table].values(), key=_canon)).encode())
+        h.update(_canon(self.mq.state()).encode())
+        h.update(repr((self.ledger.marks, sorted(self.ledger.commits.items()))).encode())
+        h.update(repr((self.registration_pending, [a.error for a in self.sched.actors])).encode())
+        return h.digest()
+
+    def seen_by_actor(self, result: Any) -> None:
+        actor = self.sched.actor_here()
+        if actor is not None:
+            actor.digest.update(_canon(result).encode())
+
+    # --- options at a point --------------------------------------------------------------------
+
+    def write_options(self, person: bool) -> tuple[str, ...]:
+        if person:
+            return (OK,)
+        options = [OK]
+        if self.used[CRASH] < self.budget.crashes:
+            options.append(CRASH)
+        if self.used[LOST] < self.budget.lost:
+            options.append(LOST)
+        return tuple(options)
+
+
+class ExplorerStore:
+    """The Store every explored actor uses: each call is a scheduling point."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.inner = world.inner
+
+    def _point(self, call: Call) -> str:
+        option = self.world.sched.point(call)
+        if self.world.sched.actor_here() is not None:
+            actor = self.world.sched.actor_here()
+            name = actor.name if actor is not None else "?"
+            self.world.note(f"{name}: {call.detail}" + ("" if option == OK else f" [{option}]"))
+            if option != OK:
+                self.world.used[option.split(":")[0]] += 1
+        return option
+
+    def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:
+        self._point(Call("get", f"get {table} {_key(key)}"))
+        item = self.inner.get(table, key, consistent)
+        self.world.seen_by_actor(item)
+        return item
+
+    def query(
+        self,
+        index: IndexName,
+        partition: Any,
+        sort_from: int | None = None,
+        sort_to: int | None = None,
+        limit: int = 100,
+        cursor: dict[str, Any] | None = None,
+    ) -> Page:
+        stale = index in INDEXES and self.world.used[STALE] < self.world.budget.stale
+        option = self._point(Call("query", f"query {index}", (OK, STALE) if stale else (OK,)))
+        if option == STALE:
+            page = self._stale(INDEX_TABLE[index]).query(index, partition, sort_from, sort_to, limit, cursor)
+        else:
+            page = self.inner.query(index, partition, sort_from, sort_to, limit, cursor)
+        self.world.seen_by_actor([page.items, page.cursor])
+        return page
+
+    def _stale(self, table: str) -> MemoryStore:
+        """The table with each item one write behind (an index lagging its table)."""
+        view = MemoryStore()
+        rows = dict(self.inner.tables[table])
+        for (name, key), before in self.world.previous.items():
+            if name != table:
+                continue
+            if before is None:
+                rows.pop(key, None)
+            else:
+                rows[key] = before
+        view.tables[table] = rows
+        return view
+
+    def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:
+        self._point(Call("scan", f"scan {table}"))
+        page = self.inner.scan(table, limit, cursor)
+        self.world.seen_by_actor([page.items, page.cursor])
+        return page
+
+    def write(self, ops: Sequence[WriteOp]) -> None:
+        person = any(op.label.startswith("person") for op in ops)
+        what = ", ".join(f"{op.label} {_op_key(op)}" for op in ops)
+        option = self._point(Call("write", f"write {what}", self.world.write_options(person)))
+        self._apply(ops, option, lambda: self.inner.write(ops))
+
+    def update(self, op: Update) -> Item:
+        person = op.label.startswith("person")
+        what = f"{op.label} {_op_key(op)}"
+        option = self._point(Call("update", f"update {what}", self.world.write_options(person)))
+        result: list[Item] = []
+        self._apply([op], option, lambda: result.append(self.inner.update(op)))
+        return result[0]
+
+    def delete(self, table: str, key: Item, condition: tuple[Cond, ...] = (), label: str = "delete") -> None:
+        person = label.startswith("person")
+        option = self._point(Call("delete", f"{label} {_key(key)}", self.world.write_options(person)))
+        self._apply(
+            [Update(table, key, condition, label)],
+            option,
+            lambda: self.inner.delete(table, key, condition, label),
+        )
+
+    def _apply(self, ops: Sequence[WriteOp], option: str, write: Callable[[], None]) -> None:
+        keys = [(op.table, self.inner._target(op)) for op in ops if op.table in (STATE, RUNS)]
+        before = {k: copy.deepcopy(self.inner.tables[k[0]].get(k[1])) for k in keys}
+        try:
+            write()
+        except ConditionFailed as lost:
+            self.world.seen_by_actor(["lost", lost.op_index, lost.current])
+            raise
+        self.world.previous.update(before)
+        self.world.seen_by_actor("written")
+        self.world.after_write(ops)
+        if option == CRASH:
+            raise Crash
+        if option == LOST:
+            raise TransientStoreError("explorer: the write landed, its response was lost")
+
+
+class PointQueue:
+    """The WorkQueue every explored actor uses: a send is a scheduling point."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def send(self, messages: Sequence[OutgoingMessage]) -> SendResult:
+        world = self.world
+        options = [OK]
+        if world.used[DUP] < world.budget.dups:
+            options.append(DUP)
+        if world.used[CRASH] < world.budget.crashes:
+            options.append(CRASH)
+        runs = ",".join(f"{m.body.get('run_id')}v{m.body.get('version')}" for m in messages)
+        option = world.store._point(Call("send", f"send {runs}", tuple(options)))
+        result = world.mq.send(messages)
+        if option == DUP:
+            world.mq.send(messages)
+        world.seen_by_actor("sent")
+        world.check_invariants()
+        if option == CRASH:
+            raise Crash
+        return result
+
+
+def _key(key: Item) -> str:
+    return ",".join(str(v) for v in key.values())
+
+
+def _op_key(op: WriteOp) -> str:
+    if isinstance(op, Put):
+        return str(op.item.get("run_id") or op.item.get("job_id"))
+    return str(op.key.get("run_id") or op.key.get("job_id"))
+
+
+# --- services as each actor sees them ------------------------------------------------------------
+
+
+class Services:
+    """The services built on one store, queue and clock (an actor's, or the drive's)."""
+
+    def __init__(self, world: World, store: Any, queue: Any, clock: Clock, name: str) -> None:
+        cfg = world.cfg
+        self.clock = clock
+        self.registrar_inline = Registrar(store, world.telemetry, clock, cfg, queue, report=False)
+        self.trigger = Trigger(
+            store,
+            queue,
+            world.telemetry,
+            clock,
+            cfg,
+            parallel_queries=False,
+            claim_concurrency=1,
+            registrar=self.registrar_inline,
+            claimer_id=name,
+        )
+        early = Trigger(
+            store,
+            queue,
+            world.telemetry,
+            clock,
+            cfg,
+            parallel_queries=False,
+            claim_concurrency=1,
+            claimer_id=name,
+        )
+        self.registrar = Registrar(
+            store,
+            world.telemetry,
+            clock,
+            cfg,
+            queue,
+            known_targets={"t"},
+            claim_now=lambda job_id: early.claim_now(job_id, "registrar"),
+        )
+        self.detector = MissDetector(
+            store, queue, world.telemetry, clock, cfg, parallel_queries=False, registrar=self.registrar_inline
+        )
+        self.worker = Worker(
+            store,
+            queue,
+            world.telemetry,
+            clock,
+            cfg,
+            world.registry,
+            name,
+            logger_for=lambda _run_id: _LOG,
+            rng=random.Random(0),
+        )
+        from jobsched.services.operations import Operations
+
+        self.ops = Operations(store, queue, world.telemetry, clock, cfg)
+
+
+# --- the drive to quiescence and the final checks -------------------------------------------------
+
+
+@dataclass
+class _Running:
+    started: Started
+    receipt: str
+    began: int
+    beat: int
+
+
+def quiesce(world: World, redeliver_registration: bool) -> None:
+    """Drive everything to quiescence on the base clock: the stream's retry of a registration
+    that did not finish, ticks once a minute up to the window's end, the detector, and workers
+    draining the queue (each handler runs ``HANDLER_MS``, heartbeating). Deterministic."""
+    # The drive's calls go through the same wrappers (no actor: no scheduling point), so its
+    # writes are checked and its commits counted like the explored actors'.
+    drive = Services(world, world.store, world.queue, world.clock, "drive")
+    if redeliver_registration:
+        drive.registrar.apply(world.job_id)
+        world.after_write([])
+    running: list[_Running] = []
+    catch_up_until = world.window_end + DRIVE_AFTER_MS
+    end = catch_up_until + 10 * 60_000  # a bound: the drive ends when nothing is left to happen
+    next_tick = world.clock.now_ms()
+    while world.clock.now_ms() <= end:
+        now = world.clock.now_ms()
+        if next_tick <= now <= world.window_end:
+            drive.trigger.tick(f"drive-{now}")
+            next_tick = now + 60_000
+        # After the window, overdue occurrences are not caught up any more (nothing would end).
+        drive.detector.run(f"drive-{now}", leases_only=now > catch_up_until)
+        _deliver(world, drive.worker, running)
+        _progress(world, drive.worker, running)
+        world.after_write([])
+        wake = _next_event(world, running, next_tick, catch_up_until)
+        if wake is None:
+            break
+        world.clock.set(wake)
+
+
+def _deliver(world: World, worker: Worker, running: list[_Running]) -> None:
+    while True:
+        batch = world.mq.receive(10)
+        if not batch:
+            return
+        for receipt, body in batch:
+            begun = worker.begin(parse_run_message(body), world.clock.now_ms() + 900_000)
+            if isinstance(begun, Started):
+                world.exec_start(begun)
+                now = world.clock.now_ms()
+                running.append(_Running(begun, receipt, now, now))
+            else:
+                world.mq.delete(receipt)
+
+
+def _progress(world: World, worker: Worker, running: list[_Running]) -> None:
+    now = world.clock.now_ms()
+    beat_ms = BEAT_MS
+    for entry in list(running):
+        if now - entry.began >= HANDLER_MS:
+            running.remove(entry)
+            worker.finish(entry.started, HandlerResult(True))
+            world.exec_end(entry.started)
+            world.mq.delete(entry.receipt)
+        elif now - entry.beat >= beat_ms:
+            entry.beat = now
+            if not worker.heartbeat(entry.started):
+                running.remove(entry)
+                worker.finish(entry.started, FENCED_OUT)
+                world.exec_end(entry.started)
+                world.mq.delete(entry.receipt)
+
+
+def _next_event(world: World, running: list[_Running], next_tick: int, catch_up_until: int) -> int | None:
+    """The next instant something can happen in the drive, or None when nothing can."""
+    now = world.clock.now_ms()
+    cfg = world.cfg
+    times: list[int] = []
+    if next_tick <= world.window_end:
+        times.append(next_tick)
+    visible = world.mq.next_visible_at_ms()
+    if visible is not None:
+        times.append(visible)
+    for entry in running:
+        times.append(min(entry.began + HANDLER_MS, entry.beat + BEAT_MS))
+    for run in world.inner.tables[RUNS].values():
+        if "check_at" in run:
+            times.append(int(run["check_at"]) + cfg.clock_skew_allowance_ms + 1)
+    for state in world.inner.tables[STATE].values():
+        if state.get("status") == "active" and "next_run_at" in state:
+            grace = int((state.get("misfire") or {}).get("grace_seconds", 60))
+            overdue = int(state["next_run_at"]) + min(grace, cfg.trigger_lookback_seconds) * 1000 + 1
+            if overdue <= catch_up_until:
+                times.append(overdue)
+    later = [t for t in times if t > now]
+    return min(later) if later else None
+
+
+def final_checks(world: World, skew_ms: int) -> None:
+    """What must hold once everything settled: a record for every due occurrence (or a change's
+    withdrawal within the clock skew of it), no record of an instant that was never due, at most
+    one commit per run, no run left unfinished, and a manual run never skipped behind a run that
+    was not due yet."""
+    runs = {str(r["run_id"]): r for r in world.inner.tables[RUNS].values()}
+    for run_id, count in world.ledger.commits.items():
+        if count > 1:
+            world.find("duplicate_commit", run_id, f"{count} commits")
+    allowed = _occurrence_records(world, runs, skew_ms)
+    for run_id, run in sorted(runs.items()):
+        at = int(run["scheduled_at"])
+        if run.get("kind") not in ADHOC and at <= world.window_end and at not in allowed:
+            world.find("run_not_due", run_id, "a record of an instant that was no due occurrence")
+        if run.get("status") in UNFINISHED:
+            world.find("unfinished_after_drive", run_id, f"still {run.get('status')}")
+        if run.get("kind") == "manual" and run.get("status") == "skipped":
+            holder = runs.get(str(run.get("blocked_by")), {})
+            if int(holder.get("scheduled_at", 0)) > int(run.get("finished_at", 0)):
+                world.find(
+                    "manual_skipped_behind_future",
+                    run_id,
+                    f"skipped behind {run.get('blocked_by')}, not due until {holder.get('scheduled_at')}",
+                )
+    for actor in world.sched.actors:
+        if actor.error is not None:
+            world.find("unexpected_exception", actor.name, actor.error)
+    for event in world.telemetry.named("job.error"):
+        world.find("job_error", event.correlation_id, str(event.fields.get("error")))
+    if world.extra_check is not None:
+        world.extra_check(world)
+
+
+def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> set[int]:
+    """Every occurrence that came due while the job was active (the state's history: its marks)
+    has one record; returns the instants a scheduled record may have (claimed ahead, too)."""
+    ahead = world.cfg.lookahead_seconds * 1000 + 2 * skew_ms + 2_000
+    due: set[int] = set()
+    allowed: set[int] = set()
+    at_a_change: set[int] = set()
+    for span in segments(world.ledger.marks, world.window_end):
+        stretch = occurrences(span.timing, span.start, min(span.end, world.window_end))
+        due.update(stretch)
+        allowed.update(occurrences(span.timing, span.start, span.end + ahead))
+        if span.end < world.window_end:
+            at_a_change.update(t for t in stretch if t > span.end - skew_ms - 1_000)
+    for occurrence in sorted(due):
+        run_id = run_id_for(world.job_id, occurrence)
+        status = runs.get(run_id, {}).get("status")
+        if occurrence in at_a_change and status in (None, "cancelled"):
+            continue
+        if status not in COMMITTED and status not in POLICY:
+            world.find("lost_occurrence", run_id, f"due, and {status or 'absent'} after the drive")
+    return allowed
