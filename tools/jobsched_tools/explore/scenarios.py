@@ -299,6 +299,13 @@ MORE: dict[str, ActorSet] = {
             note="00:05's run and a manual run queued behind it reach two workers at once",
         ),
         ActorSet(
+            "manual-detector",
+            (_a("manual", "manual"), _a("detector", "detector")),
+            at=T0 + 7 * MINUTE,
+            note="00:05 came due unclaimed (no tick) and is overdue: the detector settles it "
+            "while a person's manual run joins the chain",
+        ),
+        ActorSet(
             "manual-worker-tick",
             (_a("manual", "manual"), _a("tick", "tick"), _a("worker", "worker", arg=2)),
             budget=Budget(crashes=0, reorder=True),
