@@ -328,6 +328,7 @@ EXPLORER_MUTANTS = {
     "slot": ("tick-manual", "overlap"),
     "overtake": ("tick-manual", "overlap"),
     "claim": ("backfill-tick", "stale_message_link"),
+    "advance": ("tick-manual", "overlap"),
     "settle": ("manual-detector", "overlap"),
 }
 

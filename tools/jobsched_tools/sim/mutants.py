@@ -23,6 +23,8 @@ MUTANTS: dict[str, str] = {
     "slot": "the chain's rule that an unfinished run holds the job's turn: two runs of a skip job "
     "run at once (overlap_violated)",
     "claim": "the claim's run-is-new: a claim overwrites a backfilled run (record_overwritten)",
+    "advance": "the claim's state-as-read (version): a claim made from a state read before a manual "
+    "run joined the chain links its run behind the old end, beside the manual run (overlap_violated)",
     "heartbeat": "the heartbeat's token and owner: a stalled worker that wakes after its run was "
     "recovered renews the lease of the run's new holder to its own deadline, and the detector "
     "then fails the live run (stale_heartbeat)",
@@ -56,6 +58,17 @@ def _claim_unchecked(original: Callable[..., list[WriteOp]]) -> Callable[..., li
     def claim(*args: Any, **kwargs: Any) -> list[WriteOp]:
         create, *rest = original(*args, **kwargs)
         return [replace(create, condition=()), *rest]
+
+    return claim
+
+
+def _advance_unchecked(original: Callable[..., list[WriteOp]]) -> Callable[..., list[WriteOp]]:
+    def claim(*args: Any, **kwargs: Any) -> list[WriteOp]:
+        create, advance = original(*args, **kwargs)
+        return [
+            create,
+            replace(advance, condition=tuple(c for c in advance.condition if c.attr != "version")),
+        ]
 
     return claim
 
@@ -110,6 +123,9 @@ def mutant(name: str) -> Iterator[None]:
     elif name == "claim":
         unchecked = _claim_unchecked(transitions.claim_ops)
         patches += [(transitions, "claim_ops", unchecked), (trigger, "claim_ops", unchecked)]
+    elif name == "advance":
+        unversioned = _advance_unchecked(transitions.claim_ops)
+        patches += [(transitions, "claim_ops", unversioned), (trigger, "claim_ops", unversioned)]
     elif name == "heartbeat":
         import jobsched.services.worker as worker
 
