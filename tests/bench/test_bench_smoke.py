@@ -72,18 +72,18 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     for function, peak in result["peak_rss_mb"].items():
         assert result["baseline_rss_mb"][function] <= peak <= 256, (function, peak)
 
-    # The design: claim = PutItem (the run) + UpdateItem (the job's advance), start = UpdateItem,
-    # commit = UpdateItem; no transaction (each would double its items' write units).
+    # The design: claim = one TransactWriteItems (the run's put and the job's advance, issue 25),
+    # start = UpdateItem, commit = UpdateItem.
     allow = result["by_overlap"]["allow"]
     assert allow["succeeded"] == 10
-    assert result["ddb_write_requests_per_run"] == 4
-    assert allow["requests"]["dynamodb:PutItem"] == 10
-    assert allow["requests"]["dynamodb:UpdateItem"] == 30
-    assert "dynamodb:TransactWriteItems" not in allow["requests"]
-    # The overlap chain (design.md): skip, the default, makes the same writes, no transaction.
+    assert result["ddb_write_requests_per_run"] == 3
+    assert allow["requests"]["dynamodb:TransactWriteItems"] == 10
+    assert allow["requests"]["dynamodb:UpdateItem"] == 20
+    assert "dynamodb:PutItem" not in allow["requests"]
+    # The overlap chain (design.md): skip, the default, makes the same writes.
     skip = result["by_overlap"]["skip"]
-    assert skip["ddb_write_requests_per_run"] == 4
-    assert "dynamodb:TransactWriteItems" not in skip["requests"]
+    assert skip["ddb_write_requests_per_run"] == 3
+    assert skip["requests"]["dynamodb:TransactWriteItems"] == allow["requests"]["dynamodb:TransactWriteItems"]
     assert skip["requests"]["dynamodb:UpdateItem"] == allow["requests"]["dynamodb:UpdateItem"]
     # The event source mapping: one receive and one batch delete per 10 messages, one send per 10.
     assert allow["requests"]["sqs:SendMessageBatch"] == 1

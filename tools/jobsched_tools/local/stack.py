@@ -148,6 +148,9 @@ class LocalStack:
             "WORK_QUEUE_URL": self.resources.work_queue_url,
             "JOBS_STREAM_ARN": self.resources.jobs_stream_arn or "",
             "REGISTRAR_FAILURE_QUEUE_URL": self.resources.registrar_failure_queue_url,
+            # The demo's jobs stage their effects on the ledger table: the stack's
+            # StagedEffectTableArns, as a deploy would list it (any other table is refused).
+            "STAGED_EFFECT_TABLE_ARNS": f"arn:aws:dynamodb:{REGION}:*:table/{self.ledger_table}",
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_SERVICE_NAME": "jobsched",
             "POWERTOOLS_METRICS_NAMESPACE": "JobschedLocal",
