@@ -12,6 +12,7 @@ itself succeeds even when every record failed: foreign messages are not an infra
 
 import asyncio
 import contextvars
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -32,7 +33,7 @@ from jobsched.runtime.lambda_context import deadline_ms
 from jobsched.runtime.records import report_failed_record
 from jobsched.runtime.wiring import app, logger, metrics
 from jobsched.services.messages import parse_run_message
-from jobsched.services.worker import Worker  # noqa: F401  # imported at init; wiring imports it lazily
+from jobsched.services.worker import SANDBOX_MUST_END, Worker  # noqa: F401  # Worker: imported at init
 
 processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
@@ -72,6 +73,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
             raise
         return outcome.value
 
-    return async_process_partial_response(
+    response = async_process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )
+    if SANDBOX_MUST_END.is_set():
+        # A handler's thread outlived its run (services/worker.py): end the process before Lambda
+        # freezes it, so that it never thaws beside a later run. The batch's records come back
+        # after their visibility timeout; what was committed is dropped then as a duplicate.
+        logger.warning("sandbox.ended", extra={"reason": "a handler ignored its cancellation"})
+        metrics.flush_metrics()
+        os._exit(1)
+    return response

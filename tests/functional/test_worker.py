@@ -391,8 +391,17 @@ def test_heartbeats_follow_the_manual_clock(env: Env) -> None:
     assert worker.finish(started, result) is Outcome.SUCCEEDED
 
 
-def test_a_handler_past_its_timeout_is_cancelled_on_the_manual_clock(env: Env) -> None:
-    release = blocking_handler(env)
+def test_a_handler_past_its_timeout_is_cancelled_and_its_timeout_recorded_once_it_stops(env: Env) -> None:
+    """Issue 26 case 11: the timeout is recorded (and the retry scheduled) only once the handler
+    has stopped: while it runs on after its cancellation the worker keeps its lease, so no retry
+    and no later occurrence can start beside it."""
+    stopped = threading.Event()
+
+    def cooperative(ctx: RunContext) -> None:
+        ctx.cancelled.wait(timeout=30)  # stops when asked, two heartbeat periods after its timeout
+        stopped.set()
+
+    env.registry.add("ledger", cooperative)
     slow = job("slow", "rate(30 seconds)", target="ledger", overlap=OverlapPolicy.ALLOW, timeout_seconds=10)
     message = occurrences(env, slow, 1)[0]
     waiter = ManualWaiter(env.clock)
@@ -400,9 +409,38 @@ def test_a_handler_past_its_timeout_is_cancelled_on_the_manual_clock(env: Env) -
     started = worker.begin(message, env.clock.now_ms() + DEADLINE)
     assert isinstance(started, Started)
     result = worker.execute(started)  # no real minute passes: the waiter moves the clock
-    release.set()
     timeout = started.definition.timeout_seconds
-    assert not result.ok and result.error == f"timed out after {timeout} s"
-    assert started.context.cancelled.is_set()
+    assert not result.ok and result.error == f"timed out after {timeout} s" and not result.abandoned
+    assert started.context.cancelled.is_set() and stopped.is_set()
     assert env.clock.now_ms() - started.started_at >= timeout * 1000
-    assert waiter.waits == timeout // env.cfg.heartbeat_seconds  # one manual heartbeat period each
+    assert env.run(message.run_id)["status"] == "running"  # nothing recorded while it ran
+
+
+def test_a_handler_that_ignores_its_cancellation_is_abandoned_with_its_sandbox(env: Env) -> None:
+    """A handler that ignores ``ctx.cancelled`` runs on until the invocation's last moment: the
+    worker records nothing (its lease, at most to the Lambda deadline, keeps the job's turn) and
+    flags the sandbox to end (the worker function then exits its process). The lease lapses
+    after the deadline, when the process and the thread are gone, and the detector recovers the
+    run as it would a crashed worker's."""
+    from jobsched.services import worker as worker_module
+
+    release = blocking_handler(env)
+    slow = job("slow", "rate(30 seconds)", target="ledger", overlap=OverlapPolicy.ALLOW, timeout_seconds=10)
+    message = occurrences(env, slow, 1)[0]
+    worker = env.worker(waiter=ManualWaiter(env.clock))
+    deadline = env.clock.now_ms() + 60_000
+    started = worker.begin(message, deadline)
+    assert isinstance(started, Started)
+    try:
+        result = worker.execute(started)
+        assert result.abandoned and worker_module.SANDBOX_MUST_END.is_set()
+        assert worker.finish(started, result) is Outcome.ABANDONED
+        run = env.run(message.run_id)
+        assert run["status"] == "running" and run["lease_expires_at"] <= deadline + 2_000
+        env.clock.set(run["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1)
+        assert env.detector().run("d").leases_recovered >= 1
+        recovered = env.run(message.run_id)
+        assert recovered["status"] == "pending" and recovered["attempt"] == 2  # the next attempt
+    finally:
+        release.set()
+        worker_module.SANDBOX_MUST_END.clear()

@@ -62,6 +62,7 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"
     BUFFERED = "buffered"
     DEFERRED = "deferred"
+    ABANDONED = "abandoned"
 
 
 @dataclass
@@ -84,6 +85,18 @@ class HandlerResult:
     permanent: bool = False
     # The worker lost its lease while the handler ran: nothing may be committed.
     fenced: bool = False
+    # Past its timeout the handler ignored ``ctx.cancelled`` until the invocation's deadline: its
+    # thread cannot be killed, so nothing is recorded (the lease, held to the deadline, keeps the
+    # job's turn) and the sandbox must end with it (``SANDBOX_MUST_END``).
+    abandoned: bool = False
+
+
+# Set once a handler's thread outlived its run in this process: a Python thread cannot be killed,
+# and a Lambda sandbox thaws it beside whatever it runs next. The worker function ends its
+# process after the batch (functions/worker/app.py), so the thread never runs beside a later
+# attempt or occurrence: its run stays ``running`` under a lease that lapses only after the
+# Lambda deadline, and the miss detector recovers it once the process is gone.
+SANDBOX_MUST_END = threading.Event()
 
 
 FENCED_OUT = HandlerResult(False, "fenced out: lease lost", fenced=True)
@@ -306,14 +319,23 @@ class Worker:
         )
         thread.start()
         timeout_at = started.started_at + started.definition.timeout_seconds * 1000
-        timeout_at = min(timeout_at, started.deadline_ms - self._cfg.deadline_margin_ms)
+        last_moment = started.deadline_ms - self._cfg.deadline_margin_ms
+        timeout_at = min(timeout_at, last_moment)
         while not self._waiter.wait(done, self._cfg.heartbeat_seconds * 1000):
-            if self._clock.now_ms() >= timeout_at:
+            now = self._clock.now_ms()
+            if now >= timeout_at and not started.context.cancelled.is_set():
+                # Ask the handler to stop, and keep its lease while it does: recording the
+                # timeout now would let a retry or the next occurrence start beside it.
                 started.context.cancelled.set()
-                return HandlerResult(False, f"timed out after {started.definition.timeout_seconds} s")
+                self._telemetry.event("run.timed_out", started.message.run_id, cancelled=True)
+            if started.context.cancelled.is_set() and now >= last_moment:
+                SANDBOX_MUST_END.set()
+                self._telemetry.event("run.abandoned", started.message.run_id, thread=thread.name)
+                return HandlerResult(False, "handler ignored its cancellation", abandoned=True)
             if not self.heartbeat(started):
+                SANDBOX_MUST_END.set()  # the handler's thread may run on: not beside our next run
                 return FENCED_OUT
-        if self._clock.now_ms() > timeout_at:
+        if self._clock.now_ms() > timeout_at or started.context.cancelled.is_set():
             return HandlerResult(False, f"timed out after {started.definition.timeout_seconds} s")
         if "error" in outcome:
             return HandlerResult(False, str(outcome["error"]))
@@ -322,6 +344,8 @@ class Worker:
     def finish(self, started: Started, result: HandlerResult) -> Outcome:
         if result.fenced:
             return self._fenced_out(started, None)
+        if result.abandoned:
+            return Outcome.ABANDONED  # nothing recorded: the lease lapses after the process ends
         if result.ok:
             return self._commit(started, RunStatus.SUCCEEDED, None, result.staged)
         error = result.error or "failed"
