@@ -369,7 +369,9 @@ def test_every_function_gets_every_setting(template: dict[str, Any], function: s
     assert env["STATE_TABLE"] == {"Ref": "StateTable"}
     assert env["RUNS_TABLE"] == {"Ref": "RunsTable"}
     assert env["WORK_QUEUE_URL"] == {"Ref": "WorkQueue"}
-    assert env["POWERTOOLS_SERVICE_NAME"] == "jobsched"
+    # Per stack (issue 27): the service dimension is the stack's name, so two stacks in one
+    # account and region never share a metric.
+    assert env["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Jobsched"
     # Only sam local / tests may redirect AWS calls: absent unless LocalEndpointUrl is set.
     assert env["AWS_ENDPOINT_URL"] == {

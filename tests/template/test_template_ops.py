@@ -174,6 +174,7 @@ def test_custom_metric_alarms_watch_metrics_the_code_emits(template: dict[str, A
         assert props["Namespace"] == namespace
         assert props["MetricName"] in emitted, props["MetricName"]
         assert props["Dimensions"] == [{"Name": "service", "Value": service}]
+    assert service == {"Ref": "AWS::StackName"}
 
 
 def test_every_alarm_has_a_runbook_line() -> None:
@@ -212,7 +213,9 @@ def test_every_dashboard_metric_is_one_the_code_or_aws_emits(template: dict[str,
         else:
             assert line["namespace"] == variables["POWERTOOLS_METRICS_NAMESPACE"], line
             assert line["metric"] in emitted, f"the code emits no metric {line['metric']!r}"
-            assert line["dimensions"] == {"service": variables["POWERTOOLS_SERVICE_NAME"]}, line
+            # ${AWS::StackName} in the !Sub body: the stack's own metrics, as the functions' env.
+            assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
+            assert line["dimensions"] == {"service": "AWS::StackName"}, line
 
 
 def test_the_dashboard_shows_what_the_issue_asks_for(template: dict[str, Any]) -> None:
@@ -266,3 +269,39 @@ def test_per_minute_statistics_for_the_picture() -> None:
     assert dashboard._aggregate(samples, "Maximum", 3)[0] == 3.0
     assert dashboard._aggregate(samples, "p50", 3)[0] == 2.0
     assert dashboard._aggregate(samples, "p99", 3)[0] == 3.0
+
+
+# ---------------------------------------------------------------------------- issue 27, item 4
+
+
+def test_two_stacks_publish_and_read_their_own_metrics() -> None:
+    """The runtime's metrics carry the service the stack's environment names, and a stack's
+    alarms and dashboard read that service alone: dev's metrics never reach prod's alarms."""
+    import json
+    import subprocess
+    import sys
+
+    probe = (
+        "from jobsched.runtime.wiring import metrics, logger, SERVICE;"
+        "import json; print(json.dumps([SERVICE, metrics.service, metrics.namespace, logger.service]))"
+    )
+    seen = {}
+    for stack in ("jobsched-dev", "jobsched-prod"):
+        env = {
+            **__import__("os").environ,
+            "POWERTOOLS_SERVICE_NAME": stack,
+            "POWERTOOLS_METRICS_NAMESPACE": "Jobsched",
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+        )
+        seen[stack] = json.loads(out.stdout)
+    assert seen["jobsched-dev"] == ["jobsched-dev", "jobsched-dev", "Jobsched", "jobsched-dev"]
+    assert seen["jobsched-prod"][1] == "jobsched-prod"
+    template = load_template()
+    for alarm in alarms.ALARMS:
+        if alarm.namespace == alarms.JOBSCHED:
+            dims = template["Resources"][alarm.logical_id]["Properties"]["Dimensions"]
+            assert dims == [{"Name": "service", "Value": {"Ref": "AWS::StackName"}}], alarm.logical_id
+    body = template["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    assert '"service", "jobsched"' not in body

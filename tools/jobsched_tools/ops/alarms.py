@@ -29,7 +29,9 @@ def function(logical_id: str) -> tuple[str, str]:
     return ("FunctionName", f"!Ref {logical_id}")
 
 
-SERVICE = ("service", "jobsched")  # the one dimension Powertools EMF metrics carry here
+# The one dimension Powertools EMF metrics carry here: the stack's name (POWERTOOLS_SERVICE_NAME),
+# so each stack's alarms read only its own metrics.
+SERVICE = ("service", "!Ref AWS::StackName")
 
 
 @dataclass(frozen=True)
