@@ -305,3 +305,27 @@ def test_two_stacks_publish_and_read_their_own_metrics() -> None:
             assert dims == [{"Name": "service", "Value": {"Ref": "AWS::StackName"}}], alarm.logical_id
     body = template["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
     assert '"service", "jobsched"' not in body
+
+
+# ---------------------------------------------------------------------------- issue 27, item 6
+
+
+def test_the_worker_may_feed_its_own_queue_past_lambda_s_recursion_limit(template: dict[str, Any]) -> None:
+    """Retries (max_attempts up to 20) and buffer_one promotions re-send to the queue that
+    invokes the worker; Lambda's recursive loop detection stops a chain after 16 invocations
+    unless the function's RecursiveLoop is Allow. The other functions keep the default guard
+    (Terminate): none of them is invoked by what it sends (the trigger's fan-out is one hop)."""
+    from jobsched.core.job import RetryPolicy
+    from jobsched_tools.iam.policy import transform
+
+    assert template["Resources"]["WorkerFunction"]["Properties"]["RecursiveLoop"] == "Allow"
+    assert RetryPolicy.model_fields["max_attempts"].metadata  # bounded, but above 16:
+    assert max(m.le for m in RetryPolicy.model_fields["max_attempts"].metadata if hasattr(m, "le")) > 16
+    for function in FUNCTIONS:
+        if function != "WorkerFunction":
+            assert "RecursiveLoop" not in template["Resources"][function]["Properties"], function
+    # SAM passes it through to the AWS::Lambda::Function (aws-sam-translator, offline).
+    resources = transform(template)["Resources"]
+    assert resources["WorkerFunction"]["Type"] == "AWS::Lambda::Function"
+    assert resources["WorkerFunction"]["Properties"]["RecursiveLoop"] == "Allow"
+    assert "RecursiveLoop" not in resources["TriggerFunction"]["Properties"]
