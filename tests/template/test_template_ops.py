@@ -152,6 +152,9 @@ def test_every_generated_alarm_is_in_the_template(template: dict[str, Any]) -> N
         ("WorkQueueAgeAlarm", "AWS/SQS", "ApproximateAgeOfOldestMessage"),
         ("DispatchFailuresAlarm", "Jobsched", "DispatchFailures"),
         ("InvalidJobsAlarm", "Jobsched", "InvalidJobs"),
+        # issue 27 item 11a: asynchronous invocations Lambda throttled and dropped
+        ("TriggerAsyncEventsDroppedAlarm", "AWS/Lambda", "AsyncEventsDropped"),
+        ("MissDetectorAsyncEventsDroppedAlarm", "AWS/Lambda", "AsyncEventsDropped"),
     ],
 )
 def test_the_issue_15_alarms_exist(template: dict[str, Any], alarm: str, namespace: str, metric: str) -> None:
@@ -329,3 +332,26 @@ def test_the_worker_may_feed_its_own_queue_past_lambda_s_recursion_limit(templat
     assert resources["WorkerFunction"]["Type"] == "AWS::Lambda::Function"
     assert resources["WorkerFunction"]["Properties"]["RecursiveLoop"] == "Allow"
     assert "RecursiveLoop" not in resources["TriggerFunction"]["Properties"]
+
+
+# ---------------------------------------------------------------------------- issue 27, item 11a
+
+
+@pytest.mark.parametrize("function", ["TriggerFunction", "MissDetectorFunction"])
+def test_a_dropped_asynchronous_invocation_raises_an_alarm(template: dict[str, Any], function: str) -> None:
+    """The scheduled functions (and the trigger's fan-out groups) are invoked asynchronously with
+    no retry and a 60 s event age: an event Lambda drops (throttled past its age, or failed) is
+    counted in AsyncEventsDropped, which an alarm on that function watches."""
+    own = template["Resources"][function]["Properties"]
+    assert own["EventInvokeConfig"]["MaximumRetryAttempts"] == 0
+    watching = [
+        props
+        for props in (a["Properties"] for a in _resources(template, "AWS::CloudWatch::Alarm").values())
+        if props["MetricName"] == "AsyncEventsDropped"
+        and props["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function}}]
+    ]
+    assert len(watching) == 1, function
+    (alarm,) = watching
+    assert (alarm["Namespace"], alarm["Statistic"], alarm["Threshold"]) == ("AWS/Lambda", "Sum", 0)
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["AlarmActions"]["Fn::If"][0] == "HasAlarmTopic"
