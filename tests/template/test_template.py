@@ -570,9 +570,9 @@ def test_provision_twice_reuses_everything(aws: tuple[Any, Any]) -> None:
 
 def test_provision_parameter_overrides(aws: tuple[Any, Any]) -> None:
     dynamodb, sqs = aws
-    resources = provision(dynamodb, sqs, prefix="short", parameters={"WorkerTimeoutSeconds": "60"})
+    resources = provision(dynamodb, sqs, prefix="short", parameters={"WorkerTimeoutSeconds": "120"})
     attrs = sqs.get_queue_attributes(QueueUrl=resources.work_queue_url, AttributeNames=["VisibilityTimeout"])
-    assert attrs["Attributes"]["VisibilityTimeout"] == "360"
+    assert attrs["Attributes"]["VisibilityTimeout"] == "720"
 
 
 # ---------------------------------------------------------------------------- (c) sample events

@@ -148,7 +148,7 @@ class _Stack:
             self.admin_ddb,
             self.admin_sqs,
             prefix=f"bench-{name}-{uuid.uuid4().hex[:6]}",
-            parameters={"WorkerTimeoutSeconds": "60"},
+            parameters={"WorkerTimeoutSeconds": "120"},
         )
         if counter is not None:
             counter.attach(self.ddb)
