@@ -6,7 +6,9 @@ arrived in its batch. A record is acknowledged only once its outcome is durably 
 (committed, retry scheduled, recognised as a duplicate). A record that raises is logged
 (``batch.record_failed``, with its message id and the reason), counted (``FailedRecords``, and
 ``PoisonRecords`` for a body that is not a run message) and reported as a batch item failure, so
-SQS redelivers it; one that cannot be parsed at all ends in the dead-letter queue. The invocation
+SQS redelivers it: in 10 s, doubling per receive up to 300 s (its visibility is shortened with
+ChangeMessageVisibility; the queue's own is six worker timeouts), and one that cannot be parsed at
+all at once, so it ends in the dead-letter queue within seconds. The invocation
 itself succeeds even when every record failed: foreign messages are not an infrastructure failure.
 """
 
@@ -30,7 +32,7 @@ import job_handlers  # noqa: F401  # registers this deployment's own handlers (H
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.runtime.lambda_context import deadline_ms
-from jobsched.runtime.records import report_failed_record
+from jobsched.runtime.records import is_poison, report_failed_record, retry_visibility_seconds
 from jobsched.runtime.wiring import app, logger, metrics
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import SANDBOX_MUST_END, Worker  # noqa: F401  # Worker: imported at init
@@ -52,6 +54,19 @@ def record_pool(size: int) -> ThreadPoolExecutor:
     return _pool[1]
 
 
+def retry_soon(record: SQSRecord, exc: BaseException) -> None:
+    """Shorten a failed record's visibility (records.retry_visibility_seconds). Best effort: if
+    it fails, SQS redelivers the record after the queue's visibility timeout instead."""
+    receive_count = int(record.attributes.approximate_receive_count or 1)
+    seconds = retry_visibility_seconds(receive_count, poison=is_poison(exc))
+    try:
+        app().queue.retry_after(record.receipt_handle, seconds)
+    except Exception as error:  # the batch item failure is reported either way
+        logger.warning(
+            "batch.retry_visibility_failed", extra={"message_id": record.message_id, "reason": str(error)}
+        )
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
@@ -70,6 +85,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
             )
         except Exception as exc:
             report_failed_record(logger, app().telemetry, record.message_id, exc)
+            retry_soon(record, exc)
             raise
         return outcome.value
 

@@ -39,6 +39,7 @@ KEYS = {
     "worker_wait_s_per_batch": float,
     "modelled_runs_per_s_default": float,
     "modelled_runs_per_s_max": float,
+    "idle_usd_per_month": float,
 }
 
 
@@ -66,6 +67,15 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
         if kind is int:
             assert float(result[key]).is_integer(), (key, result[key])
         assert math.isfinite(result[key]) and result[key] >= 0, (key, result[key])
+
+    # Idle cost (issue 27 item 7): per function and in total, at most $2 a month.
+    assert set(result["idle_usd_per_month_by_function"]) == {
+        "trigger",
+        "worker",
+        "miss_detector",
+        "registrar",
+    }
+    assert result["idle_usd_per_month"] <= 2.0
 
     # Peak memory per function (issue 18): each at most the 256 MB target, and above its baseline.
     assert set(result["peak_rss_mb"]) == {"trigger", "worker", "miss_detector", "registrar"}

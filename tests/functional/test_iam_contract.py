@@ -230,6 +230,14 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     effects = scenario.dynamodb.scan(TableName=EFFECTS)["Items"]
     assert len(effects) == 2, effects  # the row and the counter: committed with the run
 
+    # A poison message: a batch item failure whose visibility the worker shortens
+    # (ChangeMessageVisibility, so it reaches the DLQ in seconds: issue 27 item 5).
+    poison = sqs_record({})
+    poison["body"] = "not json"
+    with scenario.recorder.acting("WorkerFunction"):
+        failed = load_app("worker").lambda_handler({"Records": [poison]}, FakeContext("poison"))
+    assert failed == {"batchItemFailures": [{"itemIdentifier": poison["messageId"]}]}
+
     # A buffer_one promotion, through the worker's wiring: the second run waits behind the first,
     # whose commit promotes it (reading its definition back: Definitions.load).
     first, second = (parse_run_message(scenario.take("buffered")) for _ in range(2))
@@ -353,6 +361,7 @@ def test_each_function_s_calls_are_recorded(recorded: CallRecorder) -> None:
     # promotion's definition), its staged effects, and the registrar's claim on the runs table.
     worker = {(c.action, c.resource) for c in recorded.distinct("WorkerFunction")}
     assert ("dynamodb:GetItem", STACK.attribute("JobsTable", "Arn")) in worker
+    assert ("sqs:ChangeMessageVisibility", STACK.attribute("WorkQueue", "Arn")) in worker
     assert ("dynamodb:PutItem", table_arn(EFFECTS)) in worker
     assert ("dynamodb:UpdateItem", table_arn(EFFECTS)) in worker
     registrar = {(c.action, c.resource) for c in recorded.distinct("RegistrarFunction")}

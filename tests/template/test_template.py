@@ -369,7 +369,9 @@ def test_every_function_gets_every_setting(template: dict[str, Any], function: s
     assert env["STATE_TABLE"] == {"Ref": "StateTable"}
     assert env["RUNS_TABLE"] == {"Ref": "RunsTable"}
     assert env["WORK_QUEUE_URL"] == {"Ref": "WorkQueue"}
-    assert env["POWERTOOLS_SERVICE_NAME"] == "jobsched"
+    # Per stack (issue 27): the service dimension is the stack's name, so two stacks in one
+    # account and region never share a metric.
+    assert env["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Jobsched"
     # Only sam local / tests may redirect AWS calls: absent unless LocalEndpointUrl is set.
     assert env["AWS_ENDPOINT_URL"] == {
@@ -568,9 +570,9 @@ def test_provision_twice_reuses_everything(aws: tuple[Any, Any]) -> None:
 
 def test_provision_parameter_overrides(aws: tuple[Any, Any]) -> None:
     dynamodb, sqs = aws
-    resources = provision(dynamodb, sqs, prefix="short", parameters={"WorkerTimeoutSeconds": "60"})
+    resources = provision(dynamodb, sqs, prefix="short", parameters={"WorkerTimeoutSeconds": "120"})
     attrs = sqs.get_queue_attributes(QueueUrl=resources.work_queue_url, AttributeNames=["VisibilityTimeout"])
-    assert attrs["Attributes"]["VisibilityTimeout"] == "360"
+    assert attrs["Attributes"]["VisibilityTimeout"] == "720"
 
 
 # ---------------------------------------------------------------------------- (c) sample events

@@ -152,6 +152,9 @@ def test_every_generated_alarm_is_in_the_template(template: dict[str, Any]) -> N
         ("WorkQueueAgeAlarm", "AWS/SQS", "ApproximateAgeOfOldestMessage"),
         ("DispatchFailuresAlarm", "Jobsched", "DispatchFailures"),
         ("InvalidJobsAlarm", "Jobsched", "InvalidJobs"),
+        # issue 27 item 11a: asynchronous invocations Lambda throttled and dropped
+        ("TriggerAsyncEventsDroppedAlarm", "AWS/Lambda", "AsyncEventsDropped"),
+        ("MissDetectorAsyncEventsDroppedAlarm", "AWS/Lambda", "AsyncEventsDropped"),
     ],
 )
 def test_the_issue_15_alarms_exist(template: dict[str, Any], alarm: str, namespace: str, metric: str) -> None:
@@ -174,6 +177,7 @@ def test_custom_metric_alarms_watch_metrics_the_code_emits(template: dict[str, A
         assert props["Namespace"] == namespace
         assert props["MetricName"] in emitted, props["MetricName"]
         assert props["Dimensions"] == [{"Name": "service", "Value": service}]
+    assert service == {"Ref": "AWS::StackName"}
 
 
 def test_every_alarm_has_a_runbook_line() -> None:
@@ -212,7 +216,9 @@ def test_every_dashboard_metric_is_one_the_code_or_aws_emits(template: dict[str,
         else:
             assert line["namespace"] == variables["POWERTOOLS_METRICS_NAMESPACE"], line
             assert line["metric"] in emitted, f"the code emits no metric {line['metric']!r}"
-            assert line["dimensions"] == {"service": variables["POWERTOOLS_SERVICE_NAME"]}, line
+            # ${AWS::StackName} in the !Sub body: the stack's own metrics, as the functions' env.
+            assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
+            assert line["dimensions"] == {"service": "AWS::StackName"}, line
 
 
 def test_the_dashboard_shows_what_the_issue_asks_for(template: dict[str, Any]) -> None:
@@ -266,3 +272,86 @@ def test_per_minute_statistics_for_the_picture() -> None:
     assert dashboard._aggregate(samples, "Maximum", 3)[0] == 3.0
     assert dashboard._aggregate(samples, "p50", 3)[0] == 2.0
     assert dashboard._aggregate(samples, "p99", 3)[0] == 3.0
+
+
+# ---------------------------------------------------------------------------- issue 27, item 4
+
+
+def test_two_stacks_publish_and_read_their_own_metrics() -> None:
+    """The runtime's metrics carry the service the stack's environment names, and a stack's
+    alarms and dashboard read that service alone: dev's metrics never reach prod's alarms."""
+    import json
+    import subprocess
+    import sys
+
+    probe = (
+        "from jobsched.runtime.wiring import metrics, logger, SERVICE;"
+        "import json; print(json.dumps([SERVICE, metrics.service, metrics.namespace, logger.service]))"
+    )
+    seen = {}
+    for stack in ("jobsched-dev", "jobsched-prod"):
+        env = {
+            **__import__("os").environ,
+            "POWERTOOLS_SERVICE_NAME": stack,
+            "POWERTOOLS_METRICS_NAMESPACE": "Jobsched",
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+        )
+        seen[stack] = json.loads(out.stdout)
+    assert seen["jobsched-dev"] == ["jobsched-dev", "jobsched-dev", "Jobsched", "jobsched-dev"]
+    assert seen["jobsched-prod"][1] == "jobsched-prod"
+    template = load_template()
+    for alarm in alarms.ALARMS:
+        if alarm.namespace == alarms.JOBSCHED:
+            dims = template["Resources"][alarm.logical_id]["Properties"]["Dimensions"]
+            assert dims == [{"Name": "service", "Value": {"Ref": "AWS::StackName"}}], alarm.logical_id
+    body = template["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    assert '"service", "jobsched"' not in body
+
+
+# ---------------------------------------------------------------------------- issue 27, item 6
+
+
+def test_the_worker_may_feed_its_own_queue_past_lambda_s_recursion_limit(template: dict[str, Any]) -> None:
+    """Retries (max_attempts up to 20) and buffer_one promotions re-send to the queue that
+    invokes the worker; Lambda's recursive loop detection stops a chain after 16 invocations
+    unless the function's RecursiveLoop is Allow. The other functions keep the default guard
+    (Terminate): none of them is invoked by what it sends (the trigger's fan-out is one hop)."""
+    from jobsched.core.job import RetryPolicy
+    from jobsched_tools.iam.policy import transform
+
+    assert template["Resources"]["WorkerFunction"]["Properties"]["RecursiveLoop"] == "Allow"
+    assert RetryPolicy.model_fields["max_attempts"].metadata  # bounded, but above 16:
+    assert max(m.le for m in RetryPolicy.model_fields["max_attempts"].metadata if hasattr(m, "le")) > 16
+    for function in FUNCTIONS:
+        if function != "WorkerFunction":
+            assert "RecursiveLoop" not in template["Resources"][function]["Properties"], function
+    # SAM passes it through to the AWS::Lambda::Function (aws-sam-translator, offline).
+    resources = transform(template)["Resources"]
+    assert resources["WorkerFunction"]["Type"] == "AWS::Lambda::Function"
+    assert resources["WorkerFunction"]["Properties"]["RecursiveLoop"] == "Allow"
+    assert "RecursiveLoop" not in resources["TriggerFunction"]["Properties"]
+
+
+# ---------------------------------------------------------------------------- issue 27, item 11a
+
+
+@pytest.mark.parametrize("function", ["TriggerFunction", "MissDetectorFunction"])
+def test_a_dropped_asynchronous_invocation_raises_an_alarm(template: dict[str, Any], function: str) -> None:
+    """The scheduled functions (and the trigger's fan-out groups) are invoked asynchronously with
+    no retry and a 60 s event age: an event Lambda drops (throttled past its age, or failed) is
+    counted in AsyncEventsDropped, which an alarm on that function watches."""
+    own = template["Resources"][function]["Properties"]
+    assert own["EventInvokeConfig"]["MaximumRetryAttempts"] == 0
+    watching = [
+        props
+        for props in (a["Properties"] for a in _resources(template, "AWS::CloudWatch::Alarm").values())
+        if props["MetricName"] == "AsyncEventsDropped"
+        and props["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function}}]
+    ]
+    assert len(watching) == 1, function
+    (alarm,) = watching
+    assert (alarm["Namespace"], alarm["Statistic"], alarm["Threshold"]) == ("AWS/Lambda", "Sum", 0)
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["AlarmActions"]["Fn::If"][0] == "HasAlarmTopic"

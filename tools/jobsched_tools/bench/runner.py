@@ -47,7 +47,7 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started, Worker
 from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
 
-from jobsched_tools.bench import cold_import, cpu, fanout, first_lag, memory, units, write_units
+from jobsched_tools.bench import cold_import, cpu, fanout, first_lag, idle, memory, units, write_units
 from jobsched_tools.emulator.local_moto import MotoProcess, start_moto_process
 from jobsched_tools.emulator.provision import Resources, provision
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
@@ -76,6 +76,7 @@ TARGETS = {
     "lag_ms_p99": "<= 1000",
     "recovery_s_max": "<= lease + detector period",
     "recovery_s_p50": "<= 1.5 x lease",
+    "idle_usd_per_month": "<= 2 (a stack with no jobs, at the template's defaults)",
 }
 
 
@@ -148,7 +149,7 @@ class _Stack:
             self.admin_ddb,
             self.admin_sqs,
             prefix=f"bench-{name}-{uuid.uuid4().hex[:6]}",
-            parameters={"WorkerTimeoutSeconds": "60"},
+            parameters={"WorkerTimeoutSeconds": "120"},
         )
         if counter is not None:
             counter.attach(self.ddb)
@@ -663,6 +664,8 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
     at_defaults = first_lag.measure()
     progress("peak memory of each function at its largest settings")
     peaks = memory.measure()
+    progress("idle cost: each scheduled function's invocation on a stack with no jobs")
+    idle_keys = idle.bench_keys(prices)
     # The servers run in their own processes, as real endpoints would: in this process they would
     # share the GIL with the trigger's claimers and the drainer, and measure their contention.
     moto = Servers(start_moto_process(fast_transactions=settings.fast_transactions), start_moto_process())
@@ -761,5 +764,6 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         **fanned,
         **cpu_keys,
         **peaks,
+        **idle_keys,
         "statistics": {"lag_ms_mean": round(statistics.fmean(lags), 1) if lags else None},
     }

@@ -141,7 +141,7 @@ def provision(
 
     Idempotent: existing tables are reused as they are; existing queues get the template's
     attributes again. ``parameters`` overrides template parameter defaults where the template's
-    queue properties refer to them (e.g. ``{"WorkerTimeoutSeconds": "60"}`` gives the work queue a
+    queue properties refer to them (e.g. ``{"WorkerTimeoutSeconds": "120"}`` gives the work queue a
     short visibility timeout for a local stack).
     """
     template = load_template(template_path)

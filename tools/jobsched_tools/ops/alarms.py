@@ -29,7 +29,9 @@ def function(logical_id: str) -> tuple[str, str]:
     return ("FunctionName", f"!Ref {logical_id}")
 
 
-SERVICE = ("service", "jobsched")  # the one dimension Powertools EMF metrics carry here
+# The one dimension Powertools EMF metrics carry here: the stack's name (POWERTOOLS_SERVICE_NAME),
+# so each stack's alarms read only its own metrics.
+SERVICE = ("service", "!Ref AWS::StackName")
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,10 @@ ALARMS = (
     Alarm("GroupInvokeFailuresAlarm", "The trigger's fan-out could not invoke its groups for 3 minutes", JOBSCHED, "GroupInvokeFailures", SERVICE, evaluations=3),  # noqa: E501
     Alarm("InvalidJobsAlarm", "A job item was marked invalid", JOBSCHED, "InvalidJobs", SERVICE),
     Alarm("RegistrarIteratorAgeAlarm", "The registrar is over 5 minutes behind the jobs stream", LAMBDA, "IteratorAge", function("RegistrarFunction"), "Maximum", "300000", evaluations=5),  # noqa: E501
+    # Asynchronous invocations Lambda dropped without running them: a throttled tick or fan-out
+    # group past MaximumEventAgeInSeconds (60), or a failed one (no retries): issue 27 item 11a.
+    Alarm("TriggerAsyncEventsDroppedAlarm", "Lambda dropped trigger invocations (ticks or fan-out groups) without running them", LAMBDA, "AsyncEventsDropped", function("TriggerFunction")),  # noqa: E501
+    Alarm("MissDetectorAsyncEventsDroppedAlarm", "Lambda dropped miss-detector invocations without running them", LAMBDA, "AsyncEventsDropped", function("MissDetectorFunction")),  # noqa: E501
     Alarm("TriggerErrorsAlarm", "The trigger function failed", LAMBDA, "Errors", function("TriggerFunction")),
     Alarm("WorkerErrorsAlarm", "The worker function failed a whole invocation", LAMBDA, "Errors", function("WorkerFunction")),  # noqa: E501
     Alarm("MissDetectorErrorsAlarm", "The miss detector function failed", LAMBDA, "Errors", function("MissDetectorFunction")),  # noqa: E501

@@ -70,3 +70,14 @@ class SqsWorkQueue:
                 if f"m{index}" in failed_ids or f"m{index}" not in succeeded_ids
             ]
         )
+
+    def retry_after(self, receipt_handle: str, seconds: int) -> None:
+        """Make a received message visible again in ``seconds`` (ChangeMessageVisibility), instead
+        of after the queue's visibility timeout: a record reported as a batch item failure is
+        then redelivered, and a poison one reaches the dead-letter queue, within minutes."""
+        try:
+            self.client.change_message_visibility(
+                QueueUrl=self.queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+            )
+        except (ClientError, BotoCoreError) as error:
+            raise QueueError(f"ChangeMessageVisibility failed: {error}") from error

@@ -60,8 +60,10 @@ class SchedulerConfig(BaseModel):
         le=1_000_000,
         description="A safety cap on one tick's claims; the tick also stops at its Lambda deadline.",
     )
+    # At most a quarter of the 60 s timeout the trigger, the detector and the registrar have: a
+    # margin near a function's timeout would leave it no time to work (issue 27 item 8).
     deadline_margin_ms: int = Field(
-        3000, ge=0, le=60_000, description="Stop new work this long before timeout."
+        3000, ge=0, le=15_000, description="Stop new work this long before timeout."
     )
     detector_max_items: int = Field(1000, ge=1, le=100_000, description="Most recoveries per detector run.")
     detector_sweep_seconds: int = Field(

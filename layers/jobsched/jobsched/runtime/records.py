@@ -20,6 +20,24 @@ FAILED_RECORDS = "FailedRecords"  # every record reported as a batch item failur
 POISON_RECORDS = "PoisonRecords"  # those of them that cannot be what the function consumes
 
 
+# A work message reported as a batch item failure becomes visible again after this many seconds,
+# doubling with each receive up to the cap, instead of after the queue's visibility timeout (six
+# worker timeouts, 5,400 s at the defaults). With DlqMaxReceiveCount 5: 10 + 20 + 40 + 80 + 160 s,
+# so a message that keeps failing reaches the dead-letter queue about 5 minutes after its first
+# receive, not 7.5 hours. A poison one (not a run message: retrying cannot help) is made visible
+# again at once, and reaches the dead-letter queue within seconds. docs/deploy.md, "Retries".
+RETRY_VISIBILITY_BASE_S = 10
+RETRY_VISIBILITY_MAX_S = 300
+
+
+def retry_visibility_seconds(receive_count: int, poison: bool = False) -> int:
+    """When a failed work message should be visible again, by its ``ApproximateReceiveCount``."""
+    if poison:
+        return 0
+    exponent = min(max(receive_count, 1) - 1, 16)
+    return min(RETRY_VISIBILITY_MAX_S, RETRY_VISIBILITY_BASE_S << exponent)
+
+
 class ForeignRecord(ValueError):
     """A stream record that is not a change to a job item (for example AWS's sample event)."""
 

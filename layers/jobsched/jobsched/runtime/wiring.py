@@ -6,6 +6,7 @@ function's cold start imports its own service (its app.py names it) and none of 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -31,8 +32,13 @@ if TYPE_CHECKING:
     from jobsched.services.trigger import Trigger
     from jobsched.services.worker import Worker
 
-logger = Logger(service="jobsched")
-metrics = Metrics(namespace="Jobsched", service="jobsched")
+# The service (the EMF metrics' one dimension, and every log line's `service`) is the stack's name
+# in AWS (template.yaml sets POWERTOOLS_SERVICE_NAME to it), so two stacks in one account and
+# region never add into each other's metrics or alarms; "jobsched" where no stack sets it.
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "jobsched"
+NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Jobsched"
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 registry = HandlerRegistry()
 
 

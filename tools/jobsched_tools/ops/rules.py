@@ -1,0 +1,165 @@
+"""The template's parameter Rules: the combinations CloudFormation must refuse before anything
+changes, because a stack deployed with them would break (issue 27, item 8).
+
+``python -m jobsched_tools.ops.rules`` rewrites the block between the two marker lines of
+template.yaml from ``rules()``; ``--check`` only reports whether it is current (the template tests
+run the same check, and evaluate the Rules in Python over parameter values: ``evaluate``).
+
+Rules can use only a few intrinsic functions (Fn::And, Fn::Contains, Fn::EachMemberEquals,
+Fn::EachMemberIn, Fn::Equals, Fn::Not, Fn::Or, Fn::RefAll, Fn::ValueOf, Fn::ValueOfAll and Ref:
+https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/intrinsic-function-reference-rules.html).
+None compares numbers, so a numeric rule is written as a list of the values it refuses
+(Fn::Not of Fn::Contains), per value of the other parameter, which must therefore come from a short
+list (AllowedValues). Values are compared as written: "15.0" is not "15". Write whole numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+BEGIN = "  # BEGIN generated rules: edit rules() in tools/jobsched_tools/ops/rules.py, then run"
+BEGIN_2 = "  # `python -m jobsched_tools.ops.rules` (the template tests fail while they disagree)."
+END = "  # END generated rules"
+
+# The tick rates the template allows (TickRate's AllowedValues), in seconds.
+TICK_RATES = {"rate(1 minute)": 60, "rate(2 minutes)": 120, "rate(5 minutes)": 300}
+# The lookahead must cover the tick interval plus this: EventBridge's delivery of a tick and the
+# tick's own claim time, so that an occurrence due just after the next tick is claimed by this one.
+LOOKAHEAD_SLACK_S = 10
+# HeartbeatSeconds' AllowedValues: a short list, so that "at most half the lease" can be a rule.
+HEARTBEATS = (1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300)
+LEASE_MIN = 5  # LeaseSeconds' MinValue (SchedulerConfig.lease_seconds)
+
+
+def min_lookahead(tick_seconds: int) -> int:
+    return tick_seconds + LOOKAHEAD_SLACK_S
+
+
+def _name(text: str) -> str:
+    return "".join(ch for ch in text.title() if ch.isalnum())
+
+
+def rules() -> dict[str, dict[str, Any]]:
+    """The Rules section, as CloudFormation JSON."""
+    out: dict[str, dict[str, Any]] = {}
+    for rate, seconds in TICK_RATES.items():
+        refused = [str(v) for v in range(1, min_lookahead(seconds))]
+        out[f"LookaheadCoversTheTick{_name(rate)}"] = {
+            "RuleCondition": {"Fn::Equals": [{"Ref": "TickRate"}, rate]},
+            "Assertions": [
+                {
+                    "Assert": {"Fn::Not": [{"Fn::Contains": [refused, {"Ref": "LookaheadSeconds"}]}]},
+                    "AssertDescription": f"With TickRate {rate}, LookaheadSeconds must be at least "
+                    f"{min_lookahead(seconds)} (the tick interval plus {LOOKAHEAD_SLACK_S} s), or "
+                    "occurrences due just after a tick start late.",
+                }
+            ],
+        }
+    for heartbeat in HEARTBEATS:
+        refused = [str(v) for v in range(LEASE_MIN, 2 * heartbeat)]
+        if not refused:
+            continue
+        out[f"HeartbeatWithinHalfTheLease{heartbeat}"] = {
+            "RuleCondition": {"Fn::Equals": [{"Ref": "HeartbeatSeconds"}, str(heartbeat)]},
+            "Assertions": [
+                {
+                    "Assert": {"Fn::Not": [{"Fn::Contains": [refused, {"Ref": "LeaseSeconds"}]}]},
+                    "AssertDescription": f"With HeartbeatSeconds {heartbeat}, LeaseSeconds must be at "
+                    f"least {2 * heartbeat}: the settings refuse a heartbeat above half the lease at "
+                    "every cold start, which would roll the deployment back.",
+                }
+            ],
+        }
+    return out
+
+
+def _flow(values: list[str]) -> str:
+    return "[" + ", ".join(f'"{v}"' for v in values) + "]"
+
+
+def render() -> str:
+    lines = [BEGIN, BEGIN_2, "Rules:"]
+    for name, rule in rules().items():
+        (condition_ref, value) = rule["RuleCondition"]["Fn::Equals"]
+        (assertion,) = rule["Assertions"]
+        refused, target = assertion["Assert"]["Fn::Not"][0]["Fn::Contains"]
+        lines += [
+            f"  {name}:",
+            f'    RuleCondition: !Equals [!Ref {condition_ref["Ref"]}, "{value}"]',
+            "    Assertions:",
+            "      - Assert:",
+            "          Fn::Not:",
+            "            - Fn::Contains:",
+            f"                - {_flow(refused)}",
+            f"                - !Ref {target['Ref']}",
+            f"        AssertDescription: {json.dumps(assertion['AssertDescription'])}",
+        ]
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def current(text: str) -> str:
+    start = text.index(BEGIN)
+    end = text.index(END, start) + len(END)
+    return text[start:end]
+
+
+# --- evaluating Rules in Python ------------------------------------------------------------------
+
+
+def _value(node: Any, parameters: Mapping[str, str]) -> Any:
+    if isinstance(node, dict):
+        ((function, args),) = node.items()
+        if function == "Ref":
+            return parameters[args]
+        if function == "Fn::Equals":
+            left, right = (_value(a, parameters) for a in args)
+            return str(left) == str(right)
+        if function == "Fn::Not":
+            return not _value(args[0], parameters)
+        if function == "Fn::And":
+            return all(_value(a, parameters) for a in args)
+        if function == "Fn::Or":
+            return any(_value(a, parameters) for a in args)
+        if function == "Fn::Contains":
+            values, needle = args
+            return str(_value(needle, parameters)) in [str(_value(v, parameters)) for v in values]
+        raise ValueError(f"not a rule function here: {function}")
+    return node
+
+
+def evaluate(template: Mapping[str, Any], parameters: Mapping[str, Any]) -> list[str]:
+    """The AssertDescription of every assertion ``parameters`` fail (each parameter as written;
+    missing ones take the template's Default), as CloudFormation evaluates the Rules."""
+    values = {name: str(spec.get("Default", "")) for name, spec in template["Parameters"].items()}
+    values.update({name: str(value) for name, value in parameters.items()})
+    failed = []
+    for rule in template.get("Rules", {}).values():
+        if "RuleCondition" in rule and not _value(rule["RuleCondition"], values):
+            continue
+        failed += [a["AssertDescription"] for a in rule["Assertions"] if not _value(a["Assert"], values)]
+    return failed
+
+
+def main(argv: list[str]) -> int:
+    from jobsched_tools.emulator.provision import find_template
+
+    path = Path(find_template())
+    text = path.read_text(encoding="utf-8")
+    block = current(text)
+    if block == render():
+        return 0
+    if "--check" in argv:
+        print(f"{path}: the Rules block is not what rules() generates; run python -m {__name__}")
+        return 1
+    path.write_text(text.replace(block, render()), encoding="utf-8")
+    print(f"{path}: Rules block rewritten ({len(rules())} rules)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
