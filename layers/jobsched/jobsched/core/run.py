@@ -19,7 +19,7 @@ import json
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jobsched.core.clock import iso_z
 
@@ -47,6 +47,11 @@ class RunKind(StrEnum):
     CATCHUP = "catchup"
     MANUAL = "manual"
     BACKFILL = "backfill"
+
+
+# A run id's length: the runs table's sort key and the message's field. A job id is at most 128
+# characters, an instant 24, so a manual run's request id has the rest (``manual_run_id``).
+MAX_RUN_ID_LENGTH = 400
 
 
 def run_id_for(job_id: str, scheduled_at_ms: int) -> str:
@@ -81,7 +86,7 @@ class RunMessage(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     v: Literal[1] = 1  # the message format, for a later change to be told apart
-    run_id: str = Field(min_length=3, max_length=400)
+    run_id: str = Field(min_length=3, max_length=MAX_RUN_ID_LENGTH)
     job_id: str = Field(min_length=1, max_length=128)
     version: int = Field(ge=1)
     attempt: int = Field(ge=1)
@@ -89,7 +94,19 @@ class RunMessage(BaseModel):
     definition: dict[str, Any]
     # The run before this one in the job's chain (services/chain.py): where the start's walk
     # for the job's turn begins. None: the first run of its job, or a job without a state item.
-    after_run_id: str | None = Field(default=None, max_length=400)
+    after_run_id: str | None = Field(default=None, max_length=MAX_RUN_ID_LENGTH)
+
+    @model_validator(mode="after")
+    def _runs_of_its_job(self) -> RunMessage:
+        """Both ids are the job's own run ids (``<job_id>@...``, ``run_key``): a message that says
+        otherwise was not written by jobsched, and would fail deep in the worker on every
+        delivery. Refused here, it is poison: to the dead-letter queue, not retried."""
+        prefix = f"{self.job_id}@"
+        for name in ("run_id", "after_run_id"):
+            value = getattr(self, name)
+            if value is not None and (not value.startswith(prefix) or len(value) == len(prefix)):
+                raise ValueError(f"{name} {value[:200]!r} is not a run id of job {self.job_id!r} ({prefix}...)")
+        return self
 
     def to_body(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
