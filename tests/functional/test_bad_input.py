@@ -6,8 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import T0, job
-from jobsched.core.run import run_id_for
+from harness import MINUTE, T0, Env, job
+from jobsched.core.run import MAX_RUN_ID_LENGTH, RunKind, manual_run_id, run_id_for
+from jobsched.core.transitions import new_run_item
+from jobsched.core.writes import RUNS, Put
+from jobsched.services.definitions import Definitions
+from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage, parse_run_message
 
 
@@ -40,3 +44,76 @@ def test_a_message_whose_ids_are_not_its_job_s_run_ids_is_poison(overrides: dict
     assert parse_run_message(_body()).run_id == run_id_for("j1", T0)
     with pytest.raises(PoisonMessage, match="run_id"):
         parse_run_message(_body(**overrides))
+
+
+# --- item 6: an over-long request id is refused before any write; one bad message never fails a batch
+
+
+def test_a_request_id_too_long_for_its_run_id_is_refused_before_any_write(env: Env) -> None:
+    ops = env.ops()
+    long_job = "j" * 128
+    ops.register(job(long_job, "rate(1 hour)"))
+    before = env.state(long_job)
+    with pytest.raises(ValueError, match="request id") as refused:
+        ops.trigger(long_job, "r" * 300)
+    assert str(MAX_RUN_ID_LENGTH) in str(refused.value)
+    with pytest.raises(ValueError, match="request id"):
+        ops.trigger("j" * 128, "has a space")
+    assert env.state(long_job) == before  # no run joined the chain
+    assert [r for r in env.runs_of(long_job) if r["kind"] == "manual"] == []
+    assert env.queue.sent == []
+    # The longest request id that fits is accepted.
+    longest = "r" * (MAX_RUN_ID_LENGTH - len(manual_run_id(long_job, "")))
+    assert ops.trigger(long_job, longest) == manual_run_id(long_job, longest)
+
+
+def test_one_run_that_cannot_be_a_message_does_not_stop_the_others(env: Env) -> None:
+    """A run whose message would not validate (here: an id past the message's 400 characters, as
+    a trigger before this fix created) is logged and counted; every other run of the batch is
+    sent, and the run keeps its dispatch lease."""
+    definition = job("j1")
+    good = [
+        {
+            **new_run_item(
+                "j1",
+                run_id_for("j1", T0 + i * MINUTE),
+                T0 + i * MINUTE,
+                definition.to_item(),
+                definition.definition_hash(),
+                RunKind.SCHEDULED,
+                T0,
+                env.cfg,
+            ),
+            "definition": definition.to_item(),
+        }
+        for i in range(3)
+    ]
+    bad = {**good[0], "run_id": manual_run_id("j1", "x" * 400)}
+    dispatcher = Dispatcher(env.queue, env.telemetry, env.clock, Definitions(env.store, env.cfg))
+    assert dispatcher.dispatch([good[0], bad, good[1], good[2]]) == 1
+    assert sorted(m.body["run_id"] for m in env.queue.sent) == sorted(r["run_id"] for r in good)
+    (event,) = env.telemetry.named("run.message_invalid")
+    assert event.correlation_id == bad["run_id"] and "run_id" in event.fields["error"]
+
+
+def test_the_detector_recovers_other_runs_past_one_that_cannot_be_a_message(env: Env) -> None:
+    """The issue's crash: the detector built every message of its recoveries before sending any,
+    so one bad run failed every sweep, and the other jobs' runs were recorded failed."""
+    ops = env.ops()
+    for job_id in ("a", "b", "c" * 128):
+        ops.register(job(job_id, "rate(1 hour)"))
+    bad_id = manual_run_id("c" * 128, "r" * 300)
+    definition = job("c" * 128, "rate(1 hour)")
+    bad = new_run_item(
+        "c" * 128, bad_id, T0, definition.to_item(), definition.definition_hash(), RunKind.MANUAL, T0, env.cfg
+    )
+    env.store.write([Put(RUNS, bad, condition=(), label="a run as a trigger before the fix made it")])
+    ops.trigger("a", "ok-a")
+    ops.trigger("b", "ok-b")
+    env.receive_all()  # the messages were lost: the dispatch leases lapse
+    env.clock.advance(env.cfg.dispatch_lease_seconds * 1000 + env.cfg.clock_skew_allowance_ms + 1)
+    env.detector().run("d")
+    sent = {m.body["run_id"] for m in env.queue.sent}
+    assert {manual_run_id("a", "ok-a"), manual_run_id("b", "ok-b")} <= sent
+    assert env.run(manual_run_id("a", "ok-a"))["status"] == "pending"
+    assert env.telemetry.named("run.message_invalid")

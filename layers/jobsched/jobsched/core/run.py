@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -63,6 +64,25 @@ def manual_run_id(job_id: str, request_id: str) -> str:
     return f"{job_id}@manual:{request_id}"
 
 
+# A manual run's request id (``jobsched trigger --request-id``): printable ASCII without spaces,
+# so its run id's length in characters is its length in bytes (a DynamoDB key's limit is bytes).
+REQUEST_ID_PATTERN = re.compile(r"[!-~]+")
+
+
+def check_request_id(job_id: str, request_id: str) -> None:
+    """Refuse a request id whose run id could not be written or sent (``ValueError``), before
+    anything is written: the run would otherwise join the job's chain and then fail as a message
+    on every dispatch."""
+    if not REQUEST_ID_PATTERN.fullmatch(request_id):
+        raise ValueError(f"request id {request_id[:60]!r}: use printable ASCII characters without spaces")
+    room = MAX_RUN_ID_LENGTH - len(manual_run_id(job_id, ""))
+    if len(request_id) > room:
+        raise ValueError(
+            f"request id is {len(request_id)} characters; job {job_id} allows at most {room} "
+            f"(a run id, <job_id>@manual:<request id>, is at most {MAX_RUN_ID_LENGTH} characters)"
+        )
+
+
 def run_key(run_id: str) -> dict[str, str]:
     """The runs table's key of a run: partition ``job_id``, sort ``run_id``. Every run id is
     ``<job_id>@...`` and a job id cannot contain ``@`` (``JOB_ID_PATTERN``), so the job id is the
@@ -105,7 +125,9 @@ class RunMessage(BaseModel):
         for name in ("run_id", "after_run_id"):
             value = getattr(self, name)
             if value is not None and (not value.startswith(prefix) or len(value) == len(prefix)):
-                raise ValueError(f"{name} {value[:200]!r} is not a run id of job {self.job_id!r} ({prefix}...)")
+                raise ValueError(
+                    f"{name} {value[:200]!r} is not a run id of job {self.job_id!r} ({prefix}...)"
+                )
         return self
 
     def to_body(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
-from jobsched.core.run import RunKind, RunStatus, manual_run_id, run_id_for, run_key
+from jobsched.core.run import RunKind, RunStatus, check_request_id, manual_run_id, run_id_for, run_key
 from jobsched.core.state import Registration
 from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Update, eq, exists, not_exists
@@ -144,10 +144,14 @@ class Operations:
         return self._store.get(RUNS, run_key(run_id))
 
     def trigger(self, job_id: str, request_id: str | None = None) -> str:
-        """Run the job now, outside its schedule. A repeated request id runs it once."""
+        """Run the job now, outside its schedule. A repeated request id runs it once. A request id
+        is printable ASCII without spaces, short enough for its run id (``check_request_id``):
+        refused before anything is written."""
+        request_id = request_id if request_id is not None else uuid.uuid4().hex[:12]
+        check_request_id(job_id, request_id)
         definition = self._definition(job_id)
         now = self._clock.now_ms()
-        run_id = manual_run_id(job_id, request_id or uuid.uuid4().hex[:12])
+        run_id = manual_run_id(job_id, request_id)
         run = new_run_item(
             job_id,
             run_id,
