@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from harness import MINUTE, T0, Env, job
 from jobsched.core.run import MAX_RUN_ID_LENGTH, RunKind, manual_run_id, run_id_for
-from jobsched.core.transitions import new_run_item
-from jobsched.core.writes import RUNS, Put
+from jobsched.core.state import Registration
+from jobsched.core.transitions import new_run_item, snapshot_key
+from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage, parse_run_message
@@ -117,3 +118,25 @@ def test_the_detector_recovers_other_runs_past_one_that_cannot_be_a_message(env:
     assert {manual_run_id("a", "ok-a"), manual_run_id("b", "ok-b")} <= sent
     assert env.run(manual_run_id("a", "ok-a"))["status"] == "pending"
     assert env.telemetry.named("run.message_invalid")
+
+
+# --- item 9: a job id equal to a definition snapshot's key --------------------------------------
+
+
+def test_a_job_item_keyed_like_a_snapshot_is_reported_invalid_and_leaves_the_snapshot(env: Env) -> None:
+    env.ops().register(job("x", "rate(1 hour)"))
+    digest = env.state("x")["def_hash"]
+    snapshot = env.store.get(STATE, snapshot_key("x", digest))
+    assert snapshot is not None
+    colliding = snapshot_key("x", digest)["job_id"]
+    env.store.write([Put(JOBS, {**job("x", "rate(1 hour)").to_item(), "job_id": colliding}, (), "person")])
+    assert env.registrar().apply(colliding) is Registration.INVALID
+    item = env.job_item(colliding)
+    assert item is not None and item["status"] == "invalid"
+    assert any(reason.startswith("job_id") for reason in item["invalid_reasons"])
+    assert env.store.get(STATE, snapshot_key("x", digest)) == snapshot  # untouched
+    assert env.registrar().apply(colliding) is Registration.UNCHANGED  # its own report: no loop
+    # Any other id outside the pattern gets no state item either: only its report.
+    env.store.write([Put(JOBS, {**job("y").to_item(), "job_id": "has space"}, (), "person")])
+    assert env.registrar().apply("has space") is Registration.INVALID
+    assert env.store.get(STATE, {"job_id": "has space"}) is None

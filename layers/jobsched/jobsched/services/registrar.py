@@ -16,7 +16,7 @@ from typing import Any
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
-from jobsched.core.job import InvalidJob, JobDefinition, bound_reasons, definition_digest
+from jobsched.core.job import InvalidJob, JobDefinition, bound_reasons, definition_digest, is_job_id
 from jobsched.core.state import (
     JobStatus,
     Registration,
@@ -88,6 +88,8 @@ class Registrar:
         return self.apply(job_id)
 
     def apply(self, job_id: str, deadline_ms: int | None = None) -> Registration:
+        if not is_job_id(job_id):
+            return self._report_only(job_id)
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
             state = self._store.get(STATE, {"job_id": job_id})
@@ -97,6 +99,22 @@ class Registrar:
                 continue  # changed under us: read both again
         self._telemetry.event("job.registration_conflict", job_id)
         return Registration.CONFLICT
+
+    def _report_only(self, job_id: str) -> Registration:
+        """A job item keyed with no job id (``is_job_id``) is invalid, and gets no state item:
+        the state table's other keys (definition snapshots) are never read or written as a job's
+        state. Only its report is written, with the reasons."""
+        job = self._store.get(JOBS, {"job_id": job_id})
+        if job is None:
+            return Registration.ABSENT
+        _, reasons = self._parse(job)
+        digest = definition_digest(job)
+        plan = RegistrationPlan(Registration.INVALID, {"status": JobStatus.INVALID.value})
+        if not (self._report_enabled and self._report(job, plan, reasons, digest, self._clock.now_ms())):
+            return Registration.UNCHANGED
+        self._telemetry.event("job.invalid", job_id[:500], def_hash=digest, reasons=reasons)
+        self._telemetry.metric("InvalidJobs", 1)
+        return Registration.INVALID
 
     # --- one attempt ---------------------------------------------------------------------------
 
