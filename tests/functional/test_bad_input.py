@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import MINUTE, T0, Env, job
+from harness import MINUTE, T0, Env, build, job
+from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, RequestTooLarge, item_size
 from jobsched.core.run import MAX_RUN_ID_LENGTH, RunKind, manual_run_id, run_id_for
 from jobsched.core.state import Registration
 from jobsched.core.transitions import new_run_item, snapshot_key
@@ -140,3 +141,54 @@ def test_a_job_item_keyed_like_a_snapshot_is_reported_invalid_and_leaves_the_sna
     env.store.write([Put(JOBS, {**job("y").to_item(), "job_id": "has space"}, (), "person")])
     assert env.registrar().apply("has space") is Registration.INVALID
     assert env.store.get(STATE, {"job_id": "has space"}) is None
+
+
+# --- item 8: a job item near the item size limit still gets its reasons -------------------------
+
+
+def _huge_invalid_item(job_id: str, size: int) -> dict[str, Any]:
+    """An invalid job item of about ``size`` bytes: an unknown attribute holds the bulk, and many
+    fields are wrong, so the full report (20 reasons of up to 300 characters) is large too."""
+    item: dict[str, Any] = {
+        **job(job_id).to_item(),
+        "timezone": "Mars/" + "x" * 400,
+        "retry": {"max_attempts": 99, "bogus": "y" * 400},
+        **{f"unknown_{i}": "z" * 350 for i in range(25)},
+    }
+    item["blob"] = "b" * (size - item_size(item) - len("blob"))
+    assert item_size(item) == size
+    return item
+
+
+def test_the_reasons_reach_the_person_when_the_full_report_would_not_fit(env: Env) -> None:
+    item = _huge_invalid_item("big", 400_000)
+    env.store.write([Put(JOBS, item, (), "person")])
+    assert env.registrar().apply("big") is Registration.INVALID  # no exception: delivered once
+    reported = env.job_item("big")
+    assert reported is not None and reported["status"] == "invalid"
+    (reason,) = reported["invalid_reasons"]
+    assert "too large" in reason and "bytes" in reason
+    assert item_size(reported) <= DYNAMODB_MAX_ITEM_BYTES
+    assert env.registrar().apply("big") is Registration.UNCHANGED  # its own report: no loop
+
+
+def test_an_item_too_large_for_any_report_is_logged_with_its_reasons() -> None:
+    """DynamoDB accepts an item up to 400 KB (409,600 bytes); one within a few bytes of that
+    cannot carry even the short report. The reasons go to the log; the record is not failed."""
+    with build("memory") as env:
+        item = _huge_invalid_item("full", DYNAMODB_MAX_ITEM_BYTES - 10)
+        env.store.write([Put(JOBS, item, (), "person")])
+        env.registrar().apply("full")
+        assert env.job_item("full") == item  # nothing could be added
+        (event,) = env.telemetry.named("job.report_too_large")
+        assert event.fields["reasons"] and "bytes" in event.fields["error"]
+
+
+def test_the_item_size_limit_is_dynamodb_s_400_kb() -> None:
+    """ "All size measurements in DynamoDB use binary-based units [...] 1 KB = 1024 bytes"; an
+    item's size counts its attribute names and values (DynamoDB developer guide, Constraints)."""
+    assert DYNAMODB_MAX_ITEM_BYTES == 400 * 1024
+    with build("memory") as env:
+        env.store.write([Put(JOBS, {"job_id": "a", "b": "x" * (409_600 - len("job_ida") - 1)}, (), "fits")])
+        with pytest.raises(RequestTooLarge, match=r"409600|400 KB"):
+            env.store.write([Put(JOBS, {"job_id": "a", "b": "x" * (409_600 - len("job_ida"))}, (), "over")])

@@ -13,6 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
+from jobsched.core.job import bound_reasons
+from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, SAFETY_BYTES, item_size
 from jobsched.core.run import RunKind, RunStatus, run_key, shard_of
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
 from jobsched.core.writes import (
@@ -419,6 +421,40 @@ def report_op(job_id: str, status: str, reasons: list[str] | None, def_hash: str
         set=sets,
         remove=remove,
     )
+
+
+# The registrar's full report keeps the job item this far below DynamoDB's item limit (for what
+# another store's count of the size may add, see core/limits.py).
+REPORT_ITEM_BUDGET = DYNAMODB_MAX_ITEM_BYTES - SAFETY_BYTES
+
+
+def sized_report_op(
+    job: Item, status: str, reasons: list[str] | None, def_hash: str, now: int
+) -> Update | None:
+    """``report_op`` for this job item, sized so that the person always gets a reason: the full
+    report when the item with it stays within ``REPORT_ITEM_BUDGET``; else a short one, one
+    reason saying by how many bytes the item is too large for its report (and its first reason),
+    when that fits within DynamoDB's limit; else None: nothing can be added to the item."""
+    job_id = str(job["job_id"])
+    full = report_op(job_id, status, reasons, def_hash, now)
+    size = item_size(_after(job, full))
+    if size <= REPORT_ITEM_BUDGET:
+        return full
+    first = f" First of its {len(reasons)} reasons: {reasons[0]}" if reasons else ""
+    why = (
+        f"the job item is too large for its report by {size - REPORT_ITEM_BUDGET} bytes ({size} bytes "
+        f"with it, at most {REPORT_ITEM_BUDGET}: DynamoDB's item limit is 400 KB, attribute names "
+        f"included); make it smaller.{first}"
+    )
+    short = report_op(job_id, status, bound_reasons([why]), def_hash, now)
+    return short if item_size(_after(job, short)) <= DYNAMODB_MAX_ITEM_BYTES else None
+
+
+def _after(item: Item, update: Update) -> Item:
+    after = {**item, **update.set}
+    for name in update.remove:
+        after.pop(name, None)
+    return after
 
 
 # --- starting, heartbeats ----------------------------------------------------------------------

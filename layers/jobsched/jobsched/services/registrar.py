@@ -17,6 +17,7 @@ from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.job import InvalidJob, JobDefinition, bound_reasons, definition_digest, is_job_id
+from jobsched.core.limits import RequestTooLarge, item_size
 from jobsched.core.state import (
     JobStatus,
     Registration,
@@ -26,8 +27,8 @@ from jobsched.core.state import (
     state_schedule,
 )
 from jobsched.core.timing import effective_grace_ms
-from jobsched.core.transitions import register_ops, report_op
-from jobsched.core.writes import JOBS, STATE, Item
+from jobsched.core.transitions import register_ops, sized_report_op
+from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
@@ -250,14 +251,28 @@ class Registrar:
         """Write the outcome on the job item where it differs from what it says. Returns whether
         a write was made."""
         status = str(plan.set.get("status") or JobStatus.DELETED.value)
-        if (
-            job.get("status") == status
-            and job.get("def_hash") == digest
-            and job.get("invalid_reasons") == reasons
-        ):
+        # Sized to the item (core/transitions.py): a report too large for it is shortened.
+        op = sized_report_op(job, status, reasons, digest, now)
+        if op is not None and _says(job, op):
             return False
         try:
-            self._store.update(report_op(str(job["job_id"]), status, reasons, digest, now))
+            if op is None:
+                raise RequestTooLarge(f"the job item is {item_size(job)} bytes: no report fits in it")
+            self._store.update(op)
         except ConditionFailed:
             return False  # deleted meanwhile: its REMOVE record brings the deletion
+        except RequestTooLarge as exc:
+            # Nothing fits on the item: the reasons go to the log, and the record is not failed
+            # (a retry cannot make the item smaller).
+            self._telemetry.event(
+                "job.report_too_large", str(job["job_id"])[:500], error=str(exc), reasons=reasons
+            )
+            return False
         return True
+
+
+def _says(job: Item, report: Update) -> bool:
+    """The job item says what the report would write already (its time apart)."""
+    return all(
+        job.get(name) == value for name, value in report.set.items() if name != "registered_at"
+    ) and not any(name in job for name in report.remove)
