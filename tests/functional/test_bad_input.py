@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import MINUTE, T0, Env, build, job
+from harness import EFFECTS, MINUTE, T0, Env, build, job, seed_active
 from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, RequestTooLarge, item_size
 from jobsched.core.run import MAX_RUN_ID_LENGTH, RunKind, manual_run_id, run_id_for
 from jobsched.core.state import Registration
@@ -15,6 +15,7 @@ from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage, parse_run_message
+from jobsched.targets.registry import RunContext, StagedEffectsTooLarge
 
 
 def _body(**overrides: Any) -> dict[str, Any]:
@@ -192,3 +193,66 @@ def test_the_item_size_limit_is_dynamodb_s_400_kb() -> None:
         env.store.write([Put(JOBS, {"job_id": "a", "b": "x" * (409_600 - len("job_ida") - 1)}, (), "fits")])
         with pytest.raises(RequestTooLarge, match=r"409600|400 KB"):
             env.store.write([Put(JOBS, {"job_id": "a", "b": "x" * (409_600 - len("job_ida"))}, (), "over")])
+
+
+# --- item 10: staged effects past DynamoDB's limits fail the run finally, with the limit named ---
+
+
+class Stager:
+    """A handler that stages what it is given; ``swallow`` catches the staging error."""
+
+    def __init__(self, items: list[dict[str, Any]], swallow: bool = False) -> None:
+        self.items = items
+        self.swallow = swallow
+        self.calls = 0
+
+    def __call__(self, ctx: RunContext) -> None:
+        self.calls += 1
+        try:
+            for item in self.items:
+                ctx.stage_put(EFFECTS, item)
+        except StagedEffectsTooLarge:
+            if not self.swallow:
+                raise
+
+
+def _run_once_due(env: Env, handler: Any) -> list[str]:
+    env.registry.add("stager", handler)
+    seed_active(env, job("s", "rate(1 hour)", target="stager"), T0)
+    env.trigger().tick("t")
+    return [o.value for o in env.drain(env.worker(), rounds=3)]
+
+
+@pytest.mark.parametrize(
+    ("items", "limit"),
+    [
+        ([{"pk": f"e{i}"} for i in range(100)], "99 staged effects"),  # 100 - the run's own commit
+        ([{"pk": "big", "blob": "x" * DYNAMODB_MAX_ITEM_BYTES}], "400 KB"),
+        ([{"pk": f"e{i}", "blob": "x" * 300_000} for i in range(14)], "4 MB"),
+    ],
+    ids=["count", "item", "total"],
+)
+@pytest.mark.parametrize("swallow", [False, True], ids=["raised", "swallowed"])
+def test_staged_effects_past_the_limits_fail_the_run_once_with_the_limit_named(
+    env: Env, items: list[dict[str, Any]], limit: str, swallow: bool
+) -> None:
+    stager = Stager(items, swallow)
+    assert _run_once_due(env, stager) == ["failed"]
+    assert stager.calls == 1  # a deterministic failure is not retried
+    run = env.run(run_id_for("s", T0))
+    assert run["status"] == "failed" and limit in run["last_error"]
+    assert env.effects() == []
+
+
+def test_an_effect_the_store_refuses_for_its_size_at_commit_fails_the_run_finally(env: Env) -> None:
+    """An update's item is unknown when it is staged: if the commit is refused for its size, the
+    run fails with that reason at once (it was retried, then recovered as "stopped heartbeating")."""
+    env.store.write([Put(EFFECTS, {"pk": "grow", "blob": "x" * 350_000}, (), "an effect row")])
+
+    def grow(ctx: RunContext) -> None:
+        ctx.stage_update(EFFECTS, {"pk": "grow"}, set={"more": "y" * 70_000})
+
+    assert _run_once_due(env, grow) == ["failed"]
+    run = env.run(run_id_for("s", T0))
+    assert run["status"] == "failed" and "size" in run["last_error"]
+    assert "more" not in (env.store.get(EFFECTS, {"pk": "grow"}) or {})

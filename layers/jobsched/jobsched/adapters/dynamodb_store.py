@@ -490,6 +490,9 @@ def _raise_cancelled(error: ClientError, ops: Sequence[WriteOp]) -> NoReturn:
     if codes & THROTTLING_REASONS:
         raise Throttled(f"transaction cancelled: {sorted(codes)}") from error
     if "ValidationError" in codes:
+        messages = " ".join(str(reason.get("Message", "")) for reason in reasons).lower()
+        if "item size" in messages:  # "Item size has exceeded the maximum allowed size"
+            raise RequestTooLarge(f"DynamoDB rejected an item's size in the transaction: {error}") from error
         raise ValueError(f"DynamoDB rejected the transaction: {error}") from error
     # TransactionConflict (another transaction or write on one of the items was in progress) and
     # anything else: nothing was written, the caller may retry.

@@ -23,6 +23,7 @@ from jobsched.core.clock import Clock, EventWaiter, Waiter
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, TransientStoreError
 from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
+from jobsched.core.limits import RequestTooLarge
 from jobsched.core.policies import UNFINISHED, OverlapDecision, attempts_left, decide_overlap, retry_delay_ms
 from jobsched.core.run import RunMessage, RunStatus, run_key
 from jobsched.core.timing import worker_lease_until
@@ -315,6 +316,9 @@ class Worker:
                 return FENCED_OUT
         if self._clock.now_ms() > timeout_at:
             return HandlerResult(False, f"timed out after {started.definition.timeout_seconds} s")
+        if started.context.staging_error is not None:
+            # No attempt could commit what it staged: fail now, never retry.
+            return HandlerResult(False, started.context.staging_error, permanent=True)
         if "error" in outcome:
             return HandlerResult(False, str(outcome["error"]))
         return HandlerResult(True, staged=list(started.context.staged))
@@ -343,6 +347,17 @@ class Worker:
             ops: list[WriteOp] = [commit, *staged]
             try:
                 self._write_unsure(ops, functools.partial(self._is_own_commit, started, status))
+            except RequestTooLarge as refused:
+                if not staged:
+                    raise  # the run's own commit: a bug, not the handler's doing
+                # The store refused the staged effects for their size (an update's whole item is
+                # known only there): deterministic, so the run fails finally, with the reason.
+                staged, status, error = (
+                    [],
+                    RunStatus.FAILED,
+                    f"staged effects refused for their size: {refused}",
+                )
+                continue
             except ConditionFailed as lost:
                 if lost.op is commit:
                     return self._fenced_out(started, lost.current)
