@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from harness import EFFECTS, MINUTE, T0, Env, build, job, seed_active
+from jobsched.core.clock import iso_z, ms_to_dt
 from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, RequestTooLarge, item_size
 from jobsched.core.run import MAX_RUN_ID_LENGTH, RunKind, manual_run_id, run_id_for
 from jobsched.core.state import Registration
@@ -15,7 +16,10 @@ from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage, parse_run_message
+from jobsched.services.operations import BACKFILL_HORIZON_MARGIN_MS
 from jobsched.targets.registry import RunContext, StagedEffectsTooLarge
+
+DAY = 24 * 60 * MINUTE
 
 
 def _body(**overrides: Any) -> dict[str, Any]:
@@ -256,3 +260,21 @@ def test_an_effect_the_store_refuses_for_its_size_at_commit_fails_the_run_finall
     run = env.run(run_id_for("s", T0))
     assert run["status"] == "failed" and "size" in run["last_error"]
     assert "more" not in (env.store.get(EFFECTS, {"pk": "grow"}) or {})
+
+
+# --- item 4: a backfill never reaches back past the run records' retention -----------------------
+
+
+def test_a_backfill_before_the_retention_horizon_is_refused_naming_it(env: Env) -> None:
+    """Run records expire (``expires_at``, HistoryRetentionDays): an occurrence older than that
+    may have run and lost its record, and a backfill would run it again."""
+    ops = env.ops()
+    ops.register(job("d", "rate(1 day)", overlap="allow"))
+    retention = env.cfg.history_retention_days * DAY
+    horizon = T0 - retention + BACKFILL_HORIZON_MARGIN_MS
+    with pytest.raises(ValueError, match="retention") as refused:
+        ops.backfill("d", ms_to_dt(T0 - retention - 3 * DAY), ms_to_dt(T0 - retention + 3 * DAY))
+    assert iso_z(horizon) in str(refused.value)
+    assert env.runs_of("d") == []  # refused whole, before any write
+    within = ops.backfill("d", ms_to_dt(horizon), ms_to_dt(horizon + 3 * DAY))
+    assert len(within.created) == 3

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
+from jobsched.core.clock import Clock, dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
@@ -25,6 +25,11 @@ from jobsched.services.paging import query_all, scan_all
 from jobsched.services.registrar import Registrar
 
 MAX_BACKFILL = 1000
+# How far inside the run records' retention a backfill must stay. A record expires
+# HistoryRetentionDays after it was finished, and it is finished at or after its occurrence's
+# instant (give or take the clock skew, and the lookahead of a legacy `cancelled` fence): a day
+# covers those with room to spare.
+BACKFILL_HORIZON_MARGIN_MS = 24 * 3600 * 1000
 # Tries to link an ad-hoc run to its job's chain while claims move the chain's end.
 CHAIN_TRIES = 5
 # What `show` and `list` add to the job item from its state item.
@@ -169,7 +174,9 @@ class Operations:
         return run_id
 
     def backfill(self, job_id: str, start: datetime, end: datetime) -> BackfillResult:
-        """Run the occurrences in (start, end], each at most once ever: an occurrence with no record
+        """Run the occurrences in (start, end], each at most once ever: the range must lie after
+        the retention horizon (``backfill_horizon``), within which every occurrence that ran
+        still has its record. An occurrence with no record
         gets a run; one recorded as missed is run (its record becomes the run, conditional on it
         still being missed, so a repeated or concurrent backfill runs it once); one that ran or
         is running is left alone. Overlap is respected at start. Only the past: the scheduler
@@ -179,6 +186,14 @@ class Operations:
             raise ValueError(
                 f"backfill covers past occurrences only: --to {end.isoformat()} is in the future "
                 "(the scheduler runs those itself)"
+            )
+        horizon = self.backfill_horizon(now)
+        if dt_to_ms(start) < horizon:
+            raise ValueError(
+                f"backfill reaches back to {start.isoformat()}, before the retention horizon "
+                f"{iso_z(horizon)}: run records expire after HistoryRetentionDays "
+                f"({self._cfg.history_retention_days} days), so an occurrence older than that may "
+                "have run and lost its record, and would run again. Backfill from the horizon on"
             )
         definition = self._definition(job_id)
         schedule = definition.compiled_schedule()
@@ -209,6 +224,11 @@ class Operations:
             "job.backfilled", job_id, created=len(created), rerun=len(rerun), existed=len(existed)
         )
         return BackfillResult(created, rerun, existed)
+
+    def backfill_horizon(self, now: int) -> int:
+        """The oldest instant a backfill may start from: every occurrence after it that ran still
+        has its record (``BACKFILL_HORIZON_MARGIN_MS`` inside the retention)."""
+        return now - self._cfg.history_retention_days * 86_400_000 + BACKFILL_HORIZON_MARGIN_MS
 
     def _backfill_one(self, run: Item, snapshot: Item, digest: str, now: int) -> Item | None:
         """The run to dispatch for one occurrence, or None when it needs none."""
