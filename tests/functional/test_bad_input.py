@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import EFFECTS, MINUTE, T0, Env, build, job, seed_active
+from harness import EFFECTS, MINUTE, T0, Counter, Env, build, job, seed_active
 from jobsched.core.clock import iso_z, ms_to_dt
+from jobsched.core.job import Misfire, MisfirePolicy
 from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, RequestTooLarge, item_size
-from jobsched.core.run import MAX_RUN_ID_LENGTH, RunKind, manual_run_id, run_id_for
+from jobsched.core.run import MAX_RUN_ID_LENGTH, RunKind, RunStatus, manual_run_id, run_id_for
 from jobsched.core.state import Registration
 from jobsched.core.transitions import new_run_item, snapshot_key
 from jobsched.core.writes import JOBS, RUNS, STATE, Put
@@ -17,9 +18,11 @@ from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage, parse_run_message
 from jobsched.services.operations import BACKFILL_HORIZON_MARGIN_MS
+from jobsched.services.worker import Outcome, Started
 from jobsched.targets.registry import RunContext, StagedEffectsTooLarge
 
-DAY = 24 * 60 * MINUTE
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
 
 
 def _body(**overrides: Any) -> dict[str, Any]:
@@ -278,3 +281,94 @@ def test_a_backfill_before_the_retention_horizon_is_refused_naming_it(env: Env) 
     assert env.runs_of("d") == []  # refused whole, before any write
     within = ops.backfill("d", ms_to_dt(horizon), ms_to_dt(horizon + 3 * DAY))
     assert len(within.created) == 3
+
+
+# --- item 5: a backfill runs every occurrence it asks for, one after another ---------------------
+
+
+def _missed_hours(env: Env, job_id: str, hours: int, **fields: Any) -> list[str]:
+    """A job whose last ``hours`` hourly occurrences were missed (an outage, misfire skip); the
+    occurrence due now has run."""
+    definition = job(job_id, "rate(1 hour)", misfire=Misfire(policy=MisfirePolicy.SKIP), **fields)
+    seed_active(env, definition, T0 - hours * HOUR)
+    env.detector().run("d")
+    assert env.drain(env.worker()) == [Outcome.SUCCEEDED]  # T0's, within its grace
+    missed = [run_id_for(job_id, T0 - h * HOUR) for h in range(hours, 0, -1)]
+    assert [env.run(r)["status"] for r in missed] == ["missed"] * hours
+    return missed
+
+
+@pytest.mark.parametrize("overlap", ["skip", "buffer_one"])
+def test_a_backfill_runs_each_occurrence_one_after_another(env: Env, overlap: str) -> None:
+    """The issue: under ``skip``, the second backfilled run started while the first ran and was
+    recorded skipped; a later backfill then counted it as run. Backfill runs wait their turn."""
+    counter = Counter()
+    env.registry.add("t", counter)
+    missed = _missed_hours(env, "k", 3, overlap=overlap)
+    counter.calls.clear()
+    result = env.ops().backfill("k", ms_to_dt(T0 - 4 * HOUR), ms_to_dt(T0 - 30 * MINUTE))
+    assert result.rerun == missed
+    assert result.outcomes == dict.fromkeys(missed, "rerun (was missed)")
+    messages = {m.run_id: m for m in map(parse_run_message, env.receive_all())}
+    worker = env.worker()
+    deadline = env.clock.now_ms() + 900_000
+    first = worker.begin(messages[missed[0]], deadline)
+    assert isinstance(first, Started)
+    # The others are delivered while the first runs: they wait, none is skipped.
+    assert worker.process(messages[missed[1]], deadline) is Outcome.BUFFERED
+    assert worker.process(messages[missed[2]], deadline) is Outcome.BUFFERED
+    assert worker.finish(first, worker.execute(first)) is Outcome.SUCCEEDED
+    assert [o.value for o in env.drain(worker, rounds=3)] == ["succeeded", "succeeded"]
+    assert counter.calls == missed  # each once, in order
+    again = env.ops().backfill("k", ms_to_dt(T0 - 4 * HOUR), ms_to_dt(T0 - 30 * MINUTE))
+    assert again.outcomes == dict.fromkeys(missed, "ran already: succeeded")
+
+
+def test_a_backfill_run_waits_behind_a_running_scheduled_run(env: Env) -> None:
+    """A backfill run whose turn a scheduled run holds waits behind it; the scheduled run's worker
+    (a ``skip`` job's) does not look for it, so the miss detector promotes it once that run has
+    ended and the waiting run's lease lapsed."""
+    counter = Counter()
+    env.registry.add("t", counter)
+    (missed,) = _missed_hours(env, "m", 1)
+    counter.calls.clear()
+    env.clock.set(T0 + HOUR)
+    env.trigger().tick("t")  # claims T0 + 1 h
+    worker = env.worker()
+    deadline = env.clock.now_ms() + 900_000
+    (scheduled,) = [parse_run_message(b) for b in env.receive_all()]
+    running = worker.begin(scheduled, deadline)
+    assert isinstance(running, Started)
+    env.ops().backfill("m", ms_to_dt(T0 - 2 * HOUR), ms_to_dt(T0 - 30 * MINUTE))
+    assert env.drain(worker) == [Outcome.BUFFERED]
+    assert worker.finish(running, worker.execute(running)) is Outcome.SUCCEEDED
+    env.clock.advance(env.cfg.dispatch_lease_seconds * 1000 + env.cfg.clock_skew_allowance_ms + 1)
+    env.detector().run("d2")
+    assert env.drain(worker) == [Outcome.SUCCEEDED]
+    assert counter.calls == [scheduled.run_id, missed]
+
+
+def test_a_backfill_reruns_a_legacy_cancelled_record(env: Env) -> None:
+    """A ``cancelled`` record (written by releases before issue 25, a change's fence) never ran:
+    a backfill runs it, as a missed one."""
+    counter = Counter()
+    env.registry.add("t", counter)
+    env.ops().register(job("c", "rate(1 hour)"))
+    fenced = run_id_for("c", T0 - HOUR)
+    record = new_run_item(
+        "c",
+        fenced,
+        T0 - HOUR,
+        None,
+        "h",
+        RunKind.SCHEDULED,
+        T0 - HOUR,
+        env.cfg,
+        status=RunStatus.CANCELLED,
+        reason="job paused before it ran",
+    )
+    env.store.write([Put(RUNS, record, (), "a legacy fence")])
+    result = env.ops().backfill("c", ms_to_dt(T0 - 2 * HOUR), ms_to_dt(T0 - 30 * MINUTE))
+    assert result.outcomes == {fenced: "rerun (was cancelled)"}
+    assert [o.value for o in env.drain(env.worker())] == ["succeeded"]
+    assert counter.calls == [fenced]

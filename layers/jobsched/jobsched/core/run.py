@@ -115,6 +115,9 @@ class RunMessage(BaseModel):
     # The run before this one in the job's chain (services/chain.py): where the start's walk
     # for the job's turn begins. None: the first run of its job, or a job without a state item.
     after_run_id: str | None = Field(default=None, max_length=MAX_RUN_ID_LENGTH)
+    # The run's kind (``RunKind``): a backfill run waits for its turn where another would be
+    # skipped (core/policies.py ``decide_overlap``). None: a message from before the field.
+    kind: str | None = Field(default=None, max_length=32)
 
     @model_validator(mode="after")
     def _runs_of_its_job(self) -> RunMessage:

@@ -15,7 +15,7 @@ from typing import Any
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import bound_reasons
 from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, SAFETY_BYTES, item_size
-from jobsched.core.run import RunKind, RunStatus, run_key, shard_of
+from jobsched.core.run import NOT_RUN, RunKind, RunStatus, run_key, shard_of
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
 from jobsched.core.writes import (
     JOBS,
@@ -343,9 +343,10 @@ def rerun_missed_ops(
     cfg: SchedulerConfig,
     state: StateItem | None,
 ) -> list[WriteOp]:
-    """A person backfills an occurrence recorded as missed: the record itself becomes the run
-    (same id), so the occurrence still has exactly one record and runs at most once. Like any
-    ad-hoc run it joins the job's chain, in the same transaction."""
+    """A person backfills an occurrence recorded as missed (or ``cancelled``, a legacy fence: it
+    never ran, and no run links to it): the record itself becomes the run (same id), so the
+    occurrence still has exactly one record and runs at most once. Like any ad-hoc run it joins
+    the job's chain, in the same transaction."""
     rerun = _rerun_missed(missed, definition, def_hash, now, cfg)
     if state is None:
         return [rerun]
@@ -354,12 +355,20 @@ def rerun_missed_ops(
     return [rerun, _join_chain(state, missed["run_id"], now)]
 
 
+def _not_run(record: RunItem) -> RunStatus:
+    if record.get("status") not in NOT_RUN:
+        raise ValueError(
+            f"{record['run_id']}: only a record that did not run is rerun, not {record.get('status')}"
+        )
+    return RunStatus(record["status"])
+
+
 def _rerun_missed(missed: RunItem, definition: Item, def_hash: str, now: int, cfg: SchedulerConfig) -> Update:
     return Update(
         RUNS,
         run_key(missed["run_id"]),
         condition=(
-            _run_status(RunStatus.MISSED),
+            _run_status(_not_run(missed)),
             _run_token(missed["version"]),
         ),
         label="rerun missed occurrence",
@@ -588,9 +597,10 @@ def buffer_at_start_ops(
             condition=(
                 is_in(
                     "status",
-                    [RunStatus.PENDING.value, RunStatus.RUNNING.value],
+                    [RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.BUFFERED.value],
                     "the holder has not finished since we read it (else this run would wait for "
-                    "an end that already happened, and wait until its lease lapses)",
+                    "an end that already happened, and wait until its lease lapses); a backfill "
+                    "run may wait behind a run that waits itself",
                 ),
                 any_of(
                     "buffer_one: at most one run waits behind a holder",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +14,7 @@ from jobsched.core.clock import Clock, dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
-from jobsched.core.run import RunKind, RunStatus, check_request_id, manual_run_id, run_id_for, run_key
+from jobsched.core.run import NOT_RUN, RunKind, check_request_id, manual_run_id, run_id_for, run_key
 from jobsched.core.state import Registration
 from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Update, eq, exists, not_exists
@@ -43,8 +43,11 @@ class JobNotFound(LookupError):
 @dataclass(frozen=True)
 class BackfillResult:
     created: list[str]  # runs created for occurrences that had no record
-    rerun: list[str]  # occurrences recorded as missed, now run
+    rerun: list[str]  # occurrences recorded as missed (or cancelled), now run
     already_existed: list[str]  # occurrences that ran (or are running) already: left alone
+    # Every occurrence of the range, in order, and what the backfill did with it: "created",
+    # "rerun (was missed)", or "ran already: <the record's status>".
+    outcomes: dict[str, str] = field(default_factory=dict)
 
 
 class Operations:
@@ -177,10 +180,12 @@ class Operations:
         """Run the occurrences in (start, end], each at most once ever: the range must lie after
         the retention horizon (``backfill_horizon``), within which every occurrence that ran
         still has its record. An occurrence with no record
-        gets a run; one recorded as missed is run (its record becomes the run, conditional on it
-        still being missed, so a repeated or concurrent backfill runs it once); one that ran or
-        is running is left alone. Overlap is respected at start. Only the past: the scheduler
-        itself runs future occurrences."""
+        gets a run; one recorded as missed (or as ``cancelled``, a legacy fence) is run (its
+        record becomes the run, conditional on it still being as read, so a repeated or
+        concurrent backfill runs it once); one that ran or is running is left alone. The runs
+        run one after another: a backfill run whose turn is held waits behind the holder, never
+        skipped (``decide_overlap``), unless the job allows overlap. The result says, for each
+        occurrence, what was done. Only the past: the scheduler itself runs future occurrences."""
         now = self._clock.now_ms()
         if dt_to_ms(end) > now:
             raise ValueError(
@@ -204,6 +209,7 @@ class Operations:
         created: list[str] = []
         rerun: list[str] = []
         existed: list[str] = []
+        outcomes: dict[str, str] = {}
         runs: list[Item] = []
         for occurrence in occurrences:
             at = dt_to_ms(occurrence)
@@ -213,30 +219,36 @@ class Operations:
             # Backfilled runs start now, not at their (past) instant.
             run["retry_at"] = now
             run["lease_expires_at"] = now + self._cfg.dispatch_lease_seconds * 1000
-            outcome = self._backfill_one(run, snapshot, digest, now)
+            outcome, was = self._backfill_one(run, snapshot, digest, now)
             if outcome is None:
                 existed.append(run["run_id"])
+                outcomes[run["run_id"]] = f"ran already: {was}"
                 continue
-            (created if outcome["version"] == 1 else rerun).append(run["run_id"])
+            (created if was is None else rerun).append(run["run_id"])
+            outcomes[run["run_id"]] = "created" if was is None else f"rerun (was {was})"
             runs.append({**outcome, "definition": snapshot})
         self._dispatcher.dispatch(runs)
         self._telemetry.event(
             "job.backfilled", job_id, created=len(created), rerun=len(rerun), existed=len(existed)
         )
-        return BackfillResult(created, rerun, existed)
+        return BackfillResult(created, rerun, existed, outcomes)
 
     def backfill_horizon(self, now: int) -> int:
         """The oldest instant a backfill may start from: every occurrence after it that ran still
         has its record (``BACKFILL_HORIZON_MARGIN_MS`` inside the retention)."""
         return now - self._cfg.history_retention_days * 86_400_000 + BACKFILL_HORIZON_MARGIN_MS
 
-    def _backfill_one(self, run: Item, snapshot: Item, digest: str, now: int) -> Item | None:
-        """The run to dispatch for one occurrence, or None when it needs none."""
+    def _backfill_one(
+        self, run: Item, snapshot: Item, digest: str, now: int
+    ) -> tuple[Item | None, str | None]:
+        """The run to dispatch for one occurrence (None when it needs none), and the status of
+        the record that was there (None: it had none)."""
         existing = self._create_adhoc(run)
         if existing is None:
-            return run
-        if existing.get("status") != RunStatus.MISSED.value:
-            return None
+            return run, None
+        was = str(existing.get("status"))
+        if was not in NOT_RUN:
+            return None, was
         for _ in range(CHAIN_TRIES):
             state = self._store.get(STATE, {"job_id": run["job_id"]})
             ops = rerun_missed_ops(existing, snapshot, digest, now, self._cfg, state)
@@ -244,10 +256,11 @@ class Operations:
                 self._store.write(ops)
             except ConditionFailed as lost:
                 if lost.op is ops[0]:
-                    return None  # another backfill re-ran it first
+                    current = lost.current or {}
+                    return None, str(current.get("status"))  # another backfill re-ran it first
                 continue  # the chain moved on: link to its new end
-            self._telemetry.event("run.rerun", run["run_id"], was="missed")
-            return self._store.get(RUNS, run_key(run["run_id"]))
+            self._telemetry.event("run.rerun", run["run_id"], was=was)
+            return self._store.get(RUNS, run_key(run["run_id"])), was
         raise ValueError(f"{run['run_id']}: the job's chain kept moving; try again")
 
     def _create_adhoc(self, run: Item) -> Item | None:
