@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 from jobsched.adapters.aws import RequestCounter, make_client
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
-from jobsched.core.limits import DYNAMODB_MAX_TRANSACTION_ITEMS, RequestTooLarge, item_size
+from jobsched.core.limits import (
+    DYNAMODB_MAX_ITEM_BYTES,
+    DYNAMODB_MAX_TRANSACTION_ITEMS,
+    RequestTooLarge,
+    item_size,
+)
 from jobsched.core.run import run_key
 from jobsched.core.writes import (
     JOBS,
@@ -426,16 +431,16 @@ def test_transaction_limits(store: Store) -> None:
 
 
 def test_an_item_past_400_kb_is_rejected_before_anything_is_written(store: Store) -> None:
-    """DynamoDB rejects an item past 400 KB (names and values counted); moto does not always,
-    so both stores check it themselves, as DynamoDB would."""
-    big = {**rk("big"), "blob": "x" * 400_000}
-    assert item_size(big) > 400_000
+    """DynamoDB rejects an item past 400 KB, 409,600 bytes (names and values counted); moto does
+    not always, so both stores check it themselves, as DynamoDB would."""
+    big = {**rk("big"), "blob": "x" * DYNAMODB_MAX_ITEM_BYTES}
+    assert item_size(big) > DYNAMODB_MAX_ITEM_BYTES
     with pytest.raises(RequestTooLarge):
         store.write([Put(RUNS, big, (), "too big")])
     with pytest.raises(RequestTooLarge):
         store.write([Put(RUNS, rk("ok"), (), "ok"), Put(RUNS, big, (), "too big")])
     assert store.get(RUNS, rk("ok")) is None  # the transaction wrote nothing
-    fits = {**rk("fits"), "blob": "x" * (400_000 - 100)}
+    fits = {**rk("fits"), "blob": "x" * (400_000 - 100)}  # (within moto's own 405,000 too)
     store.write([Put(RUNS, fits, (), "fits")])
     assert store.get(RUNS, rk("fits")) == fits
 

@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -126,21 +126,19 @@ def test_backfill_lists_each_occurrence_and_what_happened_to_it(
     capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
 ) -> None:
     register(capsys, resources, tmp_path, JOB)
-    missed = "nightly-report@2026-11-01T02:00:00Z"
-    skipped = "nightly-report@2026-11-02T02:00:00Z"
-    record(resources, missed, "2026-11-01T02:00:00+00:00", RunStatus.MISSED, "trigger down past the grace")
-    record(
-        resources, skipped, "2026-11-02T02:00:00+00:00", RunStatus.SKIPPED, "overlap skip: the run before ran"
-    )
-    window = ("--from", "2026-11-01T00:00:00Z", "--to", "2026-11-04T00:00:00Z")
+    # Three days a week ago: in the past, and after the retention horizon (the CLI's real clock).
+    base = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=7)
+    day1, day2, day3 = (f"{(base + timedelta(days=d)).date().isoformat()}T02:00:00" for d in range(3))
+    missed, skipped, new = (f"nightly-report@{day}Z" for day in (day1, day2, day3))
+    record(resources, missed, f"{day1}+00:00", RunStatus.MISSED, "trigger down past the grace")
+    record(resources, skipped, f"{day2}+00:00", RunStatus.SKIPPED, "overlap skip: the run before ran")
+    window = ("--from", base.isoformat(), "--to", (base + timedelta(days=3)).isoformat())
     code, out, _ = run_cli(capsys, resources, "backfill", "nightly-report", *window)
     assert code == 0
     assert out.splitlines() == [
-        "nightly-report@2026-11-01T02:00:00Z  dispatched: re-run of a missed occurrence "
-        "(it was missed: trigger down past the grace)",
-        "nightly-report@2026-11-02T02:00:00Z  already recorded: skipped (overlap skip: the run before ran); "
-        "left alone",
-        "nightly-report@2026-11-03T02:00:00Z  dispatched: new run",
+        f"{missed}  dispatched: re-run of a missed occurrence (it was missed: trigger down past the grace)",
+        f"{skipped}  already recorded: skipped (overlap skip: the run before ran); left alone",
+        f"{new}  dispatched: new run",
         "3 occurrences: 1 new run, 1 re-run of a missed one, 1 already recorded",
     ]
     code, out, _ = run_cli(capsys, resources, "backfill", "nightly-report", *window, "--json")
@@ -148,7 +146,7 @@ def test_backfill_lists_each_occurrence_and_what_happened_to_it(
     assert [(o["run_id"], o["action"], o["status"]) for o in again["occurrences"]] == [
         (missed, "already recorded", "pending"),
         (skipped, "already recorded", "skipped"),
-        ("nightly-report@2026-11-03T02:00:00Z", "already recorded", "pending"),
+        (new, "already recorded", "pending"),
     ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +105,14 @@ def test_backfill_runs_each_occurrence_once_ever(
     spec = tmp_path / "job.json"
     spec.write_text(json.dumps(JOB))
     run_cli(capsys, resources, "register", str(spec))
-    window = ("--from", "2026-11-01T00:00:00Z", "--to", "2026-11-04T00:00:00Z")
+    # Three days a week ago: in the past, and within the retention horizon (the CLI's clock is
+    # the real one).
+    start = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=7)
+    window = ("--from", start.isoformat(), "--to", (start + timedelta(days=3)).isoformat())
     first = as_json(run_cli(capsys, resources, "backfill", "nightly-report", *window, "--json")[1])
     again = as_json(run_cli(capsys, resources, "backfill", "nightly-report", *window, "--json")[1])
-    assert first["created"] == [
-        "nightly-report@2026-11-01T02:00:00Z",
-        "nightly-report@2026-11-02T02:00:00Z",
-        "nightly-report@2026-11-03T02:00:00Z",
-    ]
+    days = [(start + timedelta(days=d)).date().isoformat() for d in range(3)]
+    assert [run_id.split("@")[1][:10] for run_id in first["created"]] == days
     assert {k: again[k] for k in ("created", "rerun", "already_existed")} == {
         "created": [],
         "rerun": [],

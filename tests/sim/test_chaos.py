@@ -215,3 +215,12 @@ def test_a_manual_run_inside_every_claim_never_overlaps_the_claimed_run() -> Non
     overlaps per seed with the claimed run sent on its old link.)"""
     report = run_chaos(ChaosConfig(seed=1, jobs=20, hours=1, faults=FaultRates(operator_manual_run=1.0)))
     assert report.invariant_violations == []
+
+
+def test_odd_input_is_refused_or_reported_and_fails_nothing_else() -> None:
+    """Job items keyed with another job's snapshot key, and request ids too long for their run
+    id (issue 26): the registrar reports the item invalid without touching the snapshot, the
+    trigger refuses the request before any write, and every invariant holds."""
+    report = run_chaos(ChaosConfig(seed=4, jobs=20, hours=1.5, faults=FaultRates(operator_odd_input=0.3)))
+    assert report.faults_injected.get("operator_odd_input", 0) > 0
+    assert report.invariant_violations == []

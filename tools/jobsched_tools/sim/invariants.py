@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
-from jobsched.core.job import MisfirePolicy, OverlapPolicy
+from jobsched.core.job import MisfirePolicy, OverlapPolicy, is_job_id
 from jobsched.core.run import run_id_for
 from jobsched.core.schedule import Schedule
 from jobsched.core.state import state_schedule
-from jobsched.core.writes import RUNS, STATE
+from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import Store
 from jobsched.services.definitions import is_snapshot
 
@@ -273,6 +273,25 @@ class Checker:
                     f"{run.get('status')}, lease expired {iso_z(int(expires))}",
                 )
 
+    # 7. input at the edge: a job item keyed with a snapshot's key is reported invalid and never
+    # gets a state item; every snapshot keeps its definition; no state item without a job id.
+    def odd_inputs(self) -> None:
+        inner = self.world.store.inner
+        for item in all_items(inner, STATE):
+            key = str(item["job_id"])
+            if is_snapshot(item):
+                if "definition" not in item:
+                    self.violate(
+                        "snapshot_overwritten", key, f"a snapshot without its definition: {sorted(item)}"
+                    )
+            elif not is_job_id(key):
+                self.violate("state_without_job_id", key, "a state item keyed with no job id")
+        for key in sorted(self.world.odd_keys):
+            odd = inner.get(JOBS, {"job_id": key})
+            if odd is None or odd.get("status") != "invalid" or not odd.get("invalid_reasons"):
+                status = None if odd is None else odd.get("status")
+                self.violate("odd_item_unreported", key, f"status {status}, no reasons")
+
     # 6. what the ledger saw at the moment of a write: a record created twice, two slot-holding
     # runs of one job running at once, an unfinished run without a lease, a live lease recovered;
     # and every exception a service met that was not a store or queue error (one job's failure
@@ -306,6 +325,7 @@ def check(world: World) -> ChaosReport:
     checker.nothing_lost()
     checker.pointers()
     checker.leases()
+    checker.odd_inputs()
     checker.seen()
     violations = checker.violations
     report.invariant_violations = [f"{kind} {key}: {detail}" for kind, key, detail in violations]

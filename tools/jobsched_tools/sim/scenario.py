@@ -62,6 +62,10 @@ class FaultRates:
     operator_delete: float = 0.01  # delete-item, re-created 5-40 minutes later
     operator_malformed: float = 0.015  # a broken or oversized item, fixed 2-20 minutes later
     operator_backfill: float = 0.01  # a backfill of the last minutes (also at each outage's end)
+    # Input at the edge (issue 26): a job item keyed with another job's definition-snapshot key
+    # (<job_id>#<digest>), and a manual run with a request id too long for its run id. Off by
+    # default (drawn only when set, so the fixed seeds' runs stay as they were).
+    operator_odd_input: float = 0.0
     # per tick: a person runs a job now between the tick's read of it and its claim, so the claim
     # read a stale end of the job's chain: its transaction must lose and read again (design.md).
     operator_manual_run: float = 0.05

@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 from jobsched.core.clock import ManualClock, SkewedClock, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import QueueError, StoreError
-from jobsched.core.run import RunMessage
+from jobsched.core.run import MAX_RUN_ID_LENGTH, RunMessage, manual_run_id
+from jobsched.core.transitions import snapshot_key
 from jobsched.core.writes import JOBS, RUNS, STATE, Put, Update, not_exists
 from jobsched.ports import Store
 from jobsched.services.detector import MissDetector
@@ -219,6 +220,7 @@ class World:
         # What a person last wrote as each job's (valid) definition item.
         self.person_items = {job.definition.job_id: job.definition.to_item() for job in self.jobs}
         self.operated: set[str] = set()  # jobs a person changed during the run
+        self.odd_keys: set[str] = set()  # job items a person keyed with a snapshot's key
         self.live: dict[str, Invocation] = {}  # started invocations, by run id
         self.registered_at: dict[str, int] = {}
         self._heap: list[_Event] = []
@@ -643,6 +645,13 @@ class World:
                 when = self.rng.randrange(begin, end)
                 job_id = self.rng.choice(self.jobs).definition.job_id
                 self.at(when, functools.partial(self._operate, kind, job_id))
+        if self.rates.operator_odd_input > 0:  # drawn only when on: the other seeds' runs stay
+            expected = self.rates.operator_odd_input * len(self.jobs) * hours
+            count = int(expected) + (1 if self.rng.random() < expected - int(expected) else 0)
+            for _ in range(count):
+                when = self.rng.randrange(begin, end)
+                job_id = self.rng.choice(self.jobs).definition.job_id
+                self.at(when, functools.partial(self._operate, "operator_odd_input", job_id))
         if self.rates.operator_backfill > 0:
             for _, outage_end in self.outages:
                 for _ in range(8):
@@ -703,6 +712,8 @@ class World:
                 self.clock.now_ms() + self.rng.randrange(2, 20) * MINUTE,
                 functools.partial(self._recreate, job_id),
             )
+        elif kind == "operator_odd_input":
+            done = self._odd_input(job_id)
         else:
             done = self._backfill(job_id)
         if done:
@@ -714,6 +725,33 @@ class World:
 
     def _recreate(self, job_id: str) -> None:
         self._person_writes(job_id, dict(self.person_items[job_id]))
+
+    def _odd_input(self, job_id: str) -> bool:
+        """A person puts a job item keyed with the job's definition-snapshot key, and asks for a
+        manual run with a request id one character too long for its run id. The registrar must
+        only report the item invalid (no state item, the snapshot untouched), and the trigger
+        must refuse the request before writing anything (invariants: ``odd_inputs``)."""
+        state = self.store.inner.get(STATE, {"job_id": job_id})
+        if state is None or not state.get("def_hash"):
+            return False
+        key = str(snapshot_key(job_id, str(state["def_hash"]))["job_id"])
+        item = {**self.person_items[job_id], "job_id": key}
+        self.store.inner.write([Put(JOBS, item, condition=(), label="person puts an odd job item")])
+        self.odd_keys.add(key)
+        self._stream_record(key)
+
+        too_long = "r" * (MAX_RUN_ID_LENGTH - len(manual_run_id(job_id, "")) + 1)
+
+        def trigger() -> object:
+            try:
+                return self.ops.trigger(job_id, too_long)
+            except (ValueError, JobNotFound):
+                return None  # refused, before any write
+
+        ok, accepted = self.call("operator", trigger, job_id)
+        if ok and accepted is not None:
+            self.unexpected.append(f"odd_input_accepted {job_id}: a request id too long ran {accepted}")
+        return True
 
     def _backfill(self, job_id: str) -> bool:
         now = self.clock.now_ms()

@@ -31,7 +31,7 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
-from jobsched.core.limits import check_item_size, check_transaction, item_size
+from jobsched.core.limits import RequestTooLarge, check_item_size, check_transaction, item_size
 from jobsched.core.writes import (
     JOBS,
     RUNS,
@@ -472,6 +472,8 @@ def _raise_mapped(error: Exception, op: WriteOp | None = None) -> NoReturn:
         if code in THROTTLING_CODES:
             raise Throttled(f"{code}: {error}") from error
         if code == "ValidationException":
+            if "item size" in str(error).lower():  # "Item size has exceeded the maximum allowed size"
+                raise RequestTooLarge(f"DynamoDB rejected the item's size: {error}") from error
             raise ValueError(f"DynamoDB rejected the request: {error}") from error
         raise TransientStoreError(f"{code}: {error}") from error
     raise TransientStoreError(f"{type(error).__name__}: {error}") from error
@@ -488,6 +490,9 @@ def _raise_cancelled(error: ClientError, ops: Sequence[WriteOp]) -> NoReturn:
     if codes & THROTTLING_REASONS:
         raise Throttled(f"transaction cancelled: {sorted(codes)}") from error
     if "ValidationError" in codes:
+        messages = " ".join(str(reason.get("Message", "")) for reason in reasons).lower()
+        if "item size" in messages:  # "Item size has exceeded the maximum allowed size"
+            raise RequestTooLarge(f"DynamoDB rejected an item's size in the transaction: {error}") from error
         raise ValueError(f"DynamoDB rejected the transaction: {error}") from error
     # TransactionConflict (another transaction or write on one of the items was in progress) and
     # anything else: nothing was written, the caller may retry.

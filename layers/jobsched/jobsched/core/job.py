@@ -20,6 +20,7 @@ import base64
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +35,16 @@ from jobsched.core.schedule import HORIZON_END, Schedule, ScheduleError, load_zo
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 TARGET_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
+_JOB_ID = re.compile(JOB_ID_PATTERN)
+
+
+def is_job_id(value: object) -> bool:
+    """Whether a job item's key is a job id. Only a job id has a state item: the state table's
+    other keys (definition snapshots, ``<job_id>#<digest>``) contain ``#``, which a job id
+    cannot, so no job item, whatever a person keys it with, can reach them."""
+    return isinstance(value, str) and _JOB_ID.match(value) is not None
+
+
 # The payload travels in the run record (a DynamoDB item, 400 KB maximum) and to the handler;
 # and, in the run message's definition snapshot, through SQS (256 KiB). 64 KiB keeps every item
 # and every message far below both services' limits with room for the other attributes.

@@ -8,8 +8,11 @@ and the in-memory store and queue enforce the same limits, so a test fails where
 
 Sources (checked 2026-12):
 
-- DynamoDB, "Service, account, and table quotas": an item is at most 400 KB, attribute names and
-  values included; https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html
+- DynamoDB developer guide, "Constraints in Amazon DynamoDB" (Items, "Item size"): an item is at
+  most 400 KB, "which includes both attribute name binary length (UTF-8 length) and attribute
+  value lengths"; and "All size measurements in DynamoDB use binary-based units. DynamoDB denotes
+  1 KB = 1024 bytes": 409,600 bytes;
+  https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html
 - DynamoDB API reference, TransactWriteItems: "groups up to 100 action requests [...] The
   aggregate size of the items in the transaction cannot exceed 4 MB";
   https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
@@ -31,8 +34,10 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# "400 KB"; counted as 400,000 bytes, the smaller reading (moto enforces the same number).
-DYNAMODB_MAX_ITEM_BYTES = 400_000
+# "400 KB" in DynamoDB's binary units, names and values counted as ``item_size`` does. moto's
+# own rule differs (405,000 bytes, numbers counted as their text, no list or map overhead): a
+# write that must land keeps ``SAFETY_BYTES`` below this (the registrar's report does).
+DYNAMODB_MAX_ITEM_BYTES = 400 * 1024
 DYNAMODB_MAX_TRANSACTION_ITEMS = 100
 DYNAMODB_MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
 
@@ -86,7 +91,10 @@ def item_size(item: Mapping[str, Any]) -> int:
 def check_item_size(item: Mapping[str, Any], what: str) -> None:
     size = item_size(item)
     if size > DYNAMODB_MAX_ITEM_BYTES:
-        raise RequestTooLarge(f"{what}: the item is {size} bytes; DynamoDB's limit is 400 KB")
+        raise RequestTooLarge(
+            f"{what}: the item is {size} bytes; DynamoDB's limit is 400 KB ({DYNAMODB_MAX_ITEM_BYTES} bytes, "
+            "attribute names included)"
+        )
 
 
 def check_transaction(sizes: Sequence[int], what: str = "transaction") -> None:

@@ -40,6 +40,8 @@ UNFINISHED = frozenset({RunStatus.PENDING.value, RunStatus.RUNNING.value, RunSta
 # The walk's bound. Each step is one strongly consistent read of an older run. Past it, the run
 # is skipped behind the last one read (never run: an unknown turn is not a free one).
 MAX_CHAIN_STEPS = 32
+# Marks the holder a walk past MAX_CHAIN_STEPS stands in for: not a run anyone can wait behind.
+WALK_EXHAUSTED = "walk_exhausted"
 
 
 def chain_step(run: Mapping[str, Any] | None) -> tuple[bool, str | None]:
@@ -75,10 +77,18 @@ def not_yet_due(run: Mapping[str, Any], now: int) -> bool:
     )
 
 
-def decide_overlap(policy: OverlapPolicy, run_id: str, holder: Mapping[str, Any] | None) -> OverlapDecision:
-    """``holder``: the unfinished run the walk found, or None."""
+def decide_overlap(
+    policy: OverlapPolicy, run_id: str, holder: Mapping[str, Any] | None, backfill: bool = False
+) -> OverlapDecision:
+    """``holder``: the unfinished run the walk found, or None. A ``backfill`` run waits behind
+    any holder (at the end of the line of runs waiting behind it, services/chain.py
+    ``line_end``) instead of being skipped: a person asked for each of its occurrences to run,
+    and a backfill's runs, created together, would otherwise skip each other. Only a walk that
+    ran out (``WALK_EXHAUSTED``: an unknown turn) skips it."""
     if policy is OverlapPolicy.ALLOW or holder is None or holder.get("run_id") == run_id:
         return OverlapDecision.RUN
+    if backfill and not holder.get(WALK_EXHAUSTED):
+        return OverlapDecision.BUFFER
     if (
         policy is OverlapPolicy.BUFFER_ONE
         and holder.get("status") != RunStatus.BUFFERED.value  # it is itself the one waiting

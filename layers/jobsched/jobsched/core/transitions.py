@@ -13,7 +13,9 @@ from dataclasses import replace
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.run import RunKind, RunStatus, run_key, shard_of
+from jobsched.core.job import bound_reasons
+from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, SAFETY_BYTES, item_size
+from jobsched.core.run import NOT_RUN, RunKind, RunStatus, run_key, shard_of
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
 from jobsched.core.writes import (
     JOBS,
@@ -341,9 +343,10 @@ def rerun_missed_ops(
     cfg: SchedulerConfig,
     state: StateItem | None,
 ) -> list[WriteOp]:
-    """A person backfills an occurrence recorded as missed: the record itself becomes the run
-    (same id), so the occurrence still has exactly one record and runs at most once. Like any
-    ad-hoc run it joins the job's chain, in the same transaction."""
+    """A person backfills an occurrence recorded as missed (or ``cancelled``, a legacy fence: it
+    never ran, and no run links to it): the record itself becomes the run (same id), so the
+    occurrence still has exactly one record and runs at most once. Like any ad-hoc run it joins
+    the job's chain, in the same transaction."""
     rerun = _rerun_missed(missed, definition, def_hash, now, cfg)
     if state is None:
         return [rerun]
@@ -352,12 +355,20 @@ def rerun_missed_ops(
     return [rerun, _join_chain(state, missed["run_id"], now)]
 
 
+def _not_run(record: RunItem) -> RunStatus:
+    if record.get("status") not in NOT_RUN:
+        raise ValueError(
+            f"{record['run_id']}: only a record that did not run is rerun, not {record.get('status')}"
+        )
+    return RunStatus(record["status"])
+
+
 def _rerun_missed(missed: RunItem, definition: Item, def_hash: str, now: int, cfg: SchedulerConfig) -> Update:
     return Update(
         RUNS,
         run_key(missed["run_id"]),
         condition=(
-            _run_status(RunStatus.MISSED),
+            _run_status(_not_run(missed)),
             _run_token(missed["version"]),
         ),
         label="rerun missed occurrence",
@@ -419,6 +430,40 @@ def report_op(job_id: str, status: str, reasons: list[str] | None, def_hash: str
         set=sets,
         remove=remove,
     )
+
+
+# The registrar's full report keeps the job item this far below DynamoDB's item limit (for what
+# another store's count of the size may add, see core/limits.py).
+REPORT_ITEM_BUDGET = DYNAMODB_MAX_ITEM_BYTES - SAFETY_BYTES
+
+
+def sized_report_op(
+    job: Item, status: str, reasons: list[str] | None, def_hash: str, now: int
+) -> Update | None:
+    """``report_op`` for this job item, sized so that the person always gets a reason: the full
+    report when the item with it stays within ``REPORT_ITEM_BUDGET``; else a short one, one
+    reason saying by how many bytes the item is too large for its report (and its first reason),
+    when that fits within DynamoDB's limit; else None: nothing can be added to the item."""
+    job_id = str(job["job_id"])
+    full = report_op(job_id, status, reasons, def_hash, now)
+    size = item_size(_after(job, full))
+    if size <= REPORT_ITEM_BUDGET:
+        return full
+    first = f" First of its {len(reasons)} reasons: {reasons[0]}" if reasons else ""
+    why = (
+        f"the job item is too large for its report by {size - REPORT_ITEM_BUDGET} bytes ({size} bytes "
+        f"with it, at most {REPORT_ITEM_BUDGET}: DynamoDB's item limit is 400 KB, attribute names "
+        f"included); make it smaller.{first}"
+    )
+    short = report_op(job_id, status, bound_reasons([why]), def_hash, now)
+    return short if item_size(_after(job, short)) <= DYNAMODB_MAX_ITEM_BYTES else None
+
+
+def _after(item: Item, update: Update) -> Item:
+    after = {**item, **update.set}
+    for name in update.remove:
+        after.pop(name, None)
+    return after
 
 
 # --- starting, heartbeats ----------------------------------------------------------------------
@@ -552,9 +597,10 @@ def buffer_at_start_ops(
             condition=(
                 is_in(
                     "status",
-                    [RunStatus.PENDING.value, RunStatus.RUNNING.value],
+                    [RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.BUFFERED.value],
                     "the holder has not finished since we read it (else this run would wait for "
-                    "an end that already happened, and wait until its lease lapses)",
+                    "an end that already happened, and wait until its lease lapses); a backfill "
+                    "run may wait behind a run that waits itself",
                 ),
                 any_of(
                     "buffer_one: at most one run waits behind a holder",

@@ -13,7 +13,7 @@ from typing import Any
 
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
-from jobsched.core.policies import MAX_CHAIN_STEPS, chain_step, not_yet_due
+from jobsched.core.policies import MAX_CHAIN_STEPS, UNFINISHED, WALK_EXHAUSTED, chain_step, not_yet_due
 from jobsched.core.run import RunStatus, run_key
 from jobsched.core.transitions import promote_op
 from jobsched.core.writes import RUNS
@@ -47,7 +47,22 @@ class Chain:
         if run_id is None:
             return None, passed
         # Too long a walk: treat the turn as taken (skip behind the last run read), never as free.
-        return {"run_id": run_id, "status": RunStatus.BUFFERED.value}, passed
+        return {"run_id": run_id, "status": RunStatus.BUFFERED.value, WALK_EXHAUSTED: True}, passed
+
+    def line_end(self, holder: Item, run_id: str) -> Item | None:
+        """Where a backfill run waits: the holder, or the last of the runs already waiting
+        behind it, one behind another (``buffered_next``). None: the line changed while it was
+        read (a run in it ended): walk the chain again."""
+        run = holder
+        for _ in range(MAX_CHAIN_STEPS):
+            waiting = run.get("buffered_next")
+            if waiting is None or waiting == run_id:
+                return run
+            following = self._store.get(RUNS, run_key(str(waiting)))
+            if following is None or following.get("status") not in UNFINISHED:
+                return None
+            run = following
+        return None
 
     def promote_waiting(self, holder_id: str, now: int) -> Item | None:
         """After the holder ended: promote the run waiting behind it, if any. Returns the run to

@@ -8,9 +8,17 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from jobsched.core.clock import Clock
 from jobsched.core.errors import QueueError
-from jobsched.core.limits import SQS_MAX_BATCH_BYTES, SQS_MAX_BATCH_ENTRIES, chunks_by_size, message_size
+from jobsched.core.limits import (
+    SQS_MAX_BATCH_BYTES,
+    SQS_MAX_BATCH_ENTRIES,
+    SQS_MAX_MESSAGE_BYTES,
+    chunks_by_size,
+    message_size,
+)
 from jobsched.core.run import RunMessage, encode_body
 from jobsched.core.timing import send_delay_seconds
 from jobsched.ports import OutgoingMessage, Telemetry, WorkQueue
@@ -36,14 +44,35 @@ class Dispatcher:
         reached us, and an immediate loop on top of it only multiplied the calls."""
         sendable = [run for run in map(self._with_definition, runs) if run is not None]
         ordered = sorted(sendable, key=_due)
-        bodies = [(run, RunMessage.from_run_item(run).to_body()) for run in ordered]
+        bodies = [pair for pair in map(self._message, ordered) if pair is not None]
         batches = chunks_by_size(
             bodies,
             lambda pair: message_size(encode_body(pair[1])),
             SQS_MAX_BATCH_ENTRIES,
             SQS_MAX_BATCH_BYTES,
         )
-        return len(runs) - len(sendable) + sum(self._send_batch(batch) for batch in batches)
+        return len(runs) - len(bodies) + sum(self._send_batch(batch) for batch in batches)
+
+    def _message(self, run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The run's message body, built on its own: a run that cannot be a message (an id past
+        the message's limits, a message past SQS's) is logged (``run.message_invalid``) and
+        counted in ``DispatchFailures``, never raised, so it cannot fail the batch it is in or
+        the sweep or tick that sends it. It keeps its dispatch lease, and the miss detector fails
+        it visibly once its redispatches are used up (MAX_REDISPATCHES)."""
+        try:
+            body = RunMessage.from_run_item(run).to_body()
+            size = message_size(encode_body(body))
+            if size > SQS_MAX_MESSAGE_BYTES:
+                raise ValueError(f"the message is {size} bytes; SQS's limit is {SQS_MAX_MESSAGE_BYTES}")
+        except (ValidationError, ValueError, KeyError, TypeError) as exc:
+            self._telemetry.event(
+                "run.message_invalid",
+                str(run.get("run_id"))[:500],
+                error=f"{type(exc).__name__}: {exc}"[:500],
+            )
+            self._telemetry.metric("DispatchFailures", 1)
+            return None
+        return run, body
 
     def _with_definition(self, run: dict[str, Any]) -> dict[str, Any] | None:
         """The run with the definition its message carries. A run item holds only the digest;

@@ -7,15 +7,15 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
+from jobsched.core.clock import Clock, dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
-from jobsched.core.run import RunKind, RunStatus, manual_run_id, run_id_for, run_key
+from jobsched.core.run import NOT_RUN, RunKind, check_request_id, manual_run_id, run_id_for, run_key
 from jobsched.core.state import Registration
 from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Update, eq, exists, not_exists
@@ -26,6 +26,11 @@ from jobsched.services.paging import query_all, scan_all
 from jobsched.services.registrar import Registrar
 
 MAX_BACKFILL = 1000
+# How far inside the run records' retention a backfill must stay. A record expires
+# HistoryRetentionDays after it was finished, and it is finished at or after its occurrence's
+# instant (give or take the clock skew, and the lookahead of a legacy `cancelled` fence): a day
+# covers those with room to spare.
+BACKFILL_HORIZON_MARGIN_MS = 24 * 3600 * 1000
 # Tries to link an ad-hoc run to its job's chain while claims move the chain's end.
 CHAIN_TRIES = 5
 # What `show` and `list` add to the job item from its state item.
@@ -39,8 +44,11 @@ class JobNotFound(LookupError):
 @dataclass(frozen=True)
 class BackfillResult:
     created: list[str]  # runs created for occurrences that had no record
-    rerun: list[str]  # occurrences recorded as missed, now run
+    rerun: list[str]  # occurrences recorded as missed (or cancelled), now run
     already_existed: list[str]  # occurrences that ran (or are running) already: left alone
+    # Every occurrence of the range, in order, and what the backfill did with it: "created",
+    # "rerun (was missed)", or "ran already: <the record's status>".
+    outcomes: dict[str, str] = field(default_factory=dict)
 
 
 class TriggeredRun(str):
@@ -165,10 +173,14 @@ class Operations:
         return self._store.get(RUNS, run_key(run_id))
 
     def trigger(self, job_id: str, request_id: str | None = None) -> TriggeredRun:
-        """Run the job now, outside its schedule. A repeated request id runs it once."""
+        """Run the job now, outside its schedule. A repeated request id runs it once. A request id
+        is printable ASCII without spaces, short enough for its run id (``check_request_id``):
+        refused before anything is written."""
+        request_id = request_id if request_id is not None else uuid.uuid4().hex[:12]
+        check_request_id(job_id, request_id)
         definition = self._definition(job_id)
         now = self._clock.now_ms()
-        run_id = manual_run_id(job_id, request_id or uuid.uuid4().hex[:12])
+        run_id = manual_run_id(job_id, request_id)
         run = new_run_item(
             job_id,
             run_id,
@@ -186,16 +198,28 @@ class Operations:
         return TriggeredRun(run_id)
 
     def backfill(self, job_id: str, start: datetime, end: datetime) -> BackfillResult:
-        """Run the occurrences in (start, end], each at most once ever: an occurrence with no record
-        gets a run; one recorded as missed is run (its record becomes the run, conditional on it
-        still being missed, so a repeated or concurrent backfill runs it once); one that ran or
-        is running is left alone. Overlap is respected at start. Only the past: the scheduler
-        itself runs future occurrences."""
+        """Run the occurrences in (start, end], each at most once ever: the range must lie after
+        the retention horizon (``backfill_horizon``), within which every occurrence that ran
+        still has its record. An occurrence with no record
+        gets a run; one recorded as missed (or as ``cancelled``, a legacy fence) is run (its
+        record becomes the run, conditional on it still being as read, so a repeated or
+        concurrent backfill runs it once); one that ran or is running is left alone. The runs
+        run one after another: a backfill run whose turn is held waits behind the holder, never
+        skipped (``decide_overlap``), unless the job allows overlap. The result says, for each
+        occurrence, what was done. Only the past: the scheduler itself runs future occurrences."""
         now = self._clock.now_ms()
         if dt_to_ms(end) > now:
             raise ValueError(
                 f"backfill covers past occurrences only: --to {end.isoformat()} is in the future "
                 "(the scheduler runs those itself)"
+            )
+        horizon = self.backfill_horizon(now)
+        if dt_to_ms(start) < horizon:
+            raise ValueError(
+                f"backfill reaches back to {start.isoformat()}, before the retention horizon "
+                f"{iso_z(horizon)}: run records expire after HistoryRetentionDays "
+                f"({self._cfg.history_retention_days} days), so an occurrence older than that may "
+                "have run and lost its record, and would run again. Backfill from the horizon on"
             )
         definition = self._definition(job_id)
         schedule = definition.compiled_schedule()
@@ -206,6 +230,7 @@ class Operations:
         created: list[str] = []
         rerun: list[str] = []
         existed: list[str] = []
+        outcomes: dict[str, str] = {}
         runs: list[Item] = []
         for occurrence in occurrences:
             at = dt_to_ms(occurrence)
@@ -215,25 +240,36 @@ class Operations:
             # Backfilled runs start now, not at their (past) instant.
             run["retry_at"] = now
             run["lease_expires_at"] = now + self._cfg.dispatch_lease_seconds * 1000
-            outcome = self._backfill_one(run, snapshot, digest, now)
+            outcome, was = self._backfill_one(run, snapshot, digest, now)
             if outcome is None:
                 existed.append(run["run_id"])
+                outcomes[run["run_id"]] = f"ran already: {was}"
                 continue
-            (created if outcome["version"] == 1 else rerun).append(run["run_id"])
+            (created if was is None else rerun).append(run["run_id"])
+            outcomes[run["run_id"]] = "created" if was is None else f"rerun (was {was})"
             runs.append({**outcome, "definition": snapshot})
         self._dispatcher.dispatch(runs)
         self._telemetry.event(
             "job.backfilled", job_id, created=len(created), rerun=len(rerun), existed=len(existed)
         )
-        return BackfillResult(created, rerun, existed)
+        return BackfillResult(created, rerun, existed, outcomes)
 
-    def _backfill_one(self, run: Item, snapshot: Item, digest: str, now: int) -> Item | None:
-        """The run to dispatch for one occurrence, or None when it needs none."""
+    def backfill_horizon(self, now: int) -> int:
+        """The oldest instant a backfill may start from: every occurrence after it that ran still
+        has its record (``BACKFILL_HORIZON_MARGIN_MS`` inside the retention)."""
+        return now - self._cfg.history_retention_days * 86_400_000 + BACKFILL_HORIZON_MARGIN_MS
+
+    def _backfill_one(
+        self, run: Item, snapshot: Item, digest: str, now: int
+    ) -> tuple[Item | None, str | None]:
+        """The run to dispatch for one occurrence (None when it needs none), and the status of
+        the record that was there (None: it had none)."""
         existing = self._create_adhoc(run)
         if existing is None:
-            return run
-        if existing.get("status") != RunStatus.MISSED.value:
-            return None
+            return run, None
+        was = str(existing.get("status"))
+        if was not in NOT_RUN:
+            return None, was
         for _ in range(CHAIN_TRIES):
             state = self._store.get(STATE, {"job_id": run["job_id"]})
             ops = rerun_missed_ops(existing, snapshot, digest, now, self._cfg, state)
@@ -241,10 +277,11 @@ class Operations:
                 self._store.write(ops)
             except ConditionFailed as lost:
                 if lost.op is ops[0]:
-                    return None  # another backfill re-ran it first
+                    current = lost.current or {}
+                    return None, str(current.get("status"))  # another backfill re-ran it first
                 continue  # the chain moved on: link to its new end
-            self._telemetry.event("run.rerun", run["run_id"], was="missed")
-            return self._store.get(RUNS, run_key(run["run_id"]))
+            self._telemetry.event("run.rerun", run["run_id"], was=was)
+            return self._store.get(RUNS, run_key(run["run_id"])), was
         raise ValueError(f"{run['run_id']}: the job's chain kept moving; try again")
 
     def _create_adhoc(self, run: Item) -> Item | None:

@@ -16,7 +16,8 @@ from typing import Any
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
-from jobsched.core.job import InvalidJob, JobDefinition, bound_reasons, definition_digest
+from jobsched.core.job import InvalidJob, JobDefinition, bound_reasons, definition_digest, is_job_id
+from jobsched.core.limits import RequestTooLarge, item_size
 from jobsched.core.state import (
     JobStatus,
     Registration,
@@ -26,8 +27,8 @@ from jobsched.core.state import (
     state_schedule,
 )
 from jobsched.core.timing import effective_grace_ms
-from jobsched.core.transitions import register_ops, report_op
-from jobsched.core.writes import JOBS, STATE, Item
+from jobsched.core.transitions import register_ops, sized_report_op
+from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
@@ -88,6 +89,8 @@ class Registrar:
         return self.apply(job_id)
 
     def apply(self, job_id: str, deadline_ms: int | None = None) -> Registration:
+        if not is_job_id(job_id):
+            return self._report_only(job_id)
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
             state = self._store.get(STATE, {"job_id": job_id})
@@ -97,6 +100,22 @@ class Registrar:
                 continue  # changed under us: read both again
         self._telemetry.event("job.registration_conflict", job_id)
         return Registration.CONFLICT
+
+    def _report_only(self, job_id: str) -> Registration:
+        """A job item keyed with no job id (``is_job_id``) is invalid, and gets no state item:
+        the state table's other keys (definition snapshots) are never read or written as a job's
+        state. Only its report is written, with the reasons."""
+        job = self._store.get(JOBS, {"job_id": job_id})
+        if job is None:
+            return Registration.ABSENT
+        _, reasons = self._parse(job)
+        digest = definition_digest(job)
+        plan = RegistrationPlan(Registration.INVALID, {"status": JobStatus.INVALID.value})
+        if not (self._report_enabled and self._report(job, plan, reasons, digest, self._clock.now_ms())):
+            return Registration.UNCHANGED
+        self._telemetry.event("job.invalid", job_id[:500], def_hash=digest, reasons=reasons)
+        self._telemetry.metric("InvalidJobs", 1)
+        return Registration.INVALID
 
     # --- one attempt ---------------------------------------------------------------------------
 
@@ -232,14 +251,28 @@ class Registrar:
         """Write the outcome on the job item where it differs from what it says. Returns whether
         a write was made."""
         status = str(plan.set.get("status") or JobStatus.DELETED.value)
-        if (
-            job.get("status") == status
-            and job.get("def_hash") == digest
-            and job.get("invalid_reasons") == reasons
-        ):
+        # Sized to the item (core/transitions.py): a report too large for it is shortened.
+        op = sized_report_op(job, status, reasons, digest, now)
+        if op is not None and _says(job, op):
             return False
         try:
-            self._store.update(report_op(str(job["job_id"]), status, reasons, digest, now))
+            if op is None:
+                raise RequestTooLarge(f"the job item is {item_size(job)} bytes: no report fits in it")
+            self._store.update(op)
         except ConditionFailed:
             return False  # deleted meanwhile: its REMOVE record brings the deletion
+        except RequestTooLarge as exc:
+            # Nothing fits on the item: the reasons go to the log, and the record is not failed
+            # (a retry cannot make the item smaller).
+            self._telemetry.event(
+                "job.report_too_large", str(job["job_id"])[:500], error=str(exc), reasons=reasons
+            )
+            return False
         return True
+
+
+def _says(job: Item, report: Update) -> bool:
+    """The job item says what the report would write already (its time apart)."""
+    return all(
+        job.get(name) == value for name, value in report.set.items() if name != "registered_at"
+    ) and not any(name in job for name in report.remove)

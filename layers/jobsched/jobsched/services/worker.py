@@ -23,8 +23,9 @@ from jobsched.core.clock import Clock, EventWaiter, Waiter
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, TransientStoreError
 from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
+from jobsched.core.limits import RequestTooLarge
 from jobsched.core.policies import UNFINISHED, OverlapDecision, attempts_left, decide_overlap, retry_delay_ms
-from jobsched.core.run import RunMessage, RunStatus, run_key
+from jobsched.core.run import RunKind, RunMessage, RunStatus, run_key
 from jobsched.core.timing import worker_lease_until
 from jobsched.core.transitions import (
     buffer_at_start_ops,
@@ -172,7 +173,7 @@ class Worker:
         for _ in range(COMMIT_TRIES):
             now = self._clock.now_ms()
             holder, passed = self._turn(message, definition, overtaken_by, now)
-            decision = decide_overlap(definition.overlap, message.run_id, holder)
+            decision = decide_overlap(definition.overlap, message.run_id, holder, _is_backfill(message))
             if holder is not None and decision is not OverlapDecision.RUN:
                 settled = self._settle_overlap(message, decision, holder, now)
                 if settled is not None:
@@ -234,6 +235,11 @@ class Worker:
         self, message: RunMessage, decision: OverlapDecision, holder: dict[str, Any], now: int
     ) -> Outcome | None:
         """An unfinished run holds the job's turn: skip or wait behind it. None: decide again."""
+        if decision is OverlapDecision.BUFFER and _is_backfill(message):
+            end = self._chain.line_end(holder, message.run_id)
+            if end is None:
+                return None  # the line moved: decide again
+            holder = end
         holder_id = str(holder["run_id"])
         if decision is OverlapDecision.BUFFER:
             ops = buffer_at_start_ops(message.run_id, message.version, holder, now, self._cfg)
@@ -337,6 +343,9 @@ class Worker:
                 return FENCED_OUT
         if self._clock.now_ms() > timeout_at or started.context.cancelled.is_set():
             return HandlerResult(False, f"timed out after {started.definition.timeout_seconds} s")
+        if started.context.staging_error is not None:
+            # No attempt could commit what it staged: fail now, never retry.
+            return HandlerResult(False, started.context.staging_error, permanent=True)
         if "error" in outcome:
             return HandlerResult(False, str(outcome["error"]))
         return HandlerResult(True, staged=list(started.context.staged))
@@ -367,6 +376,17 @@ class Worker:
             ops: list[WriteOp] = [commit, *staged]
             try:
                 self._write_unsure(ops, functools.partial(self._is_own_commit, started, status))
+            except RequestTooLarge as refused:
+                if not staged:
+                    raise  # the run's own commit: a bug, not the handler's doing
+                # The store refused the staged effects for their size (an update's whole item is
+                # known only there): deterministic, so the run fails finally, with the reason.
+                staged, status, error = (
+                    [],
+                    RunStatus.FAILED,
+                    f"staged effects refused for their size: {refused}",
+                )
+                continue
             except ConditionFailed as lost:
                 if lost.op is commit:
                     return self._fenced_out(started, lost.current)
@@ -395,8 +415,11 @@ class Worker:
 
     def _after_end(self, message: RunMessage, now: int) -> None:
         """The run ended: promote the run waiting behind it (``buffer_one`` only; the others never
-        wait). One read when nothing waits."""
-        if message.definition.get("overlap") != OverlapPolicy.BUFFER_ONE.value:
+        wait, but a backfill run may wait behind any run: a backfill run's end looks too; a
+        backfill run waiting behind another run is promoted by the miss detector once that run
+        has ended). One read when nothing waits."""
+        buffering = message.definition.get("overlap") == OverlapPolicy.BUFFER_ONE.value
+        if not (buffering or _is_backfill(message)):
             return
         promoted = self._chain.promote_waiting(message.run_id, now)
         if promoted is not None:
@@ -462,6 +485,10 @@ class Worker:
             if was_mine():
                 return
             self._store.write(ops)
+
+
+def _is_backfill(message: RunMessage) -> bool:
+    return message.kind == RunKind.BACKFILL.value
 
 
 def _still_ours(current: dict[str, Any], message: RunMessage) -> bool:

@@ -8,7 +8,22 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
+from jobsched.core.limits import (
+    DYNAMODB_MAX_ITEM_BYTES,
+    DYNAMODB_MAX_TRANSACTION_BYTES,
+    DYNAMODB_MAX_TRANSACTION_ITEMS,
+    SAFETY_BYTES,
+    RequestTooLarge,
+    item_size,
+)
 from jobsched.core.writes import Cond, Put, Update, WriteOp
+
+# The commit's own operations in its transaction (the run's fenced completion): staged effects
+# have the rest of DynamoDB's 100.
+COMMIT_OPS = 1
+MAX_STAGED_EFFECTS = DYNAMODB_MAX_TRANSACTION_ITEMS - COMMIT_OPS
+# The staged items' bytes, with room left for the run's own item in the same 4 MB.
+MAX_STAGED_BYTES = DYNAMODB_MAX_TRANSACTION_BYTES - SAFETY_BYTES
 
 
 class RunLogger(Protocol):
@@ -19,6 +34,11 @@ class RunLogger(Protocol):
 
 class EffectNotAllowed(PermissionError):
     """A handler staged an effect on a table the stack does not allow (nor grant)."""
+
+
+class StagedEffectsTooLarge(RequestTooLarge):
+    """A staged effect past DynamoDB's transaction limits. No attempt could commit it: the run
+    fails at once, with this reason, whether or not the handler catches it."""
 
 
 class EffectTables:
@@ -76,16 +96,49 @@ class RunContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     staged: list[WriteOp] = field(default_factory=list)
     effect_tables: EffectTables | None = None
+    # Why the staged effects cannot commit (``StagedEffectsTooLarge``), once one went past a
+    # limit: the worker then fails the run finally, even if the handler caught the error.
+    staging_error: str | None = None
+    _staged_bytes: int = 0
 
     def _allow(self, table: str) -> None:
         if self.effect_tables is not None:
             self.effect_tables.check(table)
 
+    def _admit(self, op: Put | Update) -> None:
+        """Size the effect when it is staged, against what the commit's transaction can hold:
+        ``MAX_STAGED_EFFECTS`` operations, each item within 400 KB, ``MAX_STAGED_BYTES`` in all.
+        An update is sized by what it writes (its item's other attributes are unknown here; the
+        store's refusal at commit fails the run the same way)."""
+        written = op.item if isinstance(op, Put) else {**op.key, **op.set, **dict.fromkeys(op.add, 0)}
+        size = item_size({k: v for k, v in written.items() if v is not None})
+        problem = None
+        if len(self.staged) >= MAX_STAGED_EFFECTS:
+            problem = (
+                f"at most {MAX_STAGED_EFFECTS} staged effects per run (DynamoDB's transaction holds "
+                f"{DYNAMODB_MAX_TRANSACTION_ITEMS} operations, {COMMIT_OPS} of them the run's commit)"
+            )
+        elif size > DYNAMODB_MAX_ITEM_BYTES:
+            problem = (
+                f"the item is {size} bytes; DynamoDB's item limit is 400 KB ({DYNAMODB_MAX_ITEM_BYTES} "
+                "bytes, attribute names included)"
+            )
+        elif self._staged_bytes + size > MAX_STAGED_BYTES:
+            problem = (
+                f"the staged items would be {self._staged_bytes + size} bytes; a transaction holds 4 MB "
+                f"of items, {MAX_STAGED_BYTES} bytes for the staged ones"
+            )
+        if problem is not None:
+            self.staging_error = f"staged effect {op.label!r} refused: {problem}"
+            raise StagedEffectsTooLarge(self.staging_error)
+        self._staged_bytes += size
+        self.staged.append(op)
+
     def stage_put(
         self, table: str, item: dict[str, Any], condition: tuple[Cond, ...] = (), label: str = ""
     ) -> None:
         self._allow(table)
-        self.staged.append(Put(table, item, condition, label or f"effect put {table}"))
+        self._admit(Put(table, item, condition, label or f"effect put {table}"))
 
     def stage_update(
         self,
@@ -97,7 +150,7 @@ class RunContext:
         label: str = "",
     ) -> None:
         self._allow(table)
-        self.staged.append(
+        self._admit(
             Update(table, key, condition, label or f"effect update {table}", set or {}, (), add or {})
         )
 
