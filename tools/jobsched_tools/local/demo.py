@@ -107,7 +107,33 @@ _SHOWN = {
     "local.invocation_failed": "invocation failed",
     "batch.record_failed": "RECORD FAILED (reported to the event source)",
     "local.stream_record_discarded": "stream record passed over after its retries",
+    # What people do to their jobs, as the registrar applies it (issue 28: the view used to show
+    # run events only, so a registration, a pause or a typo in a time zone showed nothing).
+    "job.scheduled": "job registered (scheduled)",
+    "job.paused": "job PAUSED",
+    "job.finished": "job finished (its schedule has ended)",
+    "job.invalid": "job INVALID",
+    "job.deleted": "job deleted",
+    "job.registration_conflict": "job registration lost a race, retried by the stream",
+    "job.report_too_large": "job too large for its report",
+    "job.reconciled": "job change applied by the reconciler",
+    "job.error": "JOB ERROR",
+    "claim.early_failed": "first claim failed (left to the next tick)",
 }
+
+
+_DETAILS = (
+    "attempt",
+    "lag_ms",
+    "owner",
+    "duration_ms",
+    "error",
+    "reason",
+    "reasons",
+    "was",
+    "lease_expired_at",
+    "next_run_at",
+)
 
 
 def describe(event: Event, t0_ms: int) -> str | None:
@@ -123,13 +149,15 @@ def describe(event: Event, t0_ms: int) -> str | None:
         return None
     subject = str(event.get("correlation_id", ""))
     details = []
-    for key in ("attempt", "lag_ms", "owner", "duration_ms", "error", "reason", "was", "lease_expired_at"):
+    for key in _DETAILS:
         if key in event and event[key] not in (None, ""):
             value = event[key]
             if key == "error":
                 value = str(value).splitlines()[0]  # the traceback stays in the JSON logs
-            if key == "lease_expired_at":
+            if key in ("lease_expired_at", "next_run_at"):
                 value = f"T{(int(value) - t0_ms) / 1000:+.1f}s"
+            if key == "reasons" and isinstance(value, list):
+                value = "; ".join(str(reason) for reason in value)
             details.append(f"{key}={value}")
     at = _event_ms(event)
     stamp = f"T{(at - t0_ms) / 1000:+6.1f}s" if at else "        "
