@@ -53,7 +53,6 @@ def connect(
 
 
 def operations_for(target: Target, shard_count: int | None = None) -> Operations:
-    from jobsched.adapters.dynamodb_store import DynamoStore
     from jobsched.adapters.sqs_queue import SqsWorkQueue
     from jobsched.core.config import SchedulerConfig
     from jobsched.runtime.clock import SystemClock
@@ -65,7 +64,7 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
     if shards is None:
         # A job written to a shard the trigger does not query would never run: never guess.
         raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
-    store = DynamoStore(_client("dynamodb", target), target.jobs_table, target.state_table, target.runs_table)
+    store = store_for(target)
     queue = SqsWorkQueue(_client("sqs", target), target.queue_url)
     return Operations(
         store,
@@ -75,6 +74,13 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
         SchedulerConfig(shard_count=shards),
         known_targets=checkout_targets(),
     )
+
+
+def store_for(target: Target) -> Any:
+    """The deployment's tables, as the services read them (``jobsched top`` reads them directly)."""
+    from jobsched.adapters.dynamodb_store import DynamoStore
+
+    return DynamoStore(_client("dynamodb", target), target.jobs_table, target.state_table, target.runs_table)
 
 
 def _client(service: str, target: Target) -> Any:

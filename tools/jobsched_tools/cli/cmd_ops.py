@@ -158,6 +158,35 @@ def _note(text: str, width: int = NOTE_WIDTH) -> str:
     return head.rstrip(" ,;:.-") + "…"
 
 
+def _cmd_top(args: argparse.Namespace) -> int:
+    """Refreshes in place until Ctrl-C (``--once``: one view). Each refresh's reads are bounded
+    (ops/top.py says how many)."""
+    import time
+
+    from jobsched.runtime.clock import SystemClock
+
+    from jobsched_tools.api import store_for
+    from jobsched_tools.ops.top import render, snapshot
+
+    target = resolve_target(args)
+    shards = args.shard_count or target.shard_count
+    if shards is None:
+        raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
+    store, clock = store_for(target), SystemClock()
+    while True:
+        status = snapshot(store, shards, clock.now_ms(), args.horizon)
+        if args.json:
+            print(json.dumps(status.__dict__, default=str, sort_keys=True), flush=True)
+        else:
+            print(("" if args.once else "\x1b[H\x1b[2J") + render(status), flush=True)
+        if args.once:
+            return 0
+        try:
+            time.sleep(args.interval)
+        except KeyboardInterrupt:
+            return 0
+
+
 def _cmd_runs(args: argparse.Namespace) -> int:
     runs = _operations(args).runs(args.job_id, args.limit)
     for run in runs:
@@ -433,6 +462,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("delete", _cmd_delete, "delete a job; its run history stays"),
     ):
         command(name, func, text).add_argument("job_id", metavar="JOB")
+    top = command("top", _cmd_top, "a live status view, refreshed in place (bounded reads a refresh)")
+    top.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes (default 5)")
+    top.add_argument("--once", action="store_true", help="print one view and stop")
+    top.add_argument("--horizon", type=int, default=600, help="show occurrences due within this many seconds")
     runs = command("runs", _cmd_runs, "a job's recent runs, newest first")
     runs.add_argument("job_id", metavar="JOB")
     runs.add_argument("--limit", type=int, default=20)

@@ -1,0 +1,136 @@
+"""``jobsched top``: a live status view of a deployment, from what the stack already records.
+
+One refresh makes a bounded number of reads, whatever the size of the deployment:
+
+- the ``next-run`` index, one query per shard, at most ``DUE_PER_SHARD`` items each: the
+  occurrences due within ``horizon_s``, and those already past it (the trigger or the detector
+  is behind: its backlog);
+- the ``lease`` index, one query per shard, at most ``LEASES_PER_SHARD`` entries each, and a
+  strongly consistent read of each of those runs (at most ``RUNS_SHOWN``): what is running,
+  pending, buffered or retrying, and which leases have lapsed (the detector's backlog);
+- one page of the jobs table (at most ``JOBS_SHOWN`` items) and each one's state item, and for
+  each of those jobs the last ``CHAIN_STEPS`` runs of its chain (from the state's
+  ``latest_run_id``, back along ``after_run_id``): per-job health and recent outcomes with their
+  reasons. A ``missed`` record is not in a chain: ``jobsched runs JOB`` and the ``MissedRuns``
+  metric show misses.
+
+So at most ``2 x shards + RUNS_SHOWN + JOBS_SHOWN x (2 + CHAIN_STEPS)`` requests a refresh (for
+8 shards: 16 queries and at most 190 reads); the last tick of the trigger and the detector are in
+their CloudWatch metrics on AWS (``TriggerTicks``, ``DetectorSweeps``), not in the tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobsched.core.clock import iso_z
+from jobsched.core.run import run_key
+from jobsched.core.writes import JOBS, RUNS, STATE
+from jobsched.ports import Store
+
+DUE_PER_SHARD = 25
+LEASES_PER_SHARD = 25
+RUNS_SHOWN = 50
+JOBS_SHOWN = 20
+CHAIN_STEPS = 5
+
+Item = dict[str, Any]
+
+
+@dataclass
+class Status:
+    now: int
+    due_soon: list[Item] = field(default_factory=list)  # state items, soonest first
+    behind: list[Item] = field(default_factory=list)  # state items whose next run is past
+    unfinished: list[Item] = field(default_factory=list)  # runs with a lease
+    lapsed: list[Item] = field(default_factory=list)  # of those, leases past their check
+    jobs: list[tuple[Item, Item | None, list[Item]]] = field(default_factory=list)
+    requests: int = 0  # reads and queries this refresh made
+
+
+def snapshot(store: Store, shard_count: int, now: int, horizon_s: int = 600) -> Status:
+    status = Status(now)
+    for shard in range(shard_count):
+        page = store.query("next-run", shard, None, now + horizon_s * 1000, limit=DUE_PER_SHARD)
+        status.requests += 1
+        for state in page.items:
+            (status.behind if int(state["next_run_at"]) < now else status.due_soon).append(state)
+    status.due_soon.sort(key=lambda s: int(s["next_run_at"]))
+    status.behind.sort(key=lambda s: int(s["next_run_at"]))
+    entries: list[Item] = []
+    for shard in range(shard_count):
+        entries += store.query("lease", shard, None, None, limit=LEASES_PER_SHARD).items
+        status.requests += 1
+    for entry in sorted(entries, key=lambda e: int(e.get("check_at", 0)))[:RUNS_SHOWN]:
+        run = store.get(RUNS, run_key(str(entry["run_id"])))
+        status.requests += 1
+        if run is None or "lease_expires_at" not in run:
+            continue  # finished since the index was read
+        status.unfinished.append(run)
+        if int(run["lease_expires_at"]) < now:
+            status.lapsed.append(run)
+    jobs = store.scan(JOBS, JOBS_SHOWN).items
+    status.requests += 1
+    for job in sorted(jobs, key=lambda j: str(j["job_id"])):
+        job_state = store.get(STATE, {"job_id": job["job_id"]}, consistent=False)
+        status.requests += 1
+        chain: list[Item] = []
+        run_id = job_state.get("latest_run_id") if job_state else None
+        while run_id and len(chain) < CHAIN_STEPS:
+            run = store.get(RUNS, run_key(str(run_id)))
+            status.requests += 1
+            if run is None:
+                break
+            chain.append(run)
+            run_id = run.get("after_run_id")
+        status.jobs.append((job, job_state, chain))
+    return status
+
+
+def _at(ms: int | None, now: int) -> str:
+    if ms is None:
+        return "-"
+    seconds = (int(ms) - now) / 1000
+    return f"{iso_z(int(ms))} ({'in ' if seconds >= 0 else ''}{abs(seconds):.0f} s{'' if seconds >= 0 else ' ago'})"
+
+
+def _health(job: Item, state: Item | None, chain: list[Item]) -> str:
+    if state is None:
+        return "unregistered (the registrar has not seen it yet)"
+    status = str(state.get("status"))
+    if status != "active":
+        reasons = job.get("invalid_reasons")
+        return f"{status}: {'; '.join(reasons)}" if reasons else status
+    last = next((run for run in chain if run.get("status") not in ("pending", "running", "buffered")), None)
+    if last is not None and last.get("status") == "failed":
+        return "active, last run FAILED"
+    return "active"
+
+
+def render(status: Status) -> str:
+    now = status.now
+    lines = [f"jobsched top  {iso_z(now)}  ({status.requests} reads this refresh)", ""]
+    lines.append(f"DUE SOON ({len(status.due_soon)})")
+    lines += [f"  {s['job_id']:<40} {_at(int(s['next_run_at']), now)}" for s in status.due_soon[:15]]
+    lines.append(f"BEHIND: next run past, not yet claimed ({len(status.behind)})")
+    lines += [f"  {s['job_id']:<40} {_at(int(s['next_run_at']), now)}" for s in status.behind[:15]]
+    lines.append(f"RUNS WITH A LEASE ({len(status.unfinished)}; lapsed: {len(status.lapsed)})")
+    for run in status.unfinished[:20]:
+        what = str(run.get("status"))
+        if what == "pending" and int(run.get("attempt", 1)) > 1:
+            what = f"retrying (attempt {run['attempt']})"
+        elif what == "pending" and int(run.get("recoveries", 0)) > 0:
+            what = f"recovering ({run['recoveries']} redispatches)"
+        lapsed = "  LEASE LAPSED" if run in status.lapsed else ""
+        lines.append(
+            f"  {run['run_id']:<48} {what:<26} lease {_at(int(run['lease_expires_at']), now)}{lapsed}"
+        )
+    lines.append(f"JOBS ({len(status.jobs)} shown)")
+    for job, state, chain in status.jobs:
+        lines.append(f"  {job['job_id']:<40} {_health(job, state, chain)}")
+        for run in chain:
+            note = run.get("reason") or run.get("last_error") or ""
+            note = str(note).splitlines()[0][:80] if note else ""
+            lines.append(f"      {run['run_id']:<48} {run.get('status')!s:<10} {note}".rstrip())
+    return "\n".join(lines)
