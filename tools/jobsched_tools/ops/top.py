@@ -92,7 +92,8 @@ def _at(ms: int | None, now: int) -> str:
     if ms is None:
         return "-"
     seconds = (int(ms) - now) / 1000
-    return f"{iso_z(int(ms))} ({'in ' if seconds >= 0 else ''}{abs(seconds):.0f} s{'' if seconds >= 0 else ' ago'})"
+    when = f"in {seconds:.0f} s" if seconds >= 0 else f"{-seconds:.0f} s ago"
+    return f"{iso_z(int(ms))} ({when})"
 
 
 def _health(job: Item, state: Item | None, chain: list[Item]) -> str:
