@@ -15,6 +15,7 @@ from typing import Any
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.run import RunKind, RunStatus, run_key, shard_of
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
+from jobsched.core.timing import start_at_ms
 from jobsched.core.writes import (
     JOBS,
     RUNS,
@@ -195,7 +196,9 @@ def new_run_item(
         item["max_attempts"] = int((definition.get("retry") or {}).get("max_attempts", 3))
         # The dispatch lease: if no worker starts the run by then (the trigger died before
         # sending, the message was lost), the miss detector finds it in the lease index.
-        item.update(_dispatch_lease(run_id, max(scheduled_at, now) + cfg.dispatch_lease_seconds * 1000, cfg))
+        # It covers the run's start window too (``jitter_seconds``): its message is delayed to it.
+        start = start_at_ms(run_id, scheduled_at, definition)
+        item.update(_dispatch_lease(run_id, max(start, now) + cfg.dispatch_lease_seconds * 1000, cfg))
     else:
         item["finished_at"] = now
         item["expires_at"] = retention_expiry(now, cfg)

@@ -12,7 +12,7 @@ from jobsched.core.clock import Clock
 from jobsched.core.errors import QueueError
 from jobsched.core.limits import SQS_MAX_BATCH_BYTES, SQS_MAX_BATCH_ENTRIES, chunks_by_size, message_size
 from jobsched.core.run import RunMessage, encode_body
-from jobsched.core.timing import send_delay_seconds
+from jobsched.core.timing import send_delay_seconds, start_at_ms
 from jobsched.ports import OutgoingMessage, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
 
@@ -89,5 +89,8 @@ class Dispatcher:
 
 
 def _due(run: dict[str, Any]) -> int:
-    """When the run should start: its retry time for a retry, else its scheduled instant."""
-    return int(run.get("retry_at") or run["scheduled_at"])
+    """When the run should start: its retry time for a retry, else its scheduled instant plus its
+    offset in the job's start window (``jitter_seconds``; the run carries its definition here)."""
+    if run.get("retry_at"):
+        return int(run["retry_at"])
+    return start_at_ms(str(run["run_id"]), int(run["scheduled_at"]), run.get("definition"))

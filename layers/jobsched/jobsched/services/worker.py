@@ -25,7 +25,7 @@ from jobsched.core.errors import ConditionFailed, StoreError, TransientStoreErro
 from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
 from jobsched.core.policies import UNFINISHED, OverlapDecision, attempts_left, decide_overlap, retry_delay_ms
 from jobsched.core.run import RunMessage, RunStatus, run_key
-from jobsched.core.timing import worker_lease_until
+from jobsched.core.timing import start_at_ms, worker_lease_until
 from jobsched.core.transitions import (
     buffer_at_start_ops,
     finish_ops,
@@ -136,7 +136,7 @@ class Worker:
     # --- steps -------------------------------------------------------------------------------
 
     def begin(self, message: RunMessage, deadline_ms: int) -> Started | Outcome:
-        early = message.scheduled_at - self._clock.now_ms()
+        early = _start_at(message) - self._clock.now_ms()
         if early > NEVER_THIS_EARLY_MS:
             raise PoisonMessage(
                 f"run {message.run_id}: scheduled {early // 1000} s ahead; no jobsched sender sends "
@@ -198,7 +198,7 @@ class Worker:
         self, message: RunMessage, definition: JobDefinition, owner: str, now: int, deadline_ms: int
     ) -> Started:
         token = message.version + 1
-        lag = now - message.scheduled_at
+        lag = now - _start_at(message)  # against the jittered start (``jitter_seconds``)
         context = RunContext(
             job_id=message.job_id,
             run_id=message.run_id,
@@ -438,6 +438,10 @@ class Worker:
             if was_mine():
                 return
             self._store.write(ops)
+
+
+def _start_at(message: RunMessage) -> int:
+    return start_at_ms(message.run_id, message.scheduled_at, message.definition)
 
 
 def _still_ours(current: dict[str, Any], message: RunMessage) -> bool:
