@@ -76,11 +76,15 @@ def not_yet_due(run: Mapping[str, Any], now: int) -> bool:
 
 
 def decide_overlap(policy: OverlapPolicy, run_id: str, holder: Mapping[str, Any] | None) -> OverlapDecision:
-    """``holder``: the unfinished run the walk found, or None."""
+    """``holder``: the unfinished run the walk found, or None. ``buffer_all``: every run waits,
+    behind whatever unfinished run precedes it (a waiting one too). ``cancel_other``: as
+    ``buffer_one`` (at most one waits), and the wait asks the holder to stop."""
     if policy is OverlapPolicy.ALLOW or holder is None or holder.get("run_id") == run_id:
         return OverlapDecision.RUN
+    if policy is OverlapPolicy.BUFFER_ALL:
+        return OverlapDecision.BUFFER
     if (
-        policy is OverlapPolicy.BUFFER_ONE
+        policy in (OverlapPolicy.BUFFER_ONE, OverlapPolicy.CANCEL_OTHER)
         and holder.get("status") != RunStatus.BUFFERED.value  # it is itself the one waiting
         and holder.get("buffered_next") in (None, run_id)  # or another waits behind it
     ):

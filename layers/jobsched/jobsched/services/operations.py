@@ -109,6 +109,8 @@ class Operations:
                     condition=(exists("job_id", "pausing a job that does not exist must not create it"),),
                     label="pause" if not enabled else "resume",
                     set={"enabled": enabled},
+                    # A resume clears why jobsched paused it (pause_on_failure).
+                    remove=("paused_reason", "paused_at") if enabled else (),
                 )
             )
         except ConditionFailed as exc:

@@ -236,6 +236,7 @@ class Registrar:
             job.get("status") == status
             and job.get("def_hash") == digest
             and job.get("invalid_reasons") == reasons
+            and not (status == JobStatus.ACTIVE.value and "paused_reason" in job)
         ):
             return False
         try:

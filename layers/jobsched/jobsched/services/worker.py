@@ -22,7 +22,7 @@ from typing import Any
 from jobsched.core.clock import Clock, EventWaiter, Waiter
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, TransientStoreError
-from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
+from jobsched.core.job import WAITING_POLICIES, InvalidJob, JobDefinition, OverlapPolicy
 from jobsched.core.policies import UNFINISHED, OverlapDecision, attempts_left, decide_overlap, retry_delay_ms
 from jobsched.core.run import RunMessage, RunStatus, run_key
 from jobsched.core.timing import start_at_ms, worker_lease_until
@@ -41,6 +41,7 @@ from jobsched.services.chain import Chain
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage
+from jobsched.services.pausing import Pauser
 from jobsched.targets.registry import EffectTables, HandlerRegistry, RunContext, RunLogger
 
 # A message may arrive up to a second early (SQS delays are whole seconds); within this bound the
@@ -73,6 +74,8 @@ class Started:
     started_at: int
     deadline_ms: int
     context: RunContext
+    # ``cancel_other``: the run that asked this one to stop (seen in a heartbeat's response).
+    cancel_requested_by: str | None = None
 
 
 @dataclass
@@ -120,6 +123,7 @@ class Worker:
         self._rng = rng or random.Random()
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
         self._chain = Chain(store, cfg)
+        self._pauser = Pauser(store, telemetry, clock)
         # Records of one batch run on concurrent threads: next() on a count is atomic in CPython,
         # so every takeover gets its own owner tag (it tells a worker's own write from a racer's).
         self._takeovers = itertools.count(1)
@@ -161,7 +165,7 @@ class Worker:
             holder, passed = self._turn(message, definition, overtaken_by, now)
             decision = decide_overlap(definition.overlap, message.run_id, holder)
             if holder is not None and decision is not OverlapDecision.RUN:
-                settled = self._settle_overlap(message, decision, holder, now)
+                settled = self._settle_overlap(message, definition.overlap, decision, holder, now)
                 if settled is not None:
                     return settled
                 continue  # the holder moved on meanwhile: walk the chain again
@@ -192,7 +196,11 @@ class Worker:
             overtaker = self._store.get(RUNS, run_key(overtaken_by))
             if overtaker is not None and overtaker.get("status") in UNFINISHED:
                 return overtaker, []
-        return self._chain.holder(message.after_run_id, now)
+        # buffer_all keeps strict chain order: a run not yet due holds the turn too, so no run
+        # overtakes another and every run waits behind the one before it (docs/design.md).
+        return self._chain.holder(
+            message.after_run_id, now, overtake=definition.overlap is not OverlapPolicy.BUFFER_ALL
+        )
 
     def _started(
         self, message: RunMessage, definition: JobDefinition, owner: str, now: int, deadline_ms: int
@@ -218,12 +226,21 @@ class Worker:
         return Started(message, definition, token, owner, now, deadline_ms, context)
 
     def _settle_overlap(
-        self, message: RunMessage, decision: OverlapDecision, holder: dict[str, Any], now: int
+        self,
+        message: RunMessage,
+        policy: OverlapPolicy,
+        decision: OverlapDecision,
+        holder: dict[str, Any],
+        now: int,
+        register: bool = True,
     ) -> Outcome | None:
         """An unfinished run holds the job's turn: skip or wait behind it. None: decide again."""
         holder_id = str(holder["run_id"])
         if decision is OverlapDecision.BUFFER:
-            ops = buffer_at_start_ops(message.run_id, message.version, holder, now, self._cfg)
+            cancel = policy is OverlapPolicy.CANCEL_OTHER
+            ops = buffer_at_start_ops(
+                message.run_id, message.version, holder, now, self._cfg, cancel=cancel, register=register
+            )
             event, outcome = "run.buffered", Outcome.BUFFERED
         else:
             reason = f"overlap policy skip: {holder_id} still {holder.get('status')}"
@@ -234,8 +251,19 @@ class Worker:
         except ConditionFailed as lost:
             if lost.op is ops[0]:  # the run's own write: it moved on meanwhile
                 return self._drop_duplicate(message, lost.current)
+            current = lost.current or {}
+            if (
+                policy is OverlapPolicy.BUFFER_ALL
+                and current.get("status") in UNFINISHED
+                and current.get("buffered_next") not in (None, message.run_id)
+            ):
+                # Another run waits behind this holder already (one whose own predecessor ended
+                # without starting): wait unnamed, never skip; the detector re-decides it.
+                return self._settle_overlap(message, policy, decision, holder, now, register=False)
             return None  # the holder ended (or another run waits behind it): decide again
         self._telemetry.event(event, message.run_id, holder=holder_id)
+        if decision is OverlapDecision.BUFFER and policy is OverlapPolicy.CANCEL_OTHER:
+            self._telemetry.event("run.cancel_requested", holder_id, by=message.run_id)
         if outcome is Outcome.SKIPPED:
             self._telemetry.metric("SkippedRuns", 1)
             self._after_end(message, now)  # a run may wait behind this one
@@ -261,7 +289,7 @@ class Worker:
         now = self._clock.now_ms()
         lease_until = worker_lease_until(now, started.deadline_ms, self._cfg)
         try:
-            self._store.update(
+            renewed = self._store.update(
                 heartbeat_op(started.message.run_id, started.token, started.owner, lease_until, now)
             )
         except ConditionFailed:
@@ -273,6 +301,13 @@ class Worker:
         self._telemetry.event(
             "run.heartbeat", started.message.run_id, token=started.token, lease_until=lease_until
         )
+        requested = (renewed or {}).get("cancel_requested")
+        if requested and started.cancel_requested_by is None:
+            # cancel_other: a newer run waits behind this one and asked it to stop. The lease is
+            # still ours: the handler is told (ctx.cancelled) and the worker commits its end.
+            started.cancel_requested_by = str(requested)
+            started.context.cancelled.set()
+            self._telemetry.event("run.cancelling", started.message.run_id, by=requested)
         return True
 
     def execute(self, started: Started) -> HandlerResult:
@@ -325,6 +360,10 @@ class Worker:
         if result.ok:
             return self._commit(started, RunStatus.SUCCEEDED, None, result.staged)
         error = result.error or "failed"
+        if started.cancel_requested_by is not None:
+            # Stopped for the run waiting behind it: not retried (that run takes the turn next).
+            error = f"cancelled: {started.cancel_requested_by} replaces it (overlap cancel_other); {error}"
+            return self._commit(started, RunStatus.FAILED, error, [])
         if not result.permanent and attempts_left(started.definition.retry, started.message.attempt):
             return self._schedule_retry(started, error)
         return self._commit(started, RunStatus.FAILED, error, [])
@@ -366,13 +405,21 @@ class Worker:
             self._telemetry.metric("Successes" if status is RunStatus.SUCCEEDED else "Failures", 1)
             self._telemetry.metric("RunDuration", duration, "Milliseconds")
             self._after_end(message, now)
+            if (
+                status is RunStatus.FAILED
+                and started.definition.pause_on_failure
+                and started.cancel_requested_by is None  # stopped for a newer run: no failure
+            ):
+                self._pauser.after_final_failure(
+                    message.job_id, message.run_id, started.definition.definition_hash(), error or ""
+                )
             return Outcome.SUCCEEDED if status is RunStatus.SUCCEEDED else Outcome.FAILED
         raise TransientStoreError(f"run {message.run_id}: commit kept conflicting; SQS will redeliver")
 
     def _after_end(self, message: RunMessage, now: int) -> None:
-        """The run ended: promote the run waiting behind it (``buffer_one`` only; the others never
-        wait). One read when nothing waits."""
-        if message.definition.get("overlap") != OverlapPolicy.BUFFER_ONE.value:
+        """The run ended: promote the run waiting behind it (``buffer_one``, ``buffer_all``,
+        ``cancel_other``; under the others none waits). One read when nothing waits."""
+        if message.definition.get("overlap") not in {policy.value for policy in WAITING_POLICIES}:
             return
         promoted = self._chain.promote_waiting(message.run_id, now)
         if promoted is not None:
