@@ -81,7 +81,6 @@ DEFINITION_FIELDS = (
     "jitter_seconds",
     "pause_on_failure",
     "max_runs",
-    "delete_after_completion",
     "group",
     "tags",
 )
@@ -91,7 +90,6 @@ OPTIONAL_FIELDS: dict[str, Any] = {
     "jitter_seconds": 0,
     "pause_on_failure": False,
     "max_runs": None,
-    "delete_after_completion": False,
     "group": None,
     "tags": {},
 }
@@ -185,9 +183,6 @@ class JobDefinition(_Strict):
     )
     pause_on_failure: bool = Field(False, description="A run that fails for good pauses the job.")
     max_runs: int | None = Field(None, ge=1, le=1_000_000, description="Scheduled runs, then finished.")
-    delete_after_completion: bool = Field(
-        False, description="Delete the job item once its schedule finished and its last run ended."
-    )
     group: str | None = Field(None, pattern=GROUP_PATTERN, description="For list/pause/resume by group.")
     tags: dict[str, str] = Field(default_factory=dict, description="For list/pause/resume by tag.")
 
