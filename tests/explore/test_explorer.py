@@ -30,6 +30,7 @@ from jobsched_tools.explore.scenarios import (
     SECOND,
     T0,
     TOYS,
+    WAITING,
     ActorSet,
     ActorSpec,
     build,
@@ -343,3 +344,15 @@ def test_the_explorer_catches_each_removed_condition(name: str) -> None:
     with mutant(name):
         found = explore(actor_set, k=3)
     assert check in {v.check for v in found.violations}, found.summary()
+
+
+# --- issue 29: buffer_all and cancel_other ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(WAITING))
+def test_waiting_policies_keep_the_promises_and_invariants(name: str) -> None:
+    actor_set = WAITING[name]
+    k = 2 if len(actor_set.actors) > 2 else 3
+    result = explore(actor_set, k=k)
+    assert result.schedules > 0 and not result.truncated
+    assert result.violations == [], result.summary()

@@ -197,6 +197,12 @@ class Scenario:
             result = load_app("worker").lambda_handler({"Records": [sqs_record(body)]}, FakeContext("work"))
         assert result == {"batchItemFailures": []}
 
+    def job(self, job_id: str) -> dict[str, Any]:
+        item: dict[str, Any] = self.dynamodb.get_item(
+            TableName=self.resources.jobs_table, Key={"job_id": {"S": job_id}}
+        )["Item"]
+        return item
+
     def detector(self) -> dict[str, Any]:
         with self.recorder.acting("MissDetectorFunction"):
             summary: dict[str, Any] = load_app("miss_detector").lambda_handler(
@@ -215,6 +221,9 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     scenario.put_job(job_item("flaky", "iam.fail", retry={"max_attempts": 3, "backoff_seconds": 1}))
     scenario.put_job(job_item("buffered", "iam.noop", overlap="buffer_one", timeout_seconds=300))
     scenario.put_job(job_item("dying", "iam.noop"))
+    # pause_on_failure (issue 29): a final failure in the worker, and one in the detector.
+    scenario.put_job(job_item("fragile", "iam.fail", pause_on_failure=True, retry={"max_attempts": 1}))
+    scenario.put_job(job_item("dies-fragile", "iam.noop", pause_on_failure=True, retry={"max_attempts": 1}))
     changing = job_item("changing", "iam.noop")
     scenario.put_job(changing)
     scenario.put_job(job_item("broken", "iam.noop", schedule="cron(61 * * * ? *)"))  # reported invalid
@@ -225,8 +234,9 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     scenario.trigger({"group": 1, "groups": 2})
 
     # The worker: a staged effect, a send to an allowed queue, a failure that schedules a retry.
-    for job_id in ("ledger", "sender", "flaky"):
+    for job_id in ("ledger", "sender", "flaky", "fragile"):
         scenario.worker(scenario.take(job_id))
+    assert scenario.job("fragile")["enabled"] == {"BOOL": False}  # the worker paused it
     effects = scenario.dynamodb.scan(TableName=EFFECTS)["Items"]
     assert len(effects) == 2, effects  # the row and the counter: committed with the run
 
@@ -258,9 +268,15 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     scenario.advance_to(dying.scheduled_at)
     with scenario.recorder.acting("WorkerFunction"):
         assert isinstance(wiring.app().worker("dies").begin(dying, scenario.clock.now_ms() + MINUTE), Started)
+    fragile = parse_run_message(scenario.take("dies-fragile"))
+    with scenario.recorder.acting("WorkerFunction"):
+        assert isinstance(
+            wiring.app().worker("dies").begin(fragile, scenario.clock.now_ms() + MINUTE), Started
+        )
     scenario.advance_to(scenario.clock.now_ms() + 10 * MINUTE)
     detected = scenario.detector()
     assert detected["leases_recovered"] >= 1, detected
+    assert scenario.job("dies-fragile")["enabled"] == {"BOOL": False}  # the detector paused it
 
     # A person's changes through the registrar: a pause, a resume, a re-time of a job left behind
     # (settling the old schedule's occurrences), a delete.

@@ -326,10 +326,11 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
 
 
 def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]) -> None:
-    """Only the registrar writes job items (its report); the trigger, the detector and the worker
-    (a promotion's definition, services/definitions.py) read them. Every function that moves a
-    schedule writes the state table; the worker moves no schedule (the overlap chain is on the
-    runs) and only reads it."""
+    """Only the registrar writes job items (its report), and the worker and the detector update
+    them for ``pause_on_failure`` (a conditional UpdateItem, services/pausing.py; never a put
+    or a delete); the trigger, the detector and the worker (a promotion's definition,
+    services/definitions.py) read them. Every function that moves a schedule writes the state
+    table; the worker moves no schedule (the overlap chain is on the runs) and only reads it."""
     jobs = {"Fn::GetAtt": ["JobsTable", "Arn"]}
     state = {"Fn::GetAtt": ["StateTable", "Arn"]}
     writes = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
@@ -337,16 +338,18 @@ def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]
         grants = _grants(template, function)
         on_jobs = {action for action, resources in grants.items() if jobs in resources}
         expected = {
-            "WorkerFunction": {"dynamodb:GetItem"},
+            "WorkerFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
             "TriggerFunction": {"dynamodb:GetItem"},
-            "MissDetectorFunction": {"dynamodb:GetItem"},
+            "MissDetectorFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
             "RegistrarFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         }[function]
         assert on_jobs == expected, function
         moves_schedules = function != "WorkerFunction"
         assert (state in grants["dynamodb:UpdateItem"]) is moves_schedules, function
         assert not any(state in grants.get(action, []) for action in ("dynamodb:DeleteItem",)), function
-    assert all(jobs not in _grants(template, "WorkerFunction").get(action, []) for action in writes)
+    for function in ("WorkerFunction", "MissDetectorFunction"):
+        grants = _grants(template, function)
+        assert all(jobs not in grants.get(action, []) for action in writes if action != "dynamodb:UpdateItem")
 
 
 def _environment(template: dict[str, Any], function: str) -> dict[str, Any]:

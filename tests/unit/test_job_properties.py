@@ -42,9 +42,14 @@ _PLAUSIBLE: dict[str, st.SearchStrategy[Any]] = {
     "retry": st.fixed_dictionaries({"max_attempts": st.integers(1, 20)}),
     "timeout_seconds": st.integers(1, 840),
     "misfire": st.fixed_dictionaries({"policy": st.sampled_from(["run_once", "run_all", "skip"])}),
-    "overlap": st.sampled_from(["skip", "allow", "buffer_one"]),
+    "overlap": st.sampled_from(["skip", "allow", "buffer_one", "buffer_all", "cancel_other"]),
     "enabled": st.sampled_from([True, False, "false", 0]),
     "description": st.text(max_size=30),
+    "jitter_seconds": st.integers(-1, 601),
+    "pause_on_failure": st.sampled_from([True, False, "true"]),
+    "max_runs": st.integers(0, 5),
+    "group": st.sampled_from(["billing", "a/b", "", "-x"]),
+    "tags": st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3),
 }
 
 

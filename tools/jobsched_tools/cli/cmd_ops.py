@@ -90,8 +90,23 @@ def _job_row(item: dict[str, Any]) -> list[Any]:
     ]
 
 
+def _tags(args: argparse.Namespace) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for text in getattr(args, "tag", None) or []:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--tag {text!r}: write it as key=value")
+        tags[key] = value
+    return tags
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
-    jobs = _operations(args).list_jobs()
+    ops = _operations(args)
+    if args.group is not None or args.tag:
+        # A group's or a tag's jobs: the job items matched by a paged scan, with their state.
+        jobs = [ops.get(str(item["job_id"])) for item in ops.select(args.group, _tags(args))]
+    else:
+        jobs = ops.list_jobs()
     return _emit(
         args,
         jobs,
@@ -211,7 +226,23 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _cmd_pause(args: argparse.Namespace) -> int:
-    outcome = _operations(args).set_enabled(args.job_id, args.command == "resume")
+    enabled = args.command == "resume"
+    if args.group is not None or args.tag:
+        if args.job_id is not None:
+            raise ValueError("name a JOB or a --group/--tag, not both")
+        done = _operations(args).set_enabled_where(enabled, args.group, _tags(args), args.max)
+        report = {"jobs": done.jobs, "more": done.more}
+
+        def human(d: dict[str, Any]) -> str:
+            lines = [f"{job_id}: {outcome}" for job_id, outcome in d["jobs"].items()] or ["no job matched"]
+            if d["more"]:
+                lines.append(f"more jobs match: stopped at --max {args.max}; run it again to go on")
+            return "\n".join(lines)
+
+        return _emit(args, report, human)
+    if args.job_id is None:
+        raise ValueError("name a JOB, or a --group or --tag")
+    outcome = _operations(args).set_enabled(args.job_id, enabled)
     return _emit(
         args,
         {"job_id": args.job_id, "registration": outcome.value},
@@ -433,6 +464,13 @@ def _readable(exc: Exception) -> str | None:
     return None
 
 
+def _selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--group", help="the jobs whose group is this")
+    parser.add_argument(
+        "--tag", action="append", metavar="KEY=VALUE", help="the jobs with this tag (repeatable)"
+    )
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     def command(
         name: str, func: Callable[[argparse.Namespace], int], help_text: str
@@ -454,11 +492,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     command(
         "register", _cmd_register, "create or update jobs from a JSON file (object or list)"
     ).add_argument("file", help="path, or - for stdin")
-    command("list", _cmd_list, "list jobs")
+    listing = command("list", _cmd_list, "list jobs")
+    _selection(listing)
     for name, func, text in (
         ("show", _cmd_show, "show a job and its scheduler state"),
-        ("pause", _cmd_pause, "stop scheduling a job (in-flight runs finish)"),
-        ("resume", _cmd_pause, "resume a paused job from its next occurrence"),
         ("delete", _cmd_delete, "delete a job; its run history stays"),
     ):
         command(name, func, text).add_argument("job_id", metavar="JOB")
@@ -466,6 +503,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     top.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes (default 5)")
     top.add_argument("--once", action="store_true", help="print one view and stop")
     top.add_argument("--horizon", type=int, default=600, help="show occurrences due within this many seconds")
+    for name, text in (
+        ("pause", "stop scheduling a job (in-flight runs finish)"),
+        ("resume", "resume a paused job from its next occurrence"),
+    ):
+        parser = command(name, _cmd_pause, text)
+        parser.add_argument("job_id", metavar="JOB", nargs="?")
+        _selection(parser)
+        parser.add_argument("--max", type=int, default=100, help="most jobs one group operation changes")
     runs = command("runs", _cmd_runs, "a job's recent runs, newest first")
     runs.add_argument("job_id", metavar="JOB")
     runs.add_argument("--limit", type=int, default=20)

@@ -313,6 +313,38 @@ MORE: dict[str, ActorSet] = {
     )
 }
 
+# Issue 29's overlap policies: the same races under buffer_all (every run waits its turn, in
+# chain order) and cancel_other (the wait asks the holder to stop).
+WAITING: dict[str, ActorSet] = {
+    s.name: s
+    for overlap in ("buffer_all", "cancel_other")
+    for s in (
+        ActorSet(
+            f"workers-{overlap}",
+            (_a("workerA", "worker"), _a("workerB", "worker")),
+            setup="claimed-manual",
+            at=T0 + 5 * MINUTE,
+            overlap=overlap,
+            budget=Budget(crashes=1, reorder=True),
+            note="00:05's run and a manual run behind it reach two workers at once, in any order",
+        ),
+        ActorSet(
+            f"manual-worker-tick-{overlap}",
+            (_a("manual", "manual"), _a("tick", "tick"), _a("worker", "worker", arg=2)),
+            overlap=overlap,
+            budget=Budget(crashes=0, reorder=True),
+        ),
+        ActorSet(
+            f"detector-worker-{overlap}",
+            (_a("worker", "worker"), _a("detector", "detector")),
+            setup="claimed-manual",
+            at=T0 + 5 * MINUTE + 33 * SECOND,
+            overlap=overlap,
+            note="00:05's dispatch lease lapsed as its message arrives; a manual run queued behind",
+        ),
+    )
+}
+
 # The explorer's own tests: a broken toy protocol it must catch, and its fix it must pass.
 TOYS: dict[str, ActorSet] = {
     s.name: s
@@ -332,4 +364,4 @@ TOYS: dict[str, ActorSet] = {
     )
 }
 
-ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **TOYS}
+ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **TOYS}

@@ -196,6 +196,10 @@ class World:
         for op in ops:
             if isinstance(op, Update) and op.table == RUNS and op.label.startswith("commit "):
                 self.ledger.commits[str(op.key["run_id"])] += 1
+                # The run's execution ends with its commit: what its worker does after it (the
+                # promotion of a run waiting behind it) overlaps nothing.
+                run_id = str(op.key["run_id"])
+                self.ledger.executing = [e for e in self.ledger.executing if e[1] != run_id]
         self._mark(self.inner.tables[STATE].get(self.job_id))
         self.check_invariants()
 
@@ -203,7 +207,13 @@ class World:
         if state is None:
             return
         timing = tuple(sorted((state.get("timing") or {}).items()))
-        mark = StateMark(self.clock.now_ms(), str(state.get("status")), timing, state.get("next_run_at"))
+        mark = StateMark(
+            self.clock.now_ms(),
+            str(state.get("status")),
+            timing,
+            state.get("next_run_at"),
+            state.get("last_scheduled_at"),
+        )
         last = self.ledger.marks[-1] if self.ledger.marks else None
         if last is None or (last.status, last.timing, last.next_run_at) != (
             mark.status,

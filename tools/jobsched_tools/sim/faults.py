@@ -41,6 +41,9 @@ class StateMark:
     status: str
     timing: tuple[tuple[str, str], ...]
     next_run_at: int | None
+    # The last occurrence with a record when the mark was made: where a job finished by its
+    # max_runs stops being due (its schedule goes on; a finished schedule's has no more).
+    last_scheduled_at: int | None = None
 
 
 @dataclass
@@ -296,7 +299,9 @@ class FaultyStore:
             return
         timing = tuple(sorted((state.get("timing") or {}).items()))
         next_run = state.get("next_run_at")
-        mark = StateMark(self.clock.now_ms(), str(state.get("status")), timing, next_run)
+        mark = StateMark(
+            self.clock.now_ms(), str(state.get("status")), timing, next_run, state.get("last_scheduled_at")
+        )
         marks = self.ledger.states.setdefault(job_id, [])
         if not marks or (marks[-1].status, marks[-1].timing, marks[-1].next_run_at) != (
             mark.status,

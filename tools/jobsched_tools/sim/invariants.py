@@ -71,8 +71,12 @@ def segments(marks: list[StateMark], window_end: int) -> list[Segment]:
                 found.append(_segment(current, mark.at))
             current = mark
         elif mark.status != "active" and current is not None:
-            # A finished schedule has nothing after its last occurrence, whenever it was claimed.
-            found.append(_segment(current, window_end if mark.status == "finished" else mark.at))
+            # A finished schedule has nothing after its last occurrence, whenever it was claimed;
+            # a job finished by its max_runs is due up to its last record's occurrence.
+            end = mark.at
+            if mark.status == "finished":
+                end = int(mark.last_scheduled_at) if mark.last_scheduled_at is not None else window_end
+            found.append(_segment(current, end))
             current = None
     if current is not None:
         found.append(_segment(current, window_end))

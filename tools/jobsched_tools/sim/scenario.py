@@ -245,6 +245,11 @@ def _job(rng: random.Random, index: int, start_ms: int, hours: float, large_payl
         timeout_seconds=timeout,
         misfire=misfire,
         overlap=overlap,
+        # Issue 29, chosen by index (not by the seed's stream, so every other choice is as
+        # before): a start window on one job in five, a run limit on one in eleven.
+        jitter_seconds=45 if index % 5 == 1 else 0,
+        max_runs=4 if index % 11 == 3 else None,
+        pause_on_failure=index % 13 == 5,
     )
     effect = "put" if rng.random() < 0.3 else "counter"
     return SimJob(definition, Behaviour(duration, duration // 5 + 1, fail, effect))

@@ -527,6 +527,12 @@ class World:
         if not alive:
             self._finish(inv, FENCED_OUT)
             return
+        if started.context.cancelled.is_set():
+            # cancel_other: a newer run asked this one to stop; the simulated handler honours
+            # ctx.cancelled and returns at once (a failure: it did not finish its work).
+            self.counts["cancel_other_stop"] += 1
+            self._finish(inv, HandlerResult(False, "stopped: ctx.cancelled"))
+            return
         self._next_step(inv)
 
     def _zombie_resume(self, inv: Invocation) -> None:

@@ -20,7 +20,9 @@ The invariants (docs/design.md):
 - ``record_beyond_position``: no scheduled or catch-up record lies beyond the state's position
   (after ``last_scheduled_at``, or at or after an active state's ``next_run_at``), except a
   change's ``cancelled`` fence; and an active state's ``next_run_at`` is after its
-  ``last_scheduled_at``.
+  ``last_scheduled_at``;
+- ``skipped_under_buffer_all``: a run under ``buffer_all`` is never skipped for overlap: it
+  waits its turn (issue 29).
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ UNREACHABLE = "unreachable_run"
 STALE_MESSAGE = "stale_message_link"
 NO_WALK = "finished_without_walk"
 BEYOND_POSITION = "record_beyond_position"
-ALL = (ONE_RECORD, TOKEN_DECREASED, UNREACHABLE, STALE_MESSAGE, NO_WALK, BEYOND_POSITION)
+SKIPPED_BUFFER_ALL = "skipped_under_buffer_all"
+ALL = (ONE_RECORD, TOKEN_DECREASED, UNREACHABLE, STALE_MESSAGE, NO_WALK, BEYOND_POSITION, SKIPPED_BUFFER_ALL)
 
 # Runs that ran or were decided at their start: finished. A missed or cancelled record never
 # joins the chain (it holds no turn and links nothing).
@@ -98,6 +101,12 @@ def check(
         found += _walked(by_id)
     if BEYOND_POSITION in wanted:
         found += _position(job_states, by_job)
+    if SKIPPED_BUFFER_ALL in wanted:
+        found += [
+            Violation(SKIPPED_BUFFER_ALL, run_id, f"skipped behind {run.get('blocked_by')}")
+            for run_id, run in sorted(by_id.items())
+            if run.get("overlap") == "buffer_all" and run.get("status") == RunStatus.SKIPPED.value
+        ]
     return found
 
 

@@ -63,6 +63,17 @@ MAX_PAYLOAD_NUMBER_DIGITS = 4300
 # lines, never an echo of a huge input.
 MAX_REASONS = 20
 MAX_REASON_CHARS = 300
+# A run may start up to this long after its instant (``jitter_seconds``). The claim sends it with
+# an SQS delay to that start, and SQS delays stop at 900 s: the lookahead (90 s by default, at most
+# 300 s recommended) plus the window must fit, so the window stops at 10 minutes. (EventBridge
+# Scheduler's flexible windows go up to 1,440 minutes; a run that late is a different schedule.)
+MAX_JITTER_SECONDS = 600
+# Groups and tags (``jobsched list/pause/resume --group G --tag k=v``), sized as EventBridge
+# Scheduler's and AWS's tags are: 50 tags, keys up to 128 characters, values up to 256.
+GROUP_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$"
+MAX_TAGS = 50
+MAX_TAG_KEY_CHARS = 128
+MAX_TAG_VALUE_CHARS = 256
 
 DEFINITION_FIELDS = (
     "job_id",
@@ -78,7 +89,21 @@ DEFINITION_FIELDS = (
     "overlap",
     "enabled",
     "description",
+    "jitter_seconds",
+    "pause_on_failure",
+    "max_runs",
+    "group",
+    "tags",
 )
+# The definition fields added by issue 29: written into the item form (and so into the digest)
+# only when set, so a job that uses none of them keeps the digest it had before they existed.
+OPTIONAL_FIELDS: dict[str, Any] = {
+    "jitter_seconds": 0,
+    "pause_on_failure": False,
+    "max_runs": None,
+    "group": None,
+    "tags": {},
+}
 # Attributes jobsched itself writes on a job item (docs/data-model.md). Any other attribute is
 # neither definition nor state: most likely a misspelled field, reported instead of ignored.
 STATE_FIELDS = frozenset(
@@ -94,6 +119,10 @@ STATE_FIELDS = frozenset(
         "last_scheduled_at",
         "updated_at",
         "registered_at",
+        # Why jobsched paused the job (``pause_on_failure``, services/pausing.py); removed by a
+        # resume.
+        "paused_reason",
+        "paused_at",
     }
 )
 
@@ -108,6 +137,12 @@ class OverlapPolicy(StrEnum):
     SKIP = "skip"  # an occurrence due while the previous run is active is recorded as skipped
     ALLOW = "allow"  # occurrences run concurrently
     BUFFER_ONE = "buffer_one"  # at most one occurrence waits for the active run to finish
+    BUFFER_ALL = "buffer_all"  # every occurrence waits its turn, in chain order
+    CANCEL_OTHER = "cancel_other"  # a new occurrence asks the active run to stop, then waits for it
+
+
+# The policies under which a run waits behind the one holding the job's turn (services/chain.py).
+WAITING_POLICIES = frozenset({OverlapPolicy.BUFFER_ONE, OverlapPolicy.BUFFER_ALL, OverlapPolicy.CANCEL_OTHER})
 
 
 class _Strict(BaseModel):
@@ -151,6 +186,30 @@ class JobDefinition(_Strict):
     overlap: OverlapPolicy = OverlapPolicy.SKIP
     enabled: bool = True
     description: str = Field("", max_length=1024)
+    jitter_seconds: int = Field(
+        0,
+        ge=0,
+        le=MAX_JITTER_SECONDS,
+        description="A run starts up to this long after its instant, at an offset fixed per occurrence.",
+    )
+    pause_on_failure: bool = Field(False, description="A run that fails for good pauses the job.")
+    max_runs: int | None = Field(None, ge=1, le=1_000_000, description="Scheduled runs, then finished.")
+    group: str | None = Field(None, pattern=GROUP_PATTERN, description="For list/pause/resume by group.")
+    tags: dict[str, str] = Field(default_factory=dict, description="For list/pause/resume by tag.")
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_bounded(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_TAGS:
+            raise ValueError(f"{len(value)} tags; the limit is {MAX_TAGS}")
+        for key, text in value.items():
+            if not 1 <= len(key) <= MAX_TAG_KEY_CHARS:
+                raise ValueError(f"a tag key must be 1-{MAX_TAG_KEY_CHARS} characters, got {len(key)}")
+            if len(text) > MAX_TAG_VALUE_CHARS:
+                raise ValueError(
+                    f"tag {_clip(key, 40)!r}: value longer than {MAX_TAG_VALUE_CHARS} characters"
+                )
+        return value
 
     @field_validator("timezone")
     @classmethod
@@ -268,6 +327,10 @@ class JobDefinition(_Strict):
             item["end"] = _iso(self.end)
         if self.description:
             item["description"] = self.description
+        for name, default in OPTIONAL_FIELDS.items():
+            value = getattr(self, name)
+            if value != default:
+                item[name] = dict(value) if isinstance(value, dict) else value
         return item
 
     @classmethod

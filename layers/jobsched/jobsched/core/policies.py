@@ -80,17 +80,21 @@ def not_yet_due(run: Mapping[str, Any], now: int) -> bool:
 def decide_overlap(
     policy: OverlapPolicy, run_id: str, holder: Mapping[str, Any] | None, backfill: bool = False
 ) -> OverlapDecision:
-    """``holder``: the unfinished run the walk found, or None. A ``backfill`` run waits behind
-    any holder (at the end of the line of runs waiting behind it, services/chain.py
+    """``holder``: the unfinished run the walk found, or None. ``buffer_all``: every run waits,
+    behind whatever unfinished run precedes it (a waiting one too). ``cancel_other``: as
+    ``buffer_one`` (at most one waits), and the wait asks the holder to stop. A ``backfill`` run
+    waits behind any holder (at the end of the line of runs waiting behind it, services/chain.py
     ``line_end``) instead of being skipped: a person asked for each of its occurrences to run,
     and a backfill's runs, created together, would otherwise skip each other. Only a walk that
     ran out (``WALK_EXHAUSTED``: an unknown turn) skips it."""
     if policy is OverlapPolicy.ALLOW or holder is None or holder.get("run_id") == run_id:
         return OverlapDecision.RUN
+    if policy is OverlapPolicy.BUFFER_ALL:
+        return OverlapDecision.BUFFER
     if backfill and not holder.get(WALK_EXHAUSTED):
         return OverlapDecision.BUFFER
     if (
-        policy is OverlapPolicy.BUFFER_ONE
+        policy in (OverlapPolicy.BUFFER_ONE, OverlapPolicy.CANCEL_OTHER)
         and holder.get("status") != RunStatus.BUFFERED.value  # it is itself the one waiting
         and holder.get("buffered_next") in (None, run_id)  # or another waits behind it
     ):

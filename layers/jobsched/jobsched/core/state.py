@@ -146,6 +146,19 @@ def plan_registration(
             INDEX_ATTRIBUTES,
             Settlement(now, "job paused before it ran") if behind else None,
         )
+    if (
+        definition.max_runs is not None
+        and state is not None
+        and int(state.get("runs_claimed") or 0) >= definition.max_runs
+    ):
+        # max_runs reached (issue 29): an edit or a resume does not start it again; raising
+        # max_runs does. The count is the state's, so it outlives any edit.
+        return RegistrationPlan(
+            Registration.FINISHED,
+            {**described, "status": JobStatus.FINISHED.value},
+            (*INDEX_ATTRIBUTES, "catchups"),
+            Settlement(now, "max_runs reached before it ran") if behind else None,
+        )
     active = state is not None and state.get("status") == JobStatus.ACTIVE.value and "next_run_at" in state
     if active and state is not None and state.get("timing") == described["timing"]:
         # The timing is unchanged: the job keeps its place, even when it is behind (the miss

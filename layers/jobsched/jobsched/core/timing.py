@@ -3,6 +3,10 @@ detector (overdue). One rule for both, so they never compete for the same occurr
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
 from jobsched.core.config import SchedulerConfig
 
 
@@ -35,3 +39,22 @@ def send_delay_seconds(due_ms: int, now_ms: int) -> int:
     The message arrives at most half a second early, and the worker waits out the remainder, or at
     most half a second late, and the worker starts at once."""
     return max(0, min(900, (due_ms - now_ms + SEND_LATE_TOLERANCE_MS) // 1000))
+
+
+def start_offset_ms(run_id: str, window_seconds: int) -> int:
+    """How long after its instant a run starts, in ``[0, window]`` (``jitter_seconds``): a digest
+    of the run id, so every actor that sends the run (the claim, a recovery, a settle, a backfill,
+    a retry of a lost send) derives the same offset, and the run's identity, its record and its
+    exactly-once are untouched. A manual run (``@manual:``) starts when it is asked for."""
+    if window_seconds <= 0 or "@manual:" in run_id:
+        return 0
+    digest = hashlib.blake2b(run_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % (window_seconds * 1000 + 1)
+
+
+def start_at_ms(run_id: str, scheduled_at: int, definition: Mapping[str, Any] | None) -> int:
+    """When the run starts: its instant plus its offset in the definition's window. The
+    occurrence is *due* at its instant (it is claimed, overdue, missed and overtaken by its
+    instant); only its start, its send delay and its start lag use this (docs/design.md)."""
+    window = int((definition or {}).get("jitter_seconds") or 0)
+    return scheduled_at + start_offset_ms(run_id, window)

@@ -17,6 +17,7 @@ from jobsched.core.job import bound_reasons
 from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, SAFETY_BYTES, item_size
 from jobsched.core.run import NOT_RUN, RunKind, RunStatus, run_key, shard_of
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
+from jobsched.core.timing import start_at_ms
 from jobsched.core.writes import (
     JOBS,
     RUNS,
@@ -121,11 +122,21 @@ def _lease_as_read(run: RunItem) -> Cond:
 
 
 def _advance(
-    state: StateItem, occurrence: int, next_occurrence: int | None, now: int, latest_run_id: str | None
+    state: StateItem,
+    occurrence: int,
+    next_occurrence: int | None,
+    now: int,
+    latest_run_id: str | None,
+    count: bool = False,
 ) -> Update:
     sets: Item = {"version": state["version"] + 1, "last_scheduled_at": occurrence, "updated_at": now}
     if latest_run_id is not None:
         sets["latest_run_id"] = latest_run_id
+    if count:
+        # ``max_runs``: the scheduled runs made so far, counted in the write that makes each one
+        # (an attribute on the claim's own update: no write added). The claimer passes
+        # ``next_occurrence`` None for the last one, and the job is finished in this write.
+        sets["runs_claimed"] = runs_claimed(state) + 1
     remove: tuple[str, ...] = ("catchups",)
     if next_occurrence is None:
         sets["status"] = JobStatus.FINISHED.value
@@ -197,14 +208,23 @@ def new_run_item(
         item["max_attempts"] = int((definition.get("retry") or {}).get("max_attempts", 3))
         # The dispatch lease: if no worker starts the run by then (the trigger died before
         # sending, the message was lost), the miss detector finds it in the lease index.
-        item.update(_dispatch_lease(run_id, max(scheduled_at, now) + cfg.dispatch_lease_seconds * 1000, cfg))
+        # It covers the run's start window too (``jitter_seconds``): its message is delayed to it.
+        start = start_at_ms(run_id, scheduled_at, definition)
+        item.update(_dispatch_lease(run_id, max(start, now) + cfg.dispatch_lease_seconds * 1000, cfg))
     else:
         item["finished_at"] = now
         item["expires_at"] = retention_expiry(now, cfg)
     return item
 
 
-def claim_ops(state: StateItem, run: RunItem, next_occurrence: int | None, now: int) -> list[WriteOp]:
+def runs_claimed(state: StateItem) -> int:
+    """The scheduled runs made for the job so far (``max_runs``; 0 when never counted)."""
+    return int(state.get("runs_claimed") or 0)
+
+
+def claim_ops(
+    state: StateItem, run: RunItem, next_occurrence: int | None, now: int, count: bool = False
+) -> list[WriteOp]:
     """The claim: one transaction, the job's linearisation point. The occurrence's run is created
     (``attribute_not_exists``), linked behind the chain's end as read (``after_run_id`` =
     ``latest_run_id``), and the job's state moves past the occurrence and makes the run the
@@ -214,7 +234,7 @@ def claim_ops(state: StateItem, run: RunItem, next_occurrence: int | None, now: 
     page the claimer read. A claim that read a stale state loses its condition and reads again."""
     return [
         Put(RUNS, run, condition=(_run_is_new(),), label="create run"),
-        _advance(state, int(run["scheduled_at"]), next_occurrence, now, str(run["run_id"])),
+        _advance(state, int(run["scheduled_at"]), next_occurrence, now, str(run["run_id"]), count),
     ]
 
 
@@ -241,6 +261,7 @@ def settle_ops(
     catchups: int,
     now: int,
     switch: tuple[Item, tuple[str, ...]] | None = None,
+    counted: int | None = None,
 ) -> list[WriteOp]:
     """Write a chunk of occurrences that came due without a claim (catch-up runs, late runs and
     missed records, oldest first) and move the job past them, atomically.
@@ -263,6 +284,8 @@ def settle_ops(
     latest = link_runs(state.get("latest_run_id"), records)
     if latest is not None:
         sets["latest_run_id"] = latest
+    if counted is not None:
+        sets["runs_claimed"] = counted  # ``max_runs``: the count after this chunk's runs
     remove: tuple[str, ...] = ()
     if resume_at is None:
         sets["status"] = JobStatus.FINISHED.value
@@ -422,6 +445,8 @@ def report_op(job_id: str, status: str, reasons: list[str] | None, def_hash: str
     if reasons is not None:
         sets["invalid_reasons"] = reasons
         remove = ()
+    if status == JobStatus.ACTIVE.value:
+        remove += ("paused_reason", "paused_at")  # resumed (pause_on_failure): the reason is past
     return Update(
         JOBS,
         {"job_id": job_id},
@@ -464,6 +489,49 @@ def _after(item: Item, update: Update) -> Item:
     for name in update.remove:
         after.pop(name, None)
     return after
+
+
+# Definition attributes a pause is conditional on, as read (scalars: DynamoDB compares them with
+# "="; a person's edit of any of them between the read and the pause fails the pause).
+_AS_READ_FIELDS = (
+    "schedule",
+    "timezone",
+    "start",
+    "end",
+    "target",
+    "payload",
+    "timeout_seconds",
+    "overlap",
+    "enabled",
+    "description",
+    "jitter_seconds",
+    "pause_on_failure",
+    "max_runs",
+    "group",
+)
+
+
+def pause_on_failure_op(job: Item, reason: str, now: int) -> Update:
+    """``pause_on_failure``: the job pauses itself after a run failed for good. A write on the
+    person's job item (``enabled: false``, with the reason), conditional on the item as read,
+    field by field, so a person's edit that lands first is never overwritten: the pause then
+    fails, and the edit stands. The registrar then applies the pause through the stream, as it
+    does a person's (``plan_registration``: ``PAUSED``)."""
+    why = "a person changed the job since the failed run's worker read it: their edit stands"
+    conditions: list[Cond] = [exists("job_id", "a deleted job is not re-created by its pause")]
+    for name in _AS_READ_FIELDS:
+        value = job.get(name)
+        if value is None:
+            conditions.append(not_exists(name, why))
+        elif isinstance(value, str | int | bool):
+            conditions.append(eq(name, value, why))
+    return Update(
+        JOBS,
+        {"job_id": job["job_id"]},
+        condition=tuple(conditions),
+        label="pause on failure",
+        set={"enabled": False, "paused_reason": reason[:300], "paused_at": now},
+    )
 
 
 # --- starting, heartbeats ----------------------------------------------------------------------
@@ -570,46 +638,67 @@ def skip_at_start_ops(
 
 
 def buffer_at_start_ops(
-    run_id: str, version: int, holder: RunItem, now: int, cfg: SchedulerConfig
+    run_id: str,
+    version: int,
+    holder: RunItem,
+    now: int,
+    cfg: SchedulerConfig,
+    cancel: bool = False,
+    register: bool = True,
 ) -> list[WriteOp]:
     """Park the run behind the run holding the job's turn, and name it on the holder, so that
     the holder's end promotes it (``promote_op``). One transaction: the holder's condition is
     what makes the wait end. It keeps a lease, renewed by the miss detector while the holder
-    runs: every run that is not finished holds a lease, so none can wait forever unseen."""
-    return [
-        Update(
-            RUNS,
-            run_key(run_id),
-            condition=(_run_status(RunStatus.PENDING), _run_token(version)),
-            label="buffer run",
-            set={
-                "status": RunStatus.BUFFERED.value,
-                "version": version + 1,
-                "buffered_at": now,
-                "blocked_by": holder["run_id"],
-                **_dispatch_lease(run_id, now + cfg.dispatch_lease_seconds * 1000, cfg),
-            },
-            remove=("owner",),
+    runs: every run that is not finished holds a lease, so none can wait forever unseen.
+
+    ``cancel`` (``cancel_other``): the same write asks the holder to stop (``cancel_requested``),
+    conditional on the holder's token as read, so the request reaches the attempt that was read;
+    its worker sees the mark in its next heartbeat's response and sets ``ctx.cancelled``.
+    ``register`` False (``buffer_all`` only, when the holder names another waiting run): the
+    run waits without being named; its lease brings it to the miss detector, which promotes it
+    to decide again (``recheck_buffered_ops``: nobody names it, so it is not waiting)."""
+    holder_conditions: tuple[Cond, ...] = (
+        is_in(
+            "status",
+            [RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.BUFFERED.value],
+            "the holder has not finished since we read it (else this run would wait for "
+            "an end that already happened, and wait until its lease lapses); a backfill or "
+            "buffer_all run may wait behind a run that waits itself",
         ),
+        any_of(
+            "one run waits behind a holder (buffer_all: each waiting run behind its own)",
+            not_exists("buffered_next", "nothing waits yet"),
+            eq("buffered_next", run_id, "this run waits already (a retried write)"),
+        ),
+    )
+    holder_sets: Item = {"buffered_next": run_id}
+    if cancel:
+        holder_conditions += (_run_token(int(holder["version"])),)
+        holder_sets["cancel_requested"] = run_id
+    own = Update(
+        RUNS,
+        run_key(run_id),
+        condition=(_run_status(RunStatus.PENDING), _run_token(version)),
+        label="buffer run",
+        set={
+            "status": RunStatus.BUFFERED.value,
+            "version": version + 1,
+            "buffered_at": now,
+            "blocked_by": holder["run_id"],
+            **_dispatch_lease(run_id, now + cfg.dispatch_lease_seconds * 1000, cfg),
+        },
+        remove=("owner",),
+    )
+    if not register:
+        return [own]
+    return [
+        own,
         Update(
             RUNS,
             run_key(holder["run_id"]),
-            condition=(
-                is_in(
-                    "status",
-                    [RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.BUFFERED.value],
-                    "the holder has not finished since we read it (else this run would wait for "
-                    "an end that already happened, and wait until its lease lapses); a backfill "
-                    "run may wait behind a run that waits itself",
-                ),
-                any_of(
-                    "buffer_one: at most one run waits behind a holder",
-                    not_exists("buffered_next", "nothing waits yet"),
-                    eq("buffered_next", run_id, "this run waits already (a retried write)"),
-                ),
-            ),
+            condition=holder_conditions,
             label="wait behind holder",
-            set={"buffered_next": run_id},
+            set=holder_sets,
         ),
     ]
 

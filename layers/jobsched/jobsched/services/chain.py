@@ -27,17 +27,20 @@ class Chain:
         self._store = store
         self._cfg = cfg
 
-    def holder(self, after_run_id: str | None, now: int) -> tuple[Item | None, list[Item]]:
+    def holder(
+        self, after_run_id: str | None, now: int, overtake: bool = True
+    ) -> tuple[Item | None, list[Item]]:
         """The unfinished run that holds the job's turn before this one, or None: it is free;
         and the runs passed over on the way because they have not come due (``not_yet_due``),
-        which the start must mark as overtaken in its own write."""
+        which the start must mark as overtaken in its own write. ``overtake`` False
+        (``buffer_all``): strict chain order, a run not yet due holds the turn too."""
         run_id = after_run_id
         passed: list[Item] = []
         for _ in range(MAX_CHAIN_STEPS):
             if run_id is None:
                 return None, passed
             run = self._store.get(RUNS, run_key(run_id))
-            if run is not None and not_yet_due(run, now):
+            if overtake and run is not None and not_yet_due(run, now):
                 passed.append(run)
                 run_id = run.get("after_run_id")
                 continue

@@ -19,7 +19,7 @@ from typing import Any
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
-from jobsched.core.job import OverlapPolicy
+from jobsched.core.job import WAITING_POLICIES, OverlapPolicy
 from jobsched.core.run import RunStatus, run_key
 from jobsched.core.timing import effective_grace_ms, is_overdue
 from jobsched.core.transitions import recheck_buffered_ops, recheck_op, recover_op
@@ -30,6 +30,7 @@ from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.loaded_job import load_job
 from jobsched.services.paging import merge_oldest_first, shard_pages
+from jobsched.services.pausing import Pauser
 from jobsched.services.registrar import Registrar
 from jobsched.services.results import Counters
 from jobsched.services.settle import Settler, SettleRequest
@@ -89,6 +90,7 @@ class MissDetector:
         self._cfg = cfg
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
         self._chain = Chain(store, cfg)
+        self._pauser = Pauser(store, telemetry, clock)
 
     def sweep(
         self, invocation_id: str, deadline_ms: int, every_ms: int, sleep_ms: Callable[[int], None]
@@ -264,7 +266,11 @@ class MissDetector:
             result.runs_failed += 1
             self._telemetry.event("run.failed", run["run_id"], error=after["last_error"], by="miss_detector")
             self._telemetry.metric("Failures", 1)
-            if _overlap(run) is OverlapPolicy.BUFFER_ONE:
+            # pause_on_failure: one read of the job item, only when a run failed for good.
+            self._pauser.after_final_failure(
+                str(run["job_id"]), run["run_id"], str(run.get("def_hash")), str(after["last_error"])
+            )
+            if _overlap(run) in WAITING_POLICIES:
                 return self._chain.promote_waiting(run["run_id"], now)  # the run behind it
             return None
         result.leases_recovered += 1
@@ -366,6 +372,7 @@ class MissDetector:
             # outage: every later occurrence would meet the misfire policy (skip: never run again).
             late_until=now + self._cfg.lookahead_seconds * 1000,
             degraded=degraded,
+            max_runs=job.definition.max_runs,
         )
         before = result.items
 
@@ -373,7 +380,7 @@ class MissDetector:
             result.items = before + written  # the budget counts this job's records as they land
             return budget_left()
 
-        settled = self._settler.settle(state, request, now, left)
+        settled = self._settler.settle(job.state, request, now, left)
         result.items = before + len(settled.records)
         result.missed_recorded += len(settled.missed)
         result.catchups_started += len(settled.to_dispatch)

@@ -20,7 +20,7 @@ from jobsched.core.limits import (
     message_size,
 )
 from jobsched.core.run import RunMessage, encode_body
-from jobsched.core.timing import send_delay_seconds
+from jobsched.core.timing import send_delay_seconds, start_at_ms
 from jobsched.ports import OutgoingMessage, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
 
@@ -118,5 +118,8 @@ class Dispatcher:
 
 
 def _due(run: dict[str, Any]) -> int:
-    """When the run should start: its retry time for a retry, else its scheduled instant."""
-    return int(run.get("retry_at") or run["scheduled_at"])
+    """When the run should start: its retry time for a retry, else its scheduled instant plus its
+    offset in the job's start window (``jitter_seconds``; the run carries its definition here)."""
+    if run.get("retry_at"):
+        return int(run["retry_at"])
+    return start_at_ms(str(run["run_id"]), int(run["scheduled_at"]), run.get("definition"))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.schedule import Schedule
 from jobsched.core.state import state_schedule
-from jobsched.core.writes import JOBS, Item
+from jobsched.core.writes import JOBS, STATE, Item
 from jobsched.ports import Store
 
 
@@ -40,4 +40,13 @@ def load_job(store: Store, state: Item, repair: Callable[[str], object]) -> Load
     if definition is None or digest != state.get("def_hash"):
         repair(job_id)
         return None
+    if definition.max_runs is not None and "runs_claimed" not in state:
+        # max_runs counts on the state item, and the next-run index does not project the count
+        # (changing a GSI's projection means replacing the index): a job with a limit reads its
+        # state item once before it is claimed or settled (a read, no write). The claim stays
+        # conditional on the version, which moves with every change of the count.
+        fresh = store.get(STATE, {"job_id": job_id})
+        if fresh is None or fresh.get("version") != state.get("version"):
+            return None  # moved since the index page: the caller reads it again next time
+        state = {**fresh, "runs_claimed": int(fresh.get("runs_claimed") or 0)}
     return LoadedJob(state, definition, definition.to_item(), str(digest), state_schedule(state))

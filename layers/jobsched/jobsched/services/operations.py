@@ -63,6 +63,15 @@ class TriggeredRun(str):
         return run
 
 
+@dataclass
+class GroupOperation:
+    """What ``set_enabled_where`` did: each job's registration outcome, and whether more jobs
+    matched than the operation's limit (run it again, or raise ``--max``)."""
+
+    jobs: dict[str, str] = field(default_factory=dict)
+    more: bool = False
+
+
 class Operations:
     def __init__(
         self,
@@ -117,6 +126,8 @@ class Operations:
                     condition=(exists("job_id", "pausing a job that does not exist must not create it"),),
                     label="pause" if not enabled else "resume",
                     set={"enabled": enabled},
+                    # A resume clears why jobsched paused it (pause_on_failure).
+                    remove=("paused_reason", "paused_at") if enabled else (),
                 )
             )
         except ConditionFailed as exc:
@@ -161,6 +172,50 @@ class Operations:
             _view(item, self._store.get(STATE, {"job_id": item["job_id"]}, consistent=False))
             for item in items
         ]
+
+    def select(
+        self,
+        group: str | None = None,
+        tags: dict[str, str] | None = None,
+        limit: int = 1000,
+        not_enabled: bool | None = None,
+    ) -> list[Item]:
+        """The job items in ``group`` carrying every tag of ``tags`` (issue 29), at most ``limit``:
+        a paged scan of the jobs table, filtered here (a job item's group and tags are a
+        person's attributes, not an index's), stopping at the limit."""
+        wanted = tags or {}
+        found: list[Item] = []
+        for item in scan_all(self._store, JOBS):
+            if group is not None and item.get("group") != group:
+                continue
+            tags_here = item.get("tags")
+            have: dict[str, Any] = tags_here if isinstance(tags_here, dict) else {}
+            if any(have.get(key) != value for key, value in wanted.items()):
+                continue
+            if not_enabled is not None and item.get("enabled", True) is not_enabled:
+                continue  # already as asked (a group operation run again goes on from here)
+            found.append(item)
+            if len(found) >= limit:
+                break
+        return sorted(found, key=lambda item: str(item["job_id"]))
+
+    def set_enabled_where(
+        self, enabled: bool, group: str | None = None, tags: dict[str, str] | None = None, limit: int = 100
+    ) -> GroupOperation:
+        """Pause or resume every job of a group (and/or with the tags), one bounded operation:
+        at most ``limit`` jobs, each through the ordinary per-job ``set_enabled``. Reports what
+        it did per job, and whether more jobs matched than it handled."""
+        if group is None and not tags:
+            raise ValueError("name a --group or at least one --tag: a group operation never means every job")
+        matched = self.select(group, tags, limit + 1, not_enabled=enabled)
+        done = GroupOperation(more=len(matched) > limit)
+        for item in matched[:limit]:
+            job_id = str(item["job_id"])
+            try:
+                done.jobs[job_id] = self.set_enabled(job_id, enabled).value
+            except JobNotFound:
+                done.jobs[job_id] = "deleted meanwhile"
+        return done
 
     def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
         """The job's most recent runs, newest first: its partition of the runs table (keyed by job

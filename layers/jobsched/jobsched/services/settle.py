@@ -34,7 +34,7 @@ from jobsched.core.limits import (
 from jobsched.core.policies import MisfireFate, plan_misfire
 from jobsched.core.run import RunKind, RunStatus, run_id_for
 from jobsched.core.schedule import Schedule
-from jobsched.core.transitions import new_run_item, settle_ops
+from jobsched.core.transitions import new_run_item, runs_claimed, settle_ops
 from jobsched.core.writes import Item
 from jobsched.ports import Store, Telemetry
 
@@ -79,6 +79,9 @@ class SettleRequest:
     reason: str | None = None
     degraded: bool = False
     switch: tuple[Item, tuple[str, ...]] | None = None
+    # ``max_runs``: the runs this settle makes count towards it, and the job finishes with the
+    # last one (the detector passes the job's limit; None: not counted).
+    max_runs: int | None = None
 
 
 class Settler:
@@ -98,6 +101,10 @@ class Settler:
             done.complete = True  # nothing came due: the caller applies any switch on its own
             return done
         records = self._records(state, request, instants, truncated, now)
+        limited = False
+        if request.max_runs is not None and request.max_runs > runs_claimed(state):
+            records, limited = _up_to_limit(records, request.max_runs - runs_claimed(state))
+            truncated = truncated and not limited
         catchups = int(state.get("catchups", 0))
         chunks = chunks_by_size(records, item_size, CHUNK_RECORDS, CHUNK_BYTES)
         for index, chunk in enumerate(chunks):
@@ -106,14 +113,19 @@ class Settler:
             last_chunk = index == len(chunks) - 1 and not truncated
             following = request.schedule.next_after(ms_to_dt(chunk[-1]["scheduled_at"]))
             resume_at = dt_to_ms(following) if following is not None else None
+            if limited and last_chunk:
+                resume_at = None  # max_runs reached with this chunk's last run: finished
             catchups += sum(1 for run in chunk if run["kind"] == RunKind.CATCHUP.value)
             switch = request.switch if last_chunk else None
             span = (chunk[0]["scheduled_at"], chunk[-1]["scheduled_at"])
-            written = self._write_chunk(done.state, chunk, span, resume_at, catchups, now, switch)
+            base = runs_claimed(done.state) if request.max_runs is not None else None
+            written = self._write_chunk(done.state, chunk, span, resume_at, catchups, now, switch, base)
             if written is None:
                 done.lost_race = True
                 return done
             done.state = _after(done.state, chunk, resume_at, catchups, switch, written)
+            if base is not None:
+                done.state["runs_claimed"] = base + _pending(written)
             done.switched = switch is not None
             done.records += written
             done.to_dispatch += [
@@ -173,6 +185,7 @@ class Settler:
         catchups: int,
         now: int,
         switch: tuple[Item, tuple[str, ...]] | None,
+        base_count: int | None = None,
     ) -> list[Item] | None:
         """Write one chunk, the occurrences ``span`` covers. A record that exists already (a
         backfill made it, and joined the chain then) is left as it is and dropped from the
@@ -181,7 +194,8 @@ class Settler:
         first, last = span
         records = list(chunk)
         for _ in range(WRITE_TRIES + len(chunk)):
-            ops = settle_ops(state, records, first, last, resume_at, catchups, now, switch)
+            counted = None if base_count is None else base_count + _pending(records)
+            ops = settle_ops(state, records, first, last, resume_at, catchups, now, switch, counted)
             try:
                 self._store.write(ops)
             except ConditionFailed as lost:
@@ -205,6 +219,22 @@ class Settler:
                 self._telemetry.event("run.catchup", run["run_id"], scheduled_at=run["scheduled_at"])
             else:
                 self._telemetry.event("run.late", run["run_id"], scheduled_at=run["scheduled_at"])
+
+
+def _pending(records: list[Item]) -> int:
+    return sum(1 for run in records if run["status"] == RunStatus.PENDING.value)
+
+
+def _up_to_limit(records: list[Item], left: int) -> tuple[list[Item], bool]:
+    """The records up to the ``left``-th run that will run (``max_runs``), and whether the limit
+    is reached there (the occurrences after it get no record: the job is finished before them)."""
+    runs = 0
+    for index, run in enumerate(records):
+        if run["status"] == RunStatus.PENDING.value:
+            runs += 1
+            if runs >= left:
+                return records[: index + 1], True
+    return records, False
 
 
 def _occurrences(schedule: Schedule, first: int, until: int) -> tuple[list[int], bool]:

@@ -27,7 +27,7 @@ from jobsched.core.errors import ConditionFailed, StoreError, Throttled, Transie
 from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key
 from jobsched.core.state import JobStatus
 from jobsched.core.timing import is_overdue
-from jobsched.core.transitions import advance_op, claim_ops, new_run_item
+from jobsched.core.transitions import advance_op, claim_ops, new_run_item, runs_claimed
 from jobsched.core.writes import RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
@@ -327,8 +327,16 @@ class Trigger:
                 return
             following = job.schedule.next_after(ms_to_dt(occurrence))
             next_occurrence = dt_to_ms(following) if following is not None else None
-            latest = self._claim_one(job, state, occurrence, next_occurrence, tick, result, claimed)
-            state = _advanced(state, occurrence, next_occurrence, latest)
+            following_ms = next_occurrence
+            limit = job.definition.max_runs
+            if limit is not None and runs_claimed(state) + 1 >= limit:
+                next_occurrence = None  # this is the job's last scheduled run: it finishes with it
+            latest = self._claim_one(
+                job, state, occurrence, next_occurrence, tick, result, claimed, following_ms
+            )
+            if latest is None:
+                next_occurrence = following_ms  # moved past a backfill's record: nothing counted
+            state = _advanced(state, occurrence, next_occurrence, latest, count=limit is not None)
 
     def _claim_one(
         self,
@@ -339,6 +347,7 @@ class Trigger:
         tick: _Tick,
         result: TickResult,
         claimed: _Claimed,
+        following_ms: int | None = None,
     ) -> str | None:
         """Claim one occurrence: one transaction makes its run, links it behind the chain's end
         and moves the job past it (``claim_ops``). Once it lands the run is the chain's end and is
@@ -362,7 +371,8 @@ class Trigger:
             after_run_id=state.get("latest_run_id"),
         )
         try:
-            self._store.write(claim_ops(state, run, next_occurrence, tick.now))
+            count = job.definition.max_runs is not None
+            self._store.write(claim_ops(state, run, next_occurrence, tick.now, count=count))
         except (ConditionFailed, TransientStoreError) as lost:
             existing = self._store.get(RUNS, run_key(run_id))
             if existing is not None and existing.get("claimed_by") == claimed_by:
@@ -370,7 +380,7 @@ class Trigger:
             elif isinstance(lost, TransientStoreError):
                 raise  # nothing of ours landed: the job is claimed again after a re-read
             elif existing is not None and lost.op_index == 0:
-                self._advance_past_record(state, occurrence, next_occurrence, tick, result)
+                self._advance_past_record(state, occurrence, following_ms, tick, result)
                 return None
             else:
                 raise _Lost() from lost
@@ -456,12 +466,14 @@ class _Sender:
 
 
 def _advanced(
-    state: Item, occurrence: int, next_occurrence: int | None, latest_run_id: str | None
+    state: Item, occurrence: int, next_occurrence: int | None, latest_run_id: str | None, count: bool = False
 ) -> dict[str, Any]:
     """The state as our successful advance left it, so the next claim in this tick needs no read."""
     state = {**state, "version": state["version"] + 1, "last_scheduled_at": occurrence}
     if latest_run_id is not None:
         state["latest_run_id"] = latest_run_id
+        if count:
+            state["runs_claimed"] = runs_claimed(state) + 1
     if next_occurrence is None:
         state.pop("next_run_at", None)
     else:

@@ -22,11 +22,11 @@ from typing import Any
 from jobsched.core.clock import Clock, EventWaiter, Waiter
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, TransientStoreError
-from jobsched.core.job import InvalidJob, JobDefinition, OverlapPolicy
+from jobsched.core.job import WAITING_POLICIES, InvalidJob, JobDefinition, OverlapPolicy
 from jobsched.core.limits import RequestTooLarge
 from jobsched.core.policies import UNFINISHED, OverlapDecision, attempts_left, decide_overlap, retry_delay_ms
 from jobsched.core.run import RunKind, RunMessage, RunStatus, run_key
-from jobsched.core.timing import worker_lease_until
+from jobsched.core.timing import start_at_ms, worker_lease_until
 from jobsched.core.transitions import (
     buffer_at_start_ops,
     finish_ops,
@@ -42,6 +42,7 @@ from jobsched.services.chain import Chain
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage
+from jobsched.services.pausing import Pauser
 from jobsched.targets.registry import EffectTables, HandlerRegistry, RunContext, RunLogger
 
 # A message may arrive up to a second early (SQS delays are whole seconds); within this bound the
@@ -75,6 +76,8 @@ class Started:
     started_at: int
     deadline_ms: int
     context: RunContext
+    # ``cancel_other``: the run that asked this one to stop (seen in a heartbeat's response).
+    cancel_requested_by: str | None = None
 
 
 @dataclass
@@ -134,6 +137,7 @@ class Worker:
         self._rng = rng or random.Random()
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
         self._chain = Chain(store, cfg)
+        self._pauser = Pauser(store, telemetry, clock)
         # Records of one batch run on concurrent threads: next() on a count is atomic in CPython,
         # so every takeover gets its own owner tag (it tells a worker's own write from a racer's).
         self._takeovers = itertools.count(1)
@@ -150,7 +154,7 @@ class Worker:
     # --- steps -------------------------------------------------------------------------------
 
     def begin(self, message: RunMessage, deadline_ms: int) -> Started | Outcome:
-        early = message.scheduled_at - self._clock.now_ms()
+        early = _start_at(message) - self._clock.now_ms()
         if early > NEVER_THIS_EARLY_MS:
             raise PoisonMessage(
                 f"run {message.run_id}: scheduled {early // 1000} s ahead; no jobsched sender sends "
@@ -175,7 +179,7 @@ class Worker:
             holder, passed = self._turn(message, definition, overtaken_by, now)
             decision = decide_overlap(definition.overlap, message.run_id, holder, _is_backfill(message))
             if holder is not None and decision is not OverlapDecision.RUN:
-                settled = self._settle_overlap(message, decision, holder, now)
+                settled = self._settle_overlap(message, definition.overlap, decision, holder, now)
                 if settled is not None:
                     return settled
                 continue  # the holder moved on meanwhile: walk the chain again
@@ -206,13 +210,17 @@ class Worker:
             overtaker = self._store.get(RUNS, run_key(overtaken_by))
             if overtaker is not None and overtaker.get("status") in UNFINISHED:
                 return overtaker, []
-        return self._chain.holder(message.after_run_id, now)
+        # buffer_all keeps strict chain order: a run not yet due holds the turn too, so no run
+        # overtakes another and every run waits behind the one before it (docs/design.md).
+        return self._chain.holder(
+            message.after_run_id, now, overtake=definition.overlap is not OverlapPolicy.BUFFER_ALL
+        )
 
     def _started(
         self, message: RunMessage, definition: JobDefinition, owner: str, now: int, deadline_ms: int
     ) -> Started:
         token = message.version + 1
-        lag = now - message.scheduled_at
+        lag = now - _start_at(message)  # against the jittered start (``jitter_seconds``)
         context = RunContext(
             job_id=message.job_id,
             run_id=message.run_id,
@@ -232,7 +240,13 @@ class Worker:
         return Started(message, definition, token, owner, now, deadline_ms, context)
 
     def _settle_overlap(
-        self, message: RunMessage, decision: OverlapDecision, holder: dict[str, Any], now: int
+        self,
+        message: RunMessage,
+        policy: OverlapPolicy,
+        decision: OverlapDecision,
+        holder: dict[str, Any],
+        now: int,
+        register: bool = True,
     ) -> Outcome | None:
         """An unfinished run holds the job's turn: skip or wait behind it. None: decide again."""
         if decision is OverlapDecision.BUFFER and _is_backfill(message):
@@ -242,7 +256,10 @@ class Worker:
             holder = end
         holder_id = str(holder["run_id"])
         if decision is OverlapDecision.BUFFER:
-            ops = buffer_at_start_ops(message.run_id, message.version, holder, now, self._cfg)
+            cancel = policy is OverlapPolicy.CANCEL_OTHER
+            ops = buffer_at_start_ops(
+                message.run_id, message.version, holder, now, self._cfg, cancel=cancel, register=register
+            )
             event, outcome = "run.buffered", Outcome.BUFFERED
         else:
             reason = f"overlap policy skip: {holder_id} still {holder.get('status')}"
@@ -253,8 +270,19 @@ class Worker:
         except ConditionFailed as lost:
             if lost.op is ops[0]:  # the run's own write: it moved on meanwhile
                 return self._drop_duplicate(message, lost.current)
+            current = lost.current or {}
+            if (
+                policy is OverlapPolicy.BUFFER_ALL
+                and current.get("status") in UNFINISHED
+                and current.get("buffered_next") not in (None, message.run_id)
+            ):
+                # Another run waits behind this holder already (one whose own predecessor ended
+                # without starting): wait unnamed, never skip; the detector re-decides it.
+                return self._settle_overlap(message, policy, decision, holder, now, register=False)
             return None  # the holder ended (or another run waits behind it): decide again
         self._telemetry.event(event, message.run_id, holder=holder_id)
+        if decision is OverlapDecision.BUFFER and policy is OverlapPolicy.CANCEL_OTHER:
+            self._telemetry.event("run.cancel_requested", holder_id, by=message.run_id)
         if outcome is Outcome.SKIPPED:
             self._telemetry.metric("SkippedRuns", 1)
             self._after_end(message, now)  # a run may wait behind this one
@@ -280,7 +308,7 @@ class Worker:
         now = self._clock.now_ms()
         lease_until = worker_lease_until(now, started.deadline_ms, self._cfg)
         try:
-            self._store.update(
+            renewed = self._store.update(
                 heartbeat_op(started.message.run_id, started.token, started.owner, lease_until, now)
             )
         except ConditionFailed:
@@ -292,6 +320,13 @@ class Worker:
         self._telemetry.event(
             "run.heartbeat", started.message.run_id, token=started.token, lease_until=lease_until
         )
+        requested = (renewed or {}).get("cancel_requested")
+        if requested and started.cancel_requested_by is None:
+            # cancel_other: a newer run waits behind this one and asked it to stop. The lease is
+            # still ours: the handler is told (ctx.cancelled) and the worker commits its end.
+            started.cancel_requested_by = str(requested)
+            started.context.cancelled.set()
+            self._telemetry.event("run.cancelling", started.message.run_id, by=requested)
         return True
 
     def execute(self, started: Started) -> HandlerResult:
@@ -358,6 +393,10 @@ class Worker:
         if result.ok:
             return self._commit(started, RunStatus.SUCCEEDED, None, result.staged)
         error = result.error or "failed"
+        if started.cancel_requested_by is not None:
+            # Stopped for the run waiting behind it: not retried (that run takes the turn next).
+            error = f"cancelled: {started.cancel_requested_by} replaces it (overlap cancel_other); {error}"
+            return self._commit(started, RunStatus.FAILED, error, [])
         if not result.permanent and attempts_left(started.definition.retry, started.message.attempt):
             return self._schedule_retry(started, error)
         return self._commit(started, RunStatus.FAILED, error, [])
@@ -410,16 +449,24 @@ class Worker:
             self._telemetry.metric("Successes" if status is RunStatus.SUCCEEDED else "Failures", 1)
             self._telemetry.metric("RunDuration", duration, "Milliseconds")
             self._after_end(message, now)
+            if (
+                status is RunStatus.FAILED
+                and started.definition.pause_on_failure
+                and started.cancel_requested_by is None  # stopped for a newer run: no failure
+            ):
+                self._pauser.after_final_failure(
+                    message.job_id, message.run_id, started.definition.definition_hash(), error or ""
+                )
             return Outcome.SUCCEEDED if status is RunStatus.SUCCEEDED else Outcome.FAILED
         raise TransientStoreError(f"run {message.run_id}: commit kept conflicting; SQS will redeliver")
 
     def _after_end(self, message: RunMessage, now: int) -> None:
-        """The run ended: promote the run waiting behind it (``buffer_one`` only; the others never
-        wait, but a backfill run may wait behind any run: a backfill run's end looks too; a
-        backfill run waiting behind another run is promoted by the miss detector once that run
-        has ended). One read when nothing waits."""
-        buffering = message.definition.get("overlap") == OverlapPolicy.BUFFER_ONE.value
-        if not (buffering or _is_backfill(message)):
+        """The run ended: promote the run waiting behind it (``buffer_one``, ``buffer_all``,
+        ``cancel_other``; under the others none waits; and a backfill run may wait behind any run:
+        a backfill run's end looks too; a backfill run waiting behind another run is promoted by
+        the miss detector once that run has ended). One read when nothing waits."""
+        waiting = message.definition.get("overlap") in {policy.value for policy in WAITING_POLICIES}
+        if not (waiting or _is_backfill(message)):
             return
         promoted = self._chain.promote_waiting(message.run_id, now)
         if promoted is not None:
@@ -489,6 +536,10 @@ class Worker:
 
 def _is_backfill(message: RunMessage) -> bool:
     return message.kind == RunKind.BACKFILL.value
+
+
+def _start_at(message: RunMessage) -> int:
+    return start_at_ms(message.run_id, message.scheduled_at, message.definition)
 
 
 def _still_ours(current: dict[str, Any], message: RunMessage) -> bool:
