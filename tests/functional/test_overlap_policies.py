@@ -152,13 +152,13 @@ def _set(run_id: str, **values: Any) -> Any:
     return Update(RUNS, run_key(run_id), (), "test", set=values)
 
 
-@pytest.mark.xfail(strict=True, reason="pre-existing on main: a finished overtaker ends a later run's walk")
 def test_a_run_after_an_overtaker_waits_for_the_run_it_overtook(env: Env) -> None:
     """Found by chaos seed 5 (30 jobs, 2 h) after issue 29 changed the seeded job mix, and
     reproduced on main: chain S0 <- M <- S1. The manual run M starts before S0 is due (passing over
     it, overtake), S0 waits for M and runs after it; S1 then walks from M, finds M finished and
     takes the turn while S0 still runs. A finished run that overtook others does not vouch for
-    them; its walk should go on to its predecessor (as a run failed without a start does)."""
+    them: marked ``overtook`` by its start, it passes the walk on to its predecessor (as a run
+    failed without a start does)."""
     seed_active(env, job("j", "rate(1 minute)", overlap=OverlapPolicy.BUFFER_ONE), T0)
     env.clock.set(T0 - 80_000)
     env.trigger().tick("t1")  # claims S0 only
@@ -173,8 +173,34 @@ def test_a_run_after_an_overtaker_waits_for_the_run_it_overtook(env: Env) -> Non
     assert worker.begin(s0, env.clock.now_ms() + DEADLINE) is Outcome.BUFFERED
     env.clock.set(T0 + 10_000)
     env.trigger().tick("t2")  # claims S1, linked behind M
-    (s1,) = [parse_run_message(m.body) for m in env.queue.sent if m.body["after_run_id"] == manual.run_id]
+    (s1,) = [parse_run_message(m.body) for m in env.queue.sent if m.body.get("after_run_id") == manual.run_id]
     assert worker.finish(started_m, HandlerResult(True)) is Outcome.SUCCEEDED
     assert isinstance(_begin(env, parse_run_message(env.queue.sent[-1].body)), Started)  # S0 runs
     env.clock.set(s1.scheduled_at)
     assert not isinstance(_begin(env, s1), Started), "S1 started while S0 runs"
+
+
+def test_a_run_after_an_overtaker_whose_overtaken_run_was_skipped_for_it_runs(env: Env) -> None:
+    """The walk's other half: S0 came due while the manual run M that overtook it ran, and was
+    skipped for M (``blocked_by`` M). Once M has ended, S1 (linked behind M) walks M -> S0 -> M:
+    S0 was skipped for the overtaker the walk came from, so the walk goes on before S0 and finds
+    the turn free. Without that, the walk would go round M and S0 until it ran out, and S1, and
+    every later run, would be skipped."""
+    seed_active(env, job("k", "rate(1 minute)", overlap=OverlapPolicy.SKIP), T0)
+    env.clock.set(T0 - 80_000)
+    env.trigger().tick("t1")  # claims S0 only
+    (s0,) = [parse_run_message(m.body) for m in env.queue.sent]
+    env.clock.set(T0 - 20_000)
+    env.ops().trigger("k", "m")
+    manual = parse_run_message(env.queue.sent[-1].body)
+    worker = env.worker()
+    started_m = worker.begin(manual, env.clock.now_ms() + DEADLINE)
+    assert isinstance(started_m, Started)
+    env.clock.set(T0 + 1_000)
+    assert worker.begin(s0, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED  # M still runs
+    env.clock.set(T0 + 10_000)
+    env.trigger().tick("t2")  # claims S1, linked behind M
+    (s1,) = [parse_run_message(m.body) for m in env.queue.sent if m.body.get("after_run_id") == manual.run_id]
+    assert worker.finish(started_m, HandlerResult(True)) is Outcome.SUCCEEDED
+    env.clock.set(s1.scheduled_at)
+    assert isinstance(_begin(env, s1), Started)

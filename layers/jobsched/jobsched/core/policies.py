@@ -49,15 +49,17 @@ def chain_step(run: Mapping[str, Any] | None) -> tuple[bool, str | None]:
     A skipped run passes the walk to the run it was skipped for (``blocked_by``). A run that
     failed without ever starting (its dispatches ran out) never walked the chain itself, so it
     cannot vouch that the runs before it ended: it passes the walk to its predecessor
-    (``after_run_id``). Any other finished or expired run ends it: it started, so it walked to a
-    free turn, and finished is final."""
+    (``after_run_id``). So does a finished run that overtook runs not yet due (``overtook``):
+    it walked to a free turn, but the runs it passed over may have started after it (they wait
+    for it, then run), and they lie before it in the chain. Any other finished or expired run
+    ends it: it started, so it walked to a free turn, and finished is final."""
     if run is None:
         return False, None
     if run.get("status") in UNFINISHED:
         return True, None
     if run.get("status") == RunStatus.SKIPPED.value and run.get("blocked_by"):
         return False, str(run["blocked_by"])
-    if run.get("status") == RunStatus.FAILED.value and "first_started_at" not in run:
+    if (run.get("status") == RunStatus.FAILED.value and "first_started_at" not in run) or run.get("overtook"):
         after = run.get("after_run_id")
         return False, str(after) if after else None
     return False, None

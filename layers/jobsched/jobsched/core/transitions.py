@@ -538,12 +538,21 @@ def pause_on_failure_op(job: Item, reason: str, now: int) -> Update:
 
 
 def start_op(
-    run_id: str, version: int, owner: str, lease_until: int, now: int, overtaken_by: str | None = None
+    run_id: str,
+    version: int,
+    owner: str,
+    lease_until: int,
+    now: int,
+    overtaken_by: str | None = None,
+    overtakes: bool = False,
 ) -> Update:
     """A worker takes over a pending run: the takeover bumps the fencing token it will hold. The
     job's turn needs no write here: the worker read it from the chain (``core/policies.py``).
     ``overtaken_by``: the run that passed over this one before it came due, which the worker
-    found finished (or runs beside it under ``allow``); None: no run may have overtaken it."""
+    found finished (or runs beside it under ``allow``); None: no run may have overtaken it.
+    ``overtakes``: this start passes over runs not yet due (``overtake_op``, same transaction):
+    the run is marked ``overtook``, so that once finished it passes a later run's walk on to the
+    runs it overtook, which may run after it (``core/policies.chain_step``)."""
     overtaken = (
         eq("overtaken_by", overtaken_by, "the run that overtook this one is the one the worker read")
         if overtaken_by is not None
@@ -570,6 +579,7 @@ def start_op(
             "started_at": now,
             "heartbeat_at": now,
             "lease_expires_at": lease_until,
+            **({"overtook": True} if overtakes else {}),
         },
         set_if_missing={"first_started_at": now},
         remove=("overtaken_by",) if overtaken_by is not None else (),

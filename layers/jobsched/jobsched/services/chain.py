@@ -36,9 +36,11 @@ class Chain:
         (``buffer_all``): strict chain order, a run not yet due holds the turn too."""
         run_id = after_run_id
         passed: list[Item] = []
+        seen: set[str] = set()
         for _ in range(MAX_CHAIN_STEPS):
             if run_id is None:
                 return None, passed
+            seen.add(run_id)
             run = self._store.get(RUNS, run_key(run_id))
             if overtake and run is not None and not_yet_due(run, now):
                 passed.append(run)
@@ -47,6 +49,10 @@ class Chain:
             holds, run_id = chain_step(run)
             if holds:
                 return run, passed
+            if run is not None and run_id in seen:
+                # A run skipped for the overtaker the walk came from (it overtook this run, which
+                # came due while it ran): that overtaker is finished, so go on before this run.
+                run_id = run.get("after_run_id")
         if run_id is None:
             return None, passed
         # Too long a walk: treat the turn as taken (skip behind the last run read), never as free.

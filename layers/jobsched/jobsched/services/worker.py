@@ -184,7 +184,9 @@ class Worker:
                     return settled
                 continue  # the holder moved on meanwhile: walk the chain again
             lease_until = worker_lease_until(now, deadline_ms, self._cfg)
-            start = start_op(message.run_id, message.version, owner, lease_until, now, overtaken_by)
+            start = start_op(
+                message.run_id, message.version, owner, lease_until, now, overtaken_by, overtakes=bool(passed)
+            )
             ops: list[WriteOp] = [start, *(overtake_op(run, message.run_id) for run in passed)]
             try:
                 self._write_unsure(ops, lambda: self._is_own_start(message, owner))
