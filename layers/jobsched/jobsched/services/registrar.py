@@ -203,6 +203,9 @@ class Registrar:
             switch=(plan.set, plan.remove),
         )
         settled = self._settler.settle(state, request, now, self._budget(deadline_ms))
+        if settled.missed:
+            # Counted as the detector counts its own: the MissedRuns alarm sees every record.
+            self._telemetry.metric("MissedRuns", len(settled.missed))
         if settled.to_dispatch and self._dispatcher is not None:
             self._dispatcher.dispatch(settled.to_dispatch)
         if settled.lost_race:
