@@ -40,18 +40,28 @@ def job_change(record: DynamoDBRecord) -> tuple[str, str, dict[str, Any] | None]
     return record.event_name.name, job_id, image
 
 
+def changed_at(record: DynamoDBRecord) -> int | None:
+    """When the change was made, in ms: the record's ``ApproximateCreationDateTime`` (Unix
+    seconds, rounded down to the second by DynamoDB Streams), or None when it has none."""
+    seconds = record.dynamodb.approximate_creation_date_time if record.dynamodb else None
+    return None if seconds is None else int(seconds) * 1000
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     registrar = app().registrar()
 
     def record_handler(record: DynamoDBRecord) -> str:
+        job_id: str | None = None
         try:
             event_name, job_id, image = job_change(record)
-            return registrar.on_stream_record(event_name, job_id, image).value
+            return registrar.on_stream_record(event_name, job_id, image, changed_at(record)).value
         except Exception as exc:
             identifier = (record.dynamodb.sequence_number if record.dynamodb else None) or record.event_id
-            report_failed_record(logger, app().telemetry, str(identifier), exc)
+            # The job id too: the failure destination's message names only the shard and the
+            # sequence numbers (docs/operations.md, "Registrar failures not empty").
+            report_failed_record(logger, app().telemetry, str(identifier), exc, job_id=job_id)
             raise
 
     return process_partial_response(

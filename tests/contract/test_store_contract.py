@@ -649,6 +649,21 @@ def test_scan_pagination(store: Store) -> None:
     assert pages <= 6
 
 
+def test_batch_get_returns_the_items_that_exist(store: Store) -> None:
+    for i in range(120):
+        store.write([Put(STATE, {"job_id": f"j{i:03d}", "n": i}, (), "p")])
+    keys = [{"job_id": f"j{i:03d}"} for i in range(0, 200, 2)]  # 100 keys, 60 of them present
+    for consistent in (False, True):
+        found = store.batch_get(STATE, keys, consistent)
+        assert sorted(item["n"] for item in found) == list(range(0, 120, 2))
+    assert store.batch_get(RUNS, [rk("r1"), rk("r2")]) == []
+    store.write([Put(RUNS, {**rk("r2"), "n": 2}, (), "p")])
+    assert store.batch_get(RUNS, [rk("r1"), rk("r2")]) == [{**rk("r2"), "n": 2}]
+    assert store.batch_get(STATE, []) == []
+    with pytest.raises(ValueError):
+        store.batch_get(STATE, [{"job_id": f"k{i}"} for i in range(101)])  # DynamoDB's limit: 100
+
+
 # --------------------------------------------------------------------- staged effects
 
 

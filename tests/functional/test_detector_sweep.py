@@ -123,9 +123,9 @@ def test_a_lease_lapsing_while_a_sweep_works_is_recovered_at_the_next_short_wake
     run = detector.run
 
     def slow_run(
-        invocation_id: str, deadline_ms: int | None = None, leases_only: bool = False
+        invocation_id: str, deadline_ms: int | None = None, leases_only: bool = False, reconcile: bool = True
     ) -> DetectResult:
-        result = run(invocation_id, deadline_ms, leases_only)
+        result = run(invocation_id, deadline_ms, leases_only, reconcile)
         env.clock.advance(300)  # ... and takes 300 ms: the lease lapses while it works
         return result
 

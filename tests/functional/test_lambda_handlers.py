@@ -45,6 +45,7 @@ def test_full_cycle_from_a_raw_job_item_to_a_succeeded_run(
     record["dynamodb"]["Keys"] = {"job_id": {"S": "hello"}}
     record["dynamodb"]["NewImage"] = item
     record["dynamodb"].pop("OldImage", None)
+    record["dynamodb"]["ApproximateCreationDateTime"] = clock.now_ms() // 1000  # put just now
     registered = load_app("registrar").lambda_handler({"Records": [record]}, FakeContext("reg-1"))
     assert registered == {"batchItemFailures": []}
     job = dynamodb.get_item(TableName=resources.jobs_table, Key={"job_id": {"S": "hello"}})["Item"]

@@ -204,6 +204,8 @@ def test_pausing_and_deleting_a_job_that_is_behind_records_its_due_occurrences(e
         recorded = runs(env, job_id)
         assert sorted(recorded) == [T0 + m * MINUTE for m in (1, 2, 3)]
         assert all(r["status"] == "missed" and why in r["reason"] for r in recorded.values())
+    # The registrar's records are counted like the detector's: the MissedRuns alarm sees them.
+    assert env.telemetry.metric_sum("MissedRuns") == 6
     assert env.trigger().tick("t").claimed == 0 and env.detector().run("d").items == 0
 
 

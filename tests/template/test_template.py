@@ -328,9 +328,10 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
 def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]) -> None:
     """Only the registrar writes job items (its report), and the worker and the detector update
     them for ``pause_on_failure`` (a conditional UpdateItem, services/pausing.py; never a put
-    or a delete); the trigger, the detector and the worker (a promotion's definition,
-    services/definitions.py) read them. Every function that moves a schedule writes the state
-    table; the worker moves no schedule (the overlap chain is on the runs) and only reads it."""
+    or a delete); the trigger, the detector (and its reconcile pass: Scan, BatchGetItem) and the
+    worker (a promotion's definition, services/definitions.py) read them. Every function that
+    moves a schedule writes the state table; the worker moves no schedule (the overlap chain is
+    on the runs) and only reads it."""
     jobs = {"Fn::GetAtt": ["JobsTable", "Arn"]}
     state = {"Fn::GetAtt": ["StateTable", "Arn"]}
     writes = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
@@ -340,7 +341,12 @@ def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]
         expected = {
             "WorkerFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
             "TriggerFunction": {"dynamodb:GetItem"},
-            "MissDetectorFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+            "MissDetectorFunction": {
+                "dynamodb:GetItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:Scan",
+                "dynamodb:BatchGetItem",
+            },
             "RegistrarFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         }[function]
         assert on_jobs == expected, function

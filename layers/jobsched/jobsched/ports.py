@@ -51,6 +51,10 @@ INDEX_KEYS: dict[str, tuple[str, str]] = {
 }
 
 
+# DynamoDB's BatchGetItem reads at most 100 items a request.
+BATCH_GET_MAX_KEYS = 100
+
+
 @dataclass(frozen=True)
 class Page:
     items: list[Item]
@@ -87,6 +91,12 @@ class Store(Protocol):
         ...
 
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page: ...
+
+    def batch_get(self, table: str, keys: Sequence[Item], consistent: bool = False) -> list[Item]:
+        """The items at ``keys`` (at most ``BATCH_GET_MAX_KEYS``, distinct) that exist, in no
+        particular order: DynamoDB's BatchGetItem, with the keys it leaves unprocessed asked
+        again (``Throttled`` when some stay unprocessed)."""
+        ...
 
 
 @dataclass(frozen=True)

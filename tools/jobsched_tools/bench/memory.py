@@ -124,6 +124,9 @@ class GeneratingStore:
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:
         return Page([])
 
+    def batch_get(self, table: str, keys: Sequence[Item], consistent: bool = False) -> list[Item]:
+        return [item for key in keys if (item := self.get(table, key, consistent)) is not None]
+
 
 def _run_trigger(per_shard: int, seconds: float) -> dict[str, Any]:
     from jobsched.runtime.clock import SystemClock

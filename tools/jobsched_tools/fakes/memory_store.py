@@ -41,7 +41,16 @@ from jobsched.core.writes import (
     WriteOp,
     conditions_hold,
 )
-from jobsched.ports import BASE_QUERIES, INDEX_KEYS, INDEX_PROJECTION, INDEX_TABLE, TABLE_KEY, IndexName, Page
+from jobsched.ports import (
+    BASE_QUERIES,
+    BATCH_GET_MAX_KEYS,
+    INDEX_KEYS,
+    INDEX_PROJECTION,
+    INDEX_TABLE,
+    TABLE_KEY,
+    IndexName,
+    Page,
+)
 
 KEYS = TABLE_KEY  # template.yaml's key schemas: the runs table's key is (job_id, run_id)
 
@@ -155,6 +164,17 @@ class MemoryStore:
             page = keys[:limit]
             next_cursor = self._key_of(table, rows[page[-1]]) if len(keys) > limit and page else None
             return Page([copy.deepcopy(rows[k]) for k in page], next_cursor)
+
+    def batch_get(self, table: str, keys: Sequence[Item], consistent: bool = False) -> list[Item]:  # noqa: ARG002 - always consistent
+        if len(keys) > BATCH_GET_MAX_KEYS:
+            raise ValueError(f"BatchGetItem reads at most {BATCH_GET_MAX_KEYS} keys, not {len(keys)}")
+        with self._lock:
+            self._count("BatchGetItem")
+            values = [self._key_value(table, key) for key in keys]
+            if len(set(map(repr, values))) != len(values):
+                raise ValueError("BatchGetItem: the keys must be distinct")  # as DynamoDB rejects them
+            rows = self._table(table)
+            return [copy.deepcopy(rows[value]) for value in values if value in rows]
 
     def write(self, ops: Sequence[WriteOp]) -> None:
         if not ops:

@@ -121,6 +121,19 @@ class MeteringStore(MemoryStore):
         self._charge_read(sum(item_size(item) for item in page.items), consistent=False)
         return page
 
+    def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:
+        # A Scan is charged by the total size of the items it read, not item by item.
+        page = super().scan(table, limit, cursor)
+        self._charge_read(sum(item_size(item) for item in page.items), consistent=False)
+        return page
+
+    def batch_get(self, table: str, keys: Sequence[Item], consistent: bool = False) -> list[Item]:
+        # BatchGetItem is charged as a GetItem of each item read (rounded up to 4 KB each).
+        items = super().batch_get(table, keys, consistent)
+        for item in items:
+            self._charge_read(item_size(item), consistent)
+        return items
+
     def _charge_read(self, size: int, consistent: bool) -> None:
         with self._meter_lock:
             self.read_units += read_units(size, consistent)

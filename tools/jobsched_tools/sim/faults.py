@@ -149,6 +149,10 @@ class FaultyStore:
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:
         return self.inner.scan(table, limit, cursor)
 
+    def batch_get(self, table: str, keys: Sequence[Item], consistent: bool = False) -> list[Item]:
+        self._before_call(f"batch_get {table} ({len(keys)} keys)")
+        return self.inner.batch_get(table, keys, consistent)
+
     def delete(self, table: str, key: Item, condition: tuple[Cond, ...] = (), label: str = "delete") -> None:
         self._before_call(f"delete {_key_text(key)}")
         self.inner.delete(table, key, condition, label)

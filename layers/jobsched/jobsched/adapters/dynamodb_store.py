@@ -22,6 +22,7 @@ error to ``TransientStoreError``. A request DynamoDB rejects as malformed
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn, cast
@@ -43,7 +44,15 @@ from jobsched.core.writes import (
     Update,
     WriteOp,
 )
-from jobsched.ports import BASE_QUERIES, INDEX_KEYS, INDEX_TABLE, TABLE_KEY, IndexName, Page
+from jobsched.ports import (
+    BASE_QUERIES,
+    BATCH_GET_MAX_KEYS,
+    INDEX_KEYS,
+    INDEX_TABLE,
+    TABLE_KEY,
+    IndexName,
+    Page,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -58,6 +67,10 @@ THROTTLING_CODES = frozenset(
 )
 # Cancellation reason codes (TransactionCanceledException.CancellationReasons[].Code).
 THROTTLING_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"})
+
+# BatchGetItem: requests per call while DynamoDB leaves keys unprocessed, and the first backoff.
+BATCH_GET_TRIES = 4
+BATCH_GET_BACKOFF_S = 0.05
 
 # Removed by an Update that changes nothing (see _Expression.update); never written.
 NOOP_ATTRIBUTE = "__jobsched_noop"
@@ -297,6 +310,31 @@ class DynamoStore:
         except (ClientError, HTTPClientError, BotoConnectionError) as error:
             _raise_mapped(error)
         return self._page(response)
+
+    def batch_get(self, table: str, keys: Sequence[Item], consistent: bool = False) -> list[Item]:
+        if len(keys) > BATCH_GET_MAX_KEYS:
+            raise ValueError(f"BatchGetItem reads at most {BATCH_GET_MAX_KEYS} keys, not {len(keys)}")
+        if not keys:
+            return []
+        name = self.table_name(table)
+        request: dict[str, Any] = {
+            name: {"Keys": [serialize_item(key) for key in keys], "ConsistentRead": consistent}
+        }
+        items: list[Item] = []
+        # DynamoDB may leave keys unprocessed (throttling, the 16 MB response limit): ask for
+        # them again, a few times with a short backoff, as its documentation advises.
+        for attempt in range(BATCH_GET_TRIES):
+            try:
+                response = self.client.batch_get_item(RequestItems=cast(Any, request))
+            except (ClientError, HTTPClientError, BotoConnectionError) as error:
+                _raise_mapped(error)
+            items += [deserialize_item(item) for item in response.get("Responses", {}).get(name, [])]
+            unprocessed: dict[str, Any] = dict(response.get("UnprocessedKeys") or {})
+            if not unprocessed.get(name, {}).get("Keys"):
+                return items
+            request = {name: unprocessed[name]}
+            time.sleep(BATCH_GET_BACKOFF_S * 2**attempt)
+        raise Throttled(f"BatchGetItem on {table}: keys still unprocessed after {BATCH_GET_TRIES} tries")
 
     @staticmethod
     def _page(response: Mapping[str, Any]) -> Page:

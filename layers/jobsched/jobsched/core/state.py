@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from jobsched.core.clock import dt_to_ms, ms_to_dt
-from jobsched.core.job import JobDefinition, Misfire
+from jobsched.core.job import JobDefinition, Misfire, definition_digest
 from jobsched.core.run import shard_of
 from jobsched.core.schedule import Schedule, parse_schedule
 from jobsched.core.writes import Item
@@ -36,6 +36,8 @@ from jobsched.core.writes import Item
 TIMING_FIELDS = ("schedule", "timezone", "start", "end")
 # State attributes that exist only while the job is active: the next-run index's keys.
 INDEX_ATTRIBUTES = ("next_run_at", "sched_shard")
+# DynamoDB Streams keeps a record 24 hours: no change the registrar sees is older.
+STREAM_RETENTION_MS = 24 * 3600 * 1000
 
 
 class JobStatus(StrEnum):
@@ -112,6 +114,21 @@ class RegistrationPlan:
         return any(state.get(name) != value for name, value in self.set.items())
 
 
+def change_time(state: Item | None, now: int, changed_at: int | None) -> int:
+    """When a change took effect, for planning it: ``changed_at`` (when the person's write made
+    its stream record: DynamoDB's ``ApproximateCreationDateTime``, rounded down to the second),
+    else ``now``. Never after ``now``, never earlier than a stream keeps records
+    (``STREAM_RETENTION_MS``), and never before the state's last registration read the job item
+    (``registered_at``): a change written before that read was in the item it read, so an older
+    time can only come from a replayed record."""
+    if changed_at is None:
+        return now
+    at = max(min(changed_at, now), now - STREAM_RETENTION_MS)
+    if state is not None and isinstance(state.get("registered_at"), int):
+        at = max(at, min(int(state["registered_at"]), now))
+    return at
+
+
 def plan_registration(
     state: Item | None,
     definition: JobDefinition | None,
@@ -119,9 +136,16 @@ def plan_registration(
     now: int,
     shard_count: int,
     invalid_reason: str | None = None,
+    changed_at: int | None = None,
 ) -> RegistrationPlan:
     """The state a job should be in. ``definition`` None and ``digest`` None: the job item is gone;
-    ``definition`` None with a ``digest``: it is invalid (``invalid_reason`` says why, shortly)."""
+    ``definition`` None with a ``digest``: it is invalid (``invalid_reason`` says why, shortly).
+
+    The change is planned at the time it was made (``change_time``), not when the registrar sees
+    it: the old timing's occurrences due by then are settled, the new timing's from then on are
+    due, also those that came due while the change travelled to the registrar (the trigger
+    claims them late, or the miss detector settles them under the misfire policy)."""
+    now = change_time(state, now, changed_at)
     behind = _behind(state, now)
     if digest is None:
         if state is None:
@@ -160,10 +184,14 @@ def plan_registration(
             Settlement(now, "max_runs reached before it ran") if behind else None,
         )
     active = state is not None and state.get("status") == JobStatus.ACTIVE.value and "next_run_at" in state
+    shard = shard_of(definition.job_id, shard_count)
     if active and state is not None and state.get("timing") == described["timing"]:
         # The timing is unchanged: the job keeps its place, even when it is behind (the miss
         # detector then handles what is overdue under the misfire policy, as without the edit).
-        return RegistrationPlan(Registration.SCHEDULED, {**described, "status": JobStatus.ACTIVE.value})
+        # Its shard follows ShardCount: a job on a shard that was dropped moves to a queried one.
+        return RegistrationPlan(
+            Registration.SCHEDULED, {**described, "status": JobStatus.ACTIVE.value, "sched_shard": shard}
+        )
     # A new job, a resumed one, or a changed timing: it takes effect from its next occurrence
     # after now, and never before an occurrence already handled (so none runs twice).
     floor = int(state.get("last_scheduled_at") or 0) if state is not None else 0
@@ -182,11 +210,33 @@ def plan_registration(
             **described,
             "status": JobStatus.ACTIVE.value,
             "next_run_at": dt_to_ms(following),
-            "sched_shard": shard_of(definition.job_id, shard_count),
+            "sched_shard": shard,
         },
         ("catchups",),
         settle,
     )
+
+
+def differences(job: Item, state: Item | None, shard_count: int) -> list[str]:
+    """What registering the job item would change in its state, read from the two items alone:
+    empty when the state follows the item (the reconciler's test, services/reconciler.py). The
+    registrar writes the digest with every change it makes, so a digest that differs is a change
+    the registrar has not applied (a new, edited, paused, resumed, broken or fixed job); a
+    ``deleted`` state under an existing item is a re-creation; an active job on another shard
+    than ShardCount gives it was registered under another ShardCount."""
+    if state is None:
+        return ["no state"]
+    found = []
+    digest = definition_digest(job)
+    if state.get("def_hash") != digest:
+        found.append(f"def_hash {state.get('def_hash')} -> {digest}")
+    if state.get("status") == JobStatus.DELETED.value:
+        found.append("status deleted -> re-created")
+    if state.get("status") == JobStatus.ACTIVE.value and "next_run_at" in state:
+        shard = shard_of(str(job["job_id"]), shard_count)
+        if state.get("sched_shard") != shard:
+            found.append(f"sched_shard {state.get('sched_shard')} -> {shard}")
+    return found
 
 
 def _behind(state: Item | None, now: int) -> bool:

@@ -431,7 +431,9 @@ def register_ops(
         {"job_id": job_id},
         condition=(_state_as_read(state),),
         label="register job",
-        set={**sets, "version": version + 1, "updated_at": now},
+        # registered_at: when the registrar read the job item it applies (core/state.py
+        # change_time: no later change can be dated before it).
+        set={"registered_at": now, **sets, "version": version + 1, "updated_at": now},
         remove=tuple(name for name in remove if state is not None and name in state),
     )
 
@@ -888,6 +890,32 @@ _FINISHED = frozenset(
         RunStatus.CANCELLED.value,
     }
 )
+
+
+# --- the miss detector's bookkeeping (services/reconciler.py) ----------------------------------
+
+# The detector's own item in the state table: the reconciler's place in the jobs table and the
+# highest ShardCount whose shards may still hold index entries. ``#`` starts no job id
+# (``JOB_ID_PATTERN`` starts with a letter or digit), and a snapshot's key is ``<job_id>#...``,
+# so no job's state and no snapshot can have this key; readers of the state table skip it as
+# they skip snapshots (services/definitions.py ``is_snapshot``: its key holds ``#``).
+BOOKKEEPING_KEY: Item = {"job_id": "#detector"}
+
+
+def bookkeeping_op(item: Item | None, sets: Item, remove: tuple[str, ...], now: int) -> Update:
+    """Move the detector's bookkeeping on, conditional on it as read: two detector invocations
+    that overlap (one runs into the next minute's) read the same cursor; only one moves it, the
+    other stops reconciling for this run, so no page is skipped and none is read twice."""
+    version = int(item["version"]) if item is not None else 0
+    why = "another detector invocation moved the reconcile cursor or the shard mark since we read it"
+    return Update(
+        STATE,
+        dict(BOOKKEEPING_KEY),
+        condition=(eq("version", version, why) if item is not None else not_exists("job_id", why),),
+        label="detector bookkeeping",
+        set={**sets, "version": version + 1, "updated_at": now},
+        remove=tuple(name for name in remove if item is not None and name in item),
+    )
 
 
 # --- definition snapshots (services/definitions.py) ----------------------------------------------

@@ -46,9 +46,12 @@ def is_poison(exc: BaseException) -> bool:
     return isinstance(exc, ForeignRecord | PoisonMessage)
 
 
-def report_failed_record(logger: Any, telemetry: Telemetry, message_id: str, exc: BaseException) -> None:
+def report_failed_record(
+    logger: Any, telemetry: Telemetry, message_id: str, exc: BaseException, **fields: Any
+) -> None:
     """One WARNING line (``batch.record_failed``, correlation id = the message id) and the metrics.
-    ``logger`` is a Powertools Logger (or anything with ``warning(msg, extra=...)``)."""
+    ``logger`` is a Powertools Logger (or anything with ``warning(msg, extra=...)``); ``fields``
+    (such as the registrar's ``job_id``) are added to the line where not None."""
     poison = is_poison(exc)
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     logger.warning(
@@ -60,6 +63,7 @@ def report_failed_record(logger: Any, telemetry: Telemetry, message_id: str, exc
             "reason": reason,
             "error_type": type(exc).__name__,
             "poison": poison,
+            **{name: value for name, value in fields.items() if value is not None},
         },
     )
     telemetry.metric(FAILED_RECORDS, 1)

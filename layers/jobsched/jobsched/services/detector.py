@@ -31,6 +31,7 @@ from jobsched.services.dispatch import Dispatcher
 from jobsched.services.loaded_job import load_job
 from jobsched.services.paging import merge_oldest_first, shard_pages
 from jobsched.services.pausing import Pauser
+from jobsched.services.reconciler import Reconciler
 from jobsched.services.registrar import Registrar
 from jobsched.services.results import Counters
 from jobsched.services.settle import Settler, SettleRequest
@@ -66,6 +67,9 @@ class DetectResult(Counters):
     stopped_early: bool = False
     recovery_latency_ms: list[int] = field(default_factory=list)
     sweeps: int = 1
+    jobs_checked: int = 0
+    jobs_reconciled: int = 0
+    jobs_resharded: int = 0
 
 
 class MissDetector:
@@ -83,6 +87,7 @@ class MissDetector:
         self._parallel = parallel_queries
         self._settler = Settler(store, telemetry, cfg)
         self._registrar = registrar or Registrar(store, telemetry, clock, cfg, queue, report=False)
+        self._reconciler = Reconciler(store, telemetry, clock, cfg, self._registrar)
         # The lease expiry up to which the last run looked (see next_lease_lapse).
         self._leases_read_through = 0
         self._telemetry = telemetry
@@ -130,8 +135,9 @@ class MissDetector:
             if self._clock.now_ms() < wake_at:
                 break  # a clock that did not move with the sleep (a stub): never spin
             # Woken for a lease: recover leases only, which halves the wake's reads and time;
-            # overdue jobs keep their regular period however often leases lapse.
-            later = self.run(invocation_id, deadline_ms, leases_only=not full)
+            # overdue jobs keep their regular period however often leases lapse. The jobs table
+            # is compared once per invocation, in its first sweep.
+            later = self.run(invocation_id, deadline_ms, leases_only=not full, reconcile=False)
             if full:
                 next_full_at = self._clock.now_ms() + every_ms
             elif not later.stopped_early:
@@ -156,8 +162,15 @@ class MissDetector:
         cannot be read counts as due: an error never makes the detector stop early."""
         failed: list[StoreError] = []
         firsts = shard_pages(
-            self._store, "next-run", self._cfg.shard_count, None, horizon_ms, failed.append, self._parallel, 1
-        )
+            self._store,
+            "next-run",
+            self._reconciler.shard_span,
+            None,
+            horizon_ms,
+            failed.append,
+            self._parallel,
+            1,
+        )  # shard_span: while a lowered ShardCount's dropped shards drain, those too
         return bool(failed) or any(True for shard in firsts for _ in itertools.islice(shard, 1))
 
     def next_lease_lapse(self, after_ms: int) -> int | None:
@@ -169,7 +182,7 @@ class MissDetector:
         The sweep passes the expiry bound its last run read up to, not ``now``: a lease that
         became recoverable while that run was working is already due, and is found here."""
         firsts = shard_pages(
-            self._store, "lease", self._cfg.shard_count, after_ms + 1, None, _skip, self._parallel, 1
+            self._store, "lease", self._reconciler.shard_span, after_ms + 1, None, _skip, self._parallel, 1
         )
         expiries = [int(run["check_at"]) for shard in firsts for run in itertools.islice(shard, 1)]
         earliest = min(expiries, default=None)
@@ -178,8 +191,15 @@ class MissDetector:
         return earliest + self._cfg.clock_skew_allowance_ms + 1
 
     def run(
-        self, invocation_id: str, deadline_ms: int | None = None, leases_only: bool = False
+        self,
+        invocation_id: str,
+        deadline_ms: int | None = None,
+        leases_only: bool = False,
+        reconcile: bool = True,
     ) -> DetectResult:
+        """One sweep: expired leases, then (unless ``leases_only``) overdue jobs, then (with
+        ``reconcile``: the first sweep of an invocation) a slice of the jobs table compared with
+        the states (services/reconciler.py)."""
         result = DetectResult()
         self._telemetry.event("detector.started", invocation_id, leases_only=leases_only)
 
@@ -188,6 +208,8 @@ class MissDetector:
                 return False
             return deadline_ms is None or self._clock.now_ms() < deadline_ms - self._cfg.deadline_margin_ms
 
+        if reconcile and not leases_only:
+            self._reconciler.load()  # the shards to sweep: more than ShardCount while some drain
         # Leases first: a crashed worker's run is a committed promise, overdue jobs are next.
         self._recover_leases(result, budget_left)
         self._telemetry.metric("LeasesRecovered", result.leases_recovered)
@@ -195,6 +217,18 @@ class MissDetector:
             self._catch_up_overdue(result, budget_left)
             self._telemetry.metric("MissedRuns", result.missed_recorded)
             self._telemetry.metric("DetectorBacklog", result.backlog)
+        if reconcile and not leases_only:
+            # Last: a lost change waits minutes at worst, a lapsed lease or an overdue job not.
+            def reconcile_budget() -> bool:
+                return (
+                    deadline_ms is None or self._clock.now_ms() < deadline_ms - self._cfg.deadline_margin_ms
+                )
+
+            reconciled = self._reconciler.run(reconcile_budget, deadline_ms)
+            result.jobs_checked += reconciled.checked
+            result.jobs_reconciled += reconciled.reconciled
+            result.jobs_resharded += reconciled.resharded
+            result.job_errors += reconciled.errors
         if result.recovery_latency_ms:
             self._telemetry.metric("RecoveryLatency", max(result.recovery_latency_ms), "Milliseconds")
         self._telemetry.event("detector.finished", invocation_id, **result.summary())
@@ -404,7 +438,9 @@ class MissDetector:
         """Every shard's matches, oldest first. A failing shard is left for the next run."""
         return merge_oldest_first(
             index,
-            shard_pages(self._store, index, self._cfg.shard_count, sort_from, sort_to, _skip, self._parallel),
+            shard_pages(
+                self._store, index, self._reconciler.shard_span, sort_from, sort_to, _skip, self._parallel
+            ),
         )
 
 

@@ -83,19 +83,26 @@ class Registrar:
         event_name: str,  # noqa: ARG002 - the same act for every kind of record (see below)
         job_id: str,
         new_image: dict[str, Any] | None,  # noqa: ARG002 - the job item is read as it is now
+        changed_at: int | None = None,
     ) -> Registration:
         """Any record (INSERT, MODIFY, REMOVE, replayed or not) leads to the same act: bring the
-        job's state in line with its job item as it is now."""
-        return self.apply(job_id)
+        job's state in line with its job item as it is now. ``changed_at``: when the record was
+        made (its ``ApproximateCreationDateTime``, ms), the time the change is planned from."""
+        return self.apply(job_id, changed_at=changed_at)
 
-    def apply(self, job_id: str, deadline_ms: int | None = None) -> Registration:
+    def apply(
+        self, job_id: str, deadline_ms: int | None = None, changed_at: int | None = None
+    ) -> Registration:
+        """Bring the job's state in line with its job item. ``changed_at``: when the person made
+        the change (None: now), so that occurrences due between the change and this call are
+        run late or recorded, not dropped (core/state.py ``change_time`` bounds it)."""
         if not is_job_id(job_id):
             return self._report_only(job_id)
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
             state = self._store.get(STATE, {"job_id": job_id})
             try:
-                return self._register(job_id, job, state, deadline_ms)
+                return self._register(job_id, job, state, deadline_ms, changed_at)
             except (ConditionFailed, _LostRace):
                 continue  # changed under us: read both again
         self._telemetry.event("job.registration_conflict", job_id)
@@ -120,13 +127,24 @@ class Registrar:
     # --- one attempt ---------------------------------------------------------------------------
 
     def _register(
-        self, job_id: str, job: Item | None, state: Item | None, deadline_ms: int | None
+        self,
+        job_id: str,
+        job: Item | None,
+        state: Item | None,
+        deadline_ms: int | None,
+        changed_at: int | None = None,
     ) -> Registration:
         now = self._clock.now_ms()
         definition, reasons = self._parse(job)
         digest = definition_digest(job) if job is not None else None
         plan = plan_registration(
-            state, definition, digest, now, self._cfg.shard_count, "; ".join(reasons or [])[:200]
+            state,
+            definition,
+            digest,
+            now,
+            self._cfg.shard_count,
+            "; ".join(reasons or [])[:200],
+            changed_at,
         )
         if plan.outcome is Registration.ABSENT:
             return Registration.ABSENT
@@ -219,9 +237,12 @@ class Registrar:
             overdue_before=now - effective_grace_ms(misfire.grace_seconds, self._cfg),
             late_until=plan.settle.until,
             reason=plan.settle.reason,
-            switch=(plan.set, plan.remove),
+            switch=({**plan.set, "registered_at": now}, plan.remove),
         )
         settled = self._settler.settle(state, request, now, self._budget(deadline_ms))
+        if settled.missed:
+            # Counted as the detector counts its own: the MissedRuns alarm sees every record.
+            self._telemetry.metric("MissedRuns", len(settled.missed))
         if settled.to_dispatch and self._dispatcher is not None:
             self._dispatcher.dispatch(settled.to_dispatch)
         if settled.lost_race:

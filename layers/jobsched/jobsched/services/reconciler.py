@@ -1,0 +1,291 @@
+"""Level-triggered registration: the miss detector compares job items with their states.
+
+The registrar is edge-triggered: it acts on a stream record. A record that fails for good (its
+retries exhausted, sent to the failure queue) leaves its change unapplied, and nothing else
+would apply it: the trigger and the detector only look at active jobs in the next-run index. So
+each detector invocation also walks the jobs table, a bounded slice at a time, and compares
+every job item with its state (``core/state.py`` ``differences``). A difference that lasts is a
+change the registrar never applied: the reconciler applies it (``Registrar.apply``, the same
+conditional writes) and logs it (``job.reconciled``, with what differed) and counts it
+(``JobsReconciled``).
+
+A difference is applied only once it has lasted ``SUSPECT_AFTER_MS``: a change whose stream
+record is on its way (the usual case, well under a second) is left to the registrar function,
+which knows when it was made and claims its first occurrence at once. The reconciler dates the
+change by when it first saw it, so occurrences due after that are run late or recorded, not
+dropped. A job registered under another ``ShardCount`` is moved at once (no stream record is
+coming for that).
+
+The detector's bookkeeping item (``core/transitions.py`` ``BOOKKEEPING_KEY``) keeps the place in
+the jobs table (DynamoDB's Scan cursor), the differences seen and not yet applied, and the
+highest ShardCount whose shards may still hold entries of either index (``shard_high``): while
+it is above ShardCount the detector also sweeps those shards (expired leases and overdue jobs)
+and moves the jobs still indexed there onto the shards the trigger queries
+(docs/deploy.md, "Changing ShardCount"). Every change of the item is one write conditional on
+its version, so two overlapping invocations never both move the cursor.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jobsched.core.clock import Clock
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.errors import ConditionFailed, StoreError
+from jobsched.core.job import JOB_ID_PATTERN, definition_digest
+from jobsched.core.state import Registration, differences
+from jobsched.core.transitions import BOOKKEEPING_KEY, bookkeeping_op
+from jobsched.core.writes import JOBS, STATE, Item
+from jobsched.ports import BATCH_GET_MAX_KEYS, Store, Telemetry
+from jobsched.services.paging import query_all
+from jobsched.services.registrar import Registrar
+
+# Job items compared per detector invocation (one reconcile run per invocation, in its first
+# sweep), read a Scan page at a time: a full pass over 10,000 jobs takes 20 invocations, 20
+# minutes at the once-a-minute schedule (docs/design.md, "Lost stream records").
+RECONCILE_JOBS_PER_RUN = 500
+SCAN_PAGE = BATCH_GET_MAX_KEYS
+# A difference is applied once it has lasted this long: a stream record in flight is not lost.
+SUSPECT_AFTER_MS = 60_000
+# Differences remembered between runs (about 100 bytes each on the bookkeeping item); more are
+# seen again, and remembered, on the next pass.
+MAX_SUSPECTS = 1_000
+# Dropped shards must be found empty in both indexes this long before the detector stops
+# sweeping them: a function version still running with the old ShardCount (a deployment's
+# canary) may write there meanwhile.
+DRAIN_HOLD_MS = 3_600_000
+
+_JOB_ID = re.compile(JOB_ID_PATTERN)
+
+
+@dataclass
+class Reconciled:
+    checked: int = 0  # job items compared
+    reconciled: int = 0  # differences applied
+    suspected: int = 0  # differences seen and remembered, to apply if they last
+    resharded: int = 0  # jobs moved off a dropped shard
+    errors: int = 0
+    passes_completed: int = 0
+    lost_cursor: bool = False  # another invocation moved the bookkeeping first
+
+
+class Reconciler:
+    def __init__(
+        self,
+        store: Store,
+        telemetry: Telemetry,
+        clock: Clock,
+        cfg: SchedulerConfig,
+        registrar: Registrar,
+    ) -> None:
+        self._store = store
+        self._telemetry = telemetry
+        self._clock = clock
+        self._cfg = cfg
+        self._registrar = registrar
+        # The shards the detector sweeps: ShardCount, or more while dropped shards drain.
+        self.shard_span = cfg.shard_count
+        self._item: Item | None = None
+        self._loaded = False
+
+    def load(self) -> None:
+        """Read the bookkeeping: the detector does this before its first sweep, so that the
+        sweep covers dropped shards (``shard_span``) from the start."""
+        try:
+            self._item = self._store.get(STATE, dict(BOOKKEEPING_KEY))
+        except StoreError:
+            return  # the run reads it again
+        self._loaded = True
+        recorded = int(self._item.get("shard_high", 0)) if self._item is not None else 0
+        self.shard_span = max(recorded, self._cfg.shard_count)
+
+    def run(self, budget_left: Callable[[], bool], deadline_ms: int | None = None) -> Reconciled:
+        done = Reconciled()
+        now = self._clock.now_ms()
+        if not self._loaded:
+            self.load()
+            if not self._loaded:
+                return done  # the next invocation reads it
+        item, self._loaded = self._item, False
+        sets: Item = {}
+        remove: list[str] = []
+        self._shards(item, now, sets, remove, budget_left, deadline_ms, done)
+        self._scan(item, now, sets, budget_left, deadline_ms, done)
+        try:
+            self._store.update(bookkeeping_op(item, sets, tuple(remove), now))
+        except ConditionFailed:
+            done.lost_cursor = True  # an overlapping invocation moved it: it goes on from there
+        except StoreError:
+            pass  # this run's slice is compared again next time
+        self._telemetry.metric("JobsReconciled", done.reconciled)
+        return done
+
+    # --- dropped shards ---------------------------------------------------------------------------
+
+    def _shards(
+        self,
+        item: Item | None,
+        now: int,
+        sets: Item,
+        remove: list[str],
+        budget_left: Callable[[], bool],
+        deadline_ms: int | None,
+        done: Reconciled,
+    ) -> None:
+        count = self._cfg.shard_count
+        recorded = int(item.get("shard_high", count)) if item is not None else count
+        high = max(recorded, count)
+        if high > count:
+            if self._drain(range(count, high), budget_left, deadline_ms, done):
+                since = int(item.get("drained_since", now)) if item is not None else now
+                if now - since >= DRAIN_HOLD_MS:
+                    high = count
+                    remove.append("drained_since")
+                else:
+                    sets["drained_since"] = since
+            else:
+                remove.append("drained_since")
+        if high != recorded or item is None or "shard_high" not in item:
+            sets["shard_high"] = high
+        self.shard_span = high
+
+    def _drain(
+        self, shards: range, budget_left: Callable[[], bool], deadline_ms: int | None, done: Reconciled
+    ) -> bool:
+        """Move the jobs indexed on ``shards`` (beyond ShardCount) onto the shards the trigger
+        queries. True when both indexes hold nothing on them (the lease sweep recovers leases
+        there, and a heartbeat or a recovery writes a run's new lease on a queried shard)."""
+        empty = True
+        for shard in shards:
+            try:
+                if self._store.query("lease", shard, limit=1).items:
+                    empty = False
+                for state in query_all(self._store, "next-run", shard):
+                    empty = False
+                    if not budget_left():
+                        return False
+                    job_id = str(state["job_id"])
+                    if self._apply(job_id, ["sched_shard beyond ShardCount"], None, deadline_ms, done):
+                        done.resharded += 1
+            except StoreError:
+                return False
+        return empty
+
+    # --- the jobs table ---------------------------------------------------------------------------
+
+    def _scan(
+        self,
+        item: Item | None,
+        now: int,
+        sets: Item,
+        budget_left: Callable[[], bool],
+        deadline_ms: int | None,
+        done: Reconciled,
+    ) -> None:
+        cursor = item.get("cursor") if item is not None else None
+        passes = int(item.get("passes", 0)) if item is not None else 0
+        suspects: dict[str, Any] = dict(item.get("suspects") or {}) if item is not None else {}
+        self._recheck(suspects, now, passes, deadline_ms, done)
+        while done.checked < RECONCILE_JOBS_PER_RUN and budget_left():
+            try:
+                page = self._store.scan(JOBS, SCAN_PAGE, cursor)
+                jobs = [job for job in page.items if _JOB_ID.match(str(job.get("job_id")))]
+                keys = [{"job_id": job["job_id"]} for job in jobs]
+                states = {str(s["job_id"]): s for s in self._store.batch_get(STATE, keys)}
+            except StoreError:
+                break  # this page is read again next time
+            for job in jobs:
+                self._compare(job, states.get(str(job["job_id"])), now, passes, suspects, deadline_ms, done)
+            done.checked += len(page.items)
+            cursor = page.cursor
+            if cursor is None:
+                # A pass is complete: a difference not seen again in it is gone (its job item was
+                # deleted, or the registrar applied it).
+                suspects = {job_id: s for job_id, s in suspects.items() if int(s["pass"]) >= passes}
+                passes += 1
+                done.passes_completed += 1
+                break
+        sets["cursor"] = cursor
+        sets["passes"] = passes
+        sets["suspects"] = suspects
+
+    def _recheck(
+        self, suspects: dict[str, Any], now: int, passes: int, deadline_ms: int | None, done: Reconciled
+    ) -> None:
+        """Differences that have lasted ``SUSPECT_AFTER_MS``, read again at once (up to a
+        BatchGetItem's worth a run) rather than when the scan comes round: a lost change is then
+        applied a minute or two after the pass first saw it, however long the pass."""
+        ripe = [job_id for job_id, seen in suspects.items() if int(seen["seen_at"]) <= now - SUSPECT_AFTER_MS]
+        keys = [{"job_id": job_id} for job_id in ripe[:BATCH_GET_MAX_KEYS]]
+        if not keys:
+            return
+        try:
+            jobs = {str(j["job_id"]): j for j in self._store.batch_get(JOBS, keys)}
+            states = {str(s["job_id"]): s for s in self._store.batch_get(STATE, keys)}
+        except StoreError:
+            return  # the scan or the next run reads them
+        for key in keys:
+            job_id = key["job_id"]
+            job = jobs.get(job_id)
+            if job is None:
+                suspects.pop(job_id, None)  # deleted: its REMOVE record, or the trigger, handles it
+                continue
+            self._compare(job, states.get(job_id), now, passes, suspects, deadline_ms, done)
+
+    def _compare(
+        self,
+        job: Item,
+        state: Item | None,
+        now: int,
+        passes: int,
+        suspects: dict[str, Any],
+        deadline_ms: int | None,
+        done: Reconciled,
+    ) -> None:
+        job_id = str(job["job_id"])
+        found = differences(job, state, self._cfg.shard_count)
+        if not found:
+            suspects.pop(job_id, None)
+            return
+        if all(what.startswith("sched_shard") for what in found):
+            self._apply(job_id, found, None, deadline_ms, done)  # no stream record will come
+            return
+        digest = definition_digest(job)
+        seen = suspects.get(job_id)
+        if seen is not None and seen.get("digest") == digest:
+            if int(seen["seen_at"]) <= now - SUSPECT_AFTER_MS:
+                # Lasted: its stream record is lost. Dated when first seen (at the latest, the
+                # change was made then), so what came due since is run late or recorded.
+                if self._apply(job_id, found, int(seen["seen_at"]), deadline_ms, done):
+                    suspects.pop(job_id, None)
+                return
+            seen["pass"] = passes
+            return
+        if len(suspects) < MAX_SUSPECTS or job_id in suspects:
+            suspects[job_id] = {"digest": digest, "seen_at": now, "pass": passes}
+            done.suspected += 1
+
+    def _apply(
+        self, job_id: str, found: list[str], changed_at: int | None, deadline_ms: int | None, done: Reconciled
+    ) -> bool:
+        """Apply the registrar to one job, isolated: a failure is logged and counted, and the
+        job is compared again on the next pass."""
+        try:
+            outcome = self._registrar.apply(job_id, deadline_ms, changed_at=changed_at)
+        except Exception as exc:  # one job's failure must not stop the others
+            done.errors += 1
+            self._telemetry.event(
+                "job.error", job_id, actor="reconciler", error=f"{type(exc).__name__}: {exc}"[:500]
+            )
+            self._telemetry.metric("JobErrors", 1)
+            return False
+        if outcome is Registration.CONFLICT:
+            return False
+        done.reconciled += 1
+        self._telemetry.event(
+            "job.reconciled", job_id, differed=found, outcome=outcome.value, changed_at=changed_at
+        )
+        return True

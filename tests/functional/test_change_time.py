@@ -1,0 +1,124 @@
+"""A change is dated when the person made it, not when the registrar sees it (issue 26 item 2):
+the stream record's ApproximateCreationDateTime (whole seconds) is the time the registration is
+planned from, so an occurrence that came due while the change travelled is run late (or
+recorded under the misfire policy), never dropped."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness import MINUTE, T0, Env, job
+from jobsched.core.run import run_id_for
+from jobsched.core.state import STREAM_RETENTION_MS, Registration
+from jobsched.core.writes import JOBS, RUNS, Put
+from jobsched.services.registrar import Registrar
+from jobsched.services.trigger import Trigger
+
+SECOND = 1000
+
+
+def registrar_function(env: Env) -> Registrar:
+    """The registrar as the deployed function wires it: it claims first occurrences at once."""
+    trigger = Trigger(env.store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False)
+    return Registrar(
+        env.store,
+        env.telemetry,
+        env.clock,
+        env.cfg,
+        env.queue,
+        claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
+    )
+
+
+def put(env: Env, item: dict[str, Any]) -> int:
+    """A person's put-item; returns its stream record's ApproximateCreationDateTime (ms: the
+    write's time rounded down to the second, as DynamoDB Streams gives it)."""
+    env.store.write([Put(JOBS, item, condition=(), label="person puts job")])
+    return env.clock.now_ms() // 1000 * 1000
+
+
+def delivered(env: Env, job_id: str, created: int, delay_ms: int) -> Registration:
+    env.clock.advance(delay_ms)
+    return registrar_function(env).on_stream_record("INSERT", job_id, None, changed_at=created)
+
+
+def record(env: Env, job_id: str, at: int) -> dict[str, Any] | None:
+    return env.store.get(RUNS, {"job_id": job_id, "run_id": run_id_for(job_id, at)})
+
+
+def test_an_at_job_written_just_before_its_instant_runs_late_not_never(env: Env) -> None:
+    env.clock.set(T0 - 500)  # 0.5 s before the instant
+    created = put(env, job("once", "at(2026-12-01T00:00:00)").to_item())
+    assert delivered(env, "once", created, 800) is Registration.SCHEDULED  # seen 0.3 s after it
+    run = record(env, "once", T0)
+    assert run is not None and run["status"] == "pending"  # claimed at registration, 0.3 s late
+    assert env.state("once")["status"] == "finished"  # its one occurrence has its record
+
+
+def test_a_new_cron_job_keeps_a_first_occurrence_that_came_due_in_transit(env: Env) -> None:
+    env.clock.set(T0 - 500)  # T0 is midnight: the daily job's first occurrence
+    created = put(env, job("daily", "cron(0 0 * * ? *)").to_item())
+    delivered(env, "daily", created, 800)
+    assert record(env, "daily", T0) is not None  # not moved to the next day
+    assert env.state("daily")["next_run_at"] == T0 + 24 * 60 * MINUTE
+
+
+def test_a_resume_keeps_the_occurrence_that_came_due_in_transit(env: Env) -> None:
+    put(env, job("r", enabled=False).to_item())
+    registrar_function(env).apply("r")
+    env.clock.set(T0 + MINUTE - 500)
+    created = put(env, job("r").to_item())  # resumed 0.5 s before T0 + 1 min
+    delivered(env, "r", created, 800)
+    assert record(env, "r", T0 + MINUTE) is not None
+
+
+def test_a_change_delivered_late_settles_the_old_timing_up_to_the_change_only(env: Env) -> None:
+    # Paused at T0 + 1.5 min, delivered two minutes later: the occurrence before the pause is
+    # recorded missed (it came due while active), the ones after it are not due (paused first).
+    put(env, job("p").to_item())
+    registrar_function(env).apply("p")
+    env.clock.set(T0 + 90 * SECOND)
+    created = put(env, job("p", enabled=False).to_item())
+    assert delivered(env, "p", created, 2 * MINUTE) is Registration.PAUSED
+    before = record(env, "p", T0 + MINUTE)
+    assert before is not None and before["status"] in ("pending", "missed")  # claimed or recorded
+    assert record(env, "p", T0 + 2 * MINUTE) is None and record(env, "p", T0 + 3 * MINUTE) is None
+
+
+def test_a_replayed_old_record_cannot_date_a_later_change_before_the_last_registration(env: Env) -> None:
+    created = put(env, job("j", "rate(1 hour)").to_item())
+    registrar_function(env).on_stream_record("INSERT", "j", None, changed_at=created)
+    registered_at = env.state("j")["registered_at"]
+    env.clock.set(T0 + 5 * 60 * MINUTE + 30 * SECOND)
+    put(env, job("j", "rate(1 minute)").to_item())  # re-timed; its own record is slow
+    # A replay of the first record arrives first: the change cannot be older than the
+    # registration that read the item before it, so nothing from before then becomes due...
+    registrar_function(env).on_stream_record("MODIFY", "j", None, changed_at=created)
+    assert registered_at == T0
+    # ...and the new timing starts after that registration at the earliest: the hours since
+    # (the re-time came 5 h later) are not back-filled as due by the stale date.
+    assert env.state("j")["next_run_at"] == T0 + MINUTE  # = after registered_at: T0
+
+
+def test_a_record_older_than_the_stream_keeps_records_is_dated_at_most_that_old(env: Env) -> None:
+    env.clock.set(T0 + 2 * STREAM_RETENTION_MS)
+    put(env, job("old", "rate(1 hour)").to_item())
+    registrar_function(env).on_stream_record("INSERT", "old", None, changed_at=T0)
+    assert env.state("old")["next_run_at"] == T0 + STREAM_RETENTION_MS + 60 * MINUTE
+
+
+def test_the_registrar_function_dates_a_change_by_its_record() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "functions" / "registrar"))
+    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+
+    app = __import__("app")
+    record = DynamoDBRecord(
+        {
+            "eventName": "INSERT",
+            "dynamodb": {"Keys": {"job_id": {"S": "x"}}, "ApproximateCreationDateTime": 1796083199},
+        }
+    )
+    assert app.changed_at(record) == 1_796_083_199_000
+    assert app.changed_at(DynamoDBRecord({"eventName": "INSERT", "dynamodb": {"Keys": {}}})) is None
