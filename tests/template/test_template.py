@@ -52,6 +52,9 @@ LIST_ENV = {
     "ALLOWED_EVENT_BUS_ARNS": "AllowedEventBusArns",
     "ALLOWED_FUNCTION_ARNS": "AllowedFunctionArns",
     "STAGED_EFFECT_TABLE_ARNS": "StagedEffectTableArns",
+    "ALLOWED_STATE_MACHINE_ARNS": "AllowedStateMachineArns",
+    "ALLOWED_TASK_DEFINITION_ARNS": "AllowedTaskDefinitionArns",
+    "ALLOWED_TASK_ROLE_ARNS": "AllowedTaskRoleArns",
 }
 DATA_ACTION = re.compile(r"^(dynamodb:|sqs:|lambda:Invoke|events:Put|s3:|kinesis:|sns:Publish)", re.I)
 
@@ -143,6 +146,12 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
                 assert otherwise == {"Ref": "AWS::NoValue"}
                 actions = tuple(_as_list(statement["Action"]))
                 conditional[actions] = (condition, statement["Resource"])
+                if actions == ("iam:PassRole",):  # only to ECS tasks
+                    assert statement["Condition"] == {
+                        "StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}
+                    }
+                else:
+                    assert "Condition" not in statement
     # Staged effects commit in the worker's own transaction: each contained action on its table.
     staged = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
     assert conditional == {
@@ -150,8 +159,19 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         ("events:PutEvents",): ("HasAllowedEventBuses", {"Ref": "AllowedEventBusArns"}),
         ("lambda:InvokeFunction",): ("HasAllowedFunctions", {"Ref": "AllowedFunctionArns"}),
         staged: ("HasStagedEffectTables", {"Ref": "StagedEffectTableArns"}),
+        ("states:StartExecution",): ("HasAllowedStateMachines", {"Ref": "AllowedStateMachineArns"}),
+        ("ecs:RunTask",): ("HasAllowedTaskDefinitions", {"Ref": "AllowedTaskDefinitionArns"}),
+        ("iam:PassRole",): ("HasAllowedTaskRoles", {"Ref": "AllowedTaskRoleArns"}),
     }
-    conditions = ("HasAllowedQueues", "HasAllowedEventBuses", "HasAllowedFunctions", "HasStagedEffectTables")
+    conditions = (
+        "HasAllowedQueues",
+        "HasAllowedEventBuses",
+        "HasAllowedFunctions",
+        "HasStagedEffectTables",
+        "HasAllowedStateMachines",
+        "HasAllowedTaskDefinitions",
+        "HasAllowedTaskRoles",
+    )
     for condition, (_, ref) in zip(conditions, conditional.values(), strict=True):
         assert template["Conditions"][condition] == {
             "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", ref]}, ""]}]
