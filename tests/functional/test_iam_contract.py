@@ -8,10 +8,11 @@ representative scenarios on in-process moto: registrations, a pause, a resume, a
 settles, a delete and an invalid job through the registrar; a fan-out tick and a group tick of the
 trigger; the worker committing a staged effect, sending to an allowed queue, starting a Step
 Functions execution and an ECS task (passing its role), scheduling a retry and promoting a
-buffered run; the miss detector recovering a dead worker's lease and catching up
-overdue jobs. The calls AWS makes with a role on its behalf (the event source mappings' polling)
-are declared from the Lambda documentation. The template is transformed offline by
-aws-sam-translator and each role's statements resolved for a fake account and stack.
+buffered run, each terminal outcome put on the outcome bus; the miss detector recovering a dead
+worker's lease and catching up overdue jobs. The calls AWS makes with a role on its behalf (the
+event source mappings' polling) are declared from the Lambda documentation. The template is
+transformed offline by aws-sam-translator and each role's statements resolved for a fake account
+and stack.
 
 Grants no call uses are printed (and warned), not failed. The mutation test takes each used grant
 away in turn and checks that a recorded call is then denied, so the contract can fail.
@@ -72,6 +73,7 @@ def queue_arn(name: str) -> str:
 STATE_MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{PREFIX}-report"
 TASK_DEFINITIONS = f"arn:aws:ecs:{REGION}:{ACCOUNT}:task-definition/{PREFIX}-report:*"
 TASK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/{PREFIX}-task"
+OUTCOME_BUS = f"{PREFIX}-outcomes"
 
 # The stack's parameters as the scenarios configure the functions: each list non-empty, so that
 # its conditional grant exists and is checked.
@@ -81,6 +83,7 @@ PARAMETERS = {
     "AllowedStateMachineArns": STATE_MACHINE,
     "AllowedTaskDefinitionArns": TASK_DEFINITIONS,
     "AllowedTaskRoleArns": TASK_ROLE,
+    "OutcomeEventBusName": OUTCOME_BUS,
 }
 TRIGGER_ALIAS = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{STACK_NAME}-trigger:live"
 
@@ -323,6 +326,7 @@ def recorded() -> Iterator[CallRecorder]:
         "ALLOWED_STATE_MACHINE_ARNS": STATE_MACHINE,
         "ALLOWED_TASK_DEFINITION_ARNS": TASK_DEFINITIONS,
         "ALLOWED_TASK_ROLE_ARNS": TASK_ROLE,
+        "OUTCOME_EVENT_BUS_NAME": OUTCOME_BUS,
     }
     with pytest.MonkeyPatch.context() as patch:
         for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"):
@@ -348,6 +352,7 @@ def recorded() -> Iterator[CallRecorder]:
                 definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}),
                 roleArn=f"arn:aws:iam::{ACCOUNT}:role/{PREFIX}-sfn",
             )
+            boto3.client("events", region_name=REGION).create_event_bus(Name=OUTCOME_BUS)
             ecs = boto3.client("ecs", region_name=REGION)
             ecs.create_cluster(clusterName=f"{PREFIX}-cluster")
             ecs.register_task_definition(
@@ -395,6 +400,10 @@ def test_each_function_s_calls_are_recorded(recorded: CallRecorder) -> None:
     assert [(c.resource, c.context) for c in passes] == [
         (TASK_ROLE, (("iam:PassedToService", "ecs-tasks.amazonaws.com"),))
     ]
+    # Outcome events: the worker's commits, the detector's and the registrar's missed records.
+    bus = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/{OUTCOME_BUS}"
+    for function in ("WorkerFunction", "MissDetectorFunction", "RegistrarFunction"):
+        assert ("events:PutEvents", bus) in {(c.action, c.resource) for c in recorded.distinct(function)}
     registrar = {(c.action, c.resource) for c in recorded.distinct("RegistrarFunction")}
     assert ("dynamodb:PutItem", STACK.attribute("RunsTable", "Arn")) in registrar
 

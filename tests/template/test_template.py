@@ -144,6 +144,8 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
             if "Fn::If" in item:
                 condition, statement, otherwise = item["Fn::If"]
                 assert otherwise == {"Ref": "AWS::NoValue"}
+                if condition == "HasOutcomeEventBus":
+                    continue  # not a target: test_outcome_events_are_granted_...
                 actions = tuple(_as_list(statement["Action"]))
                 conditional[actions] = (condition, statement["Resource"])
                 if actions == ("iam:PassRole",):  # only to ECS tasks
@@ -176,6 +178,30 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         assert template["Conditions"][condition] == {
             "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", ref]}, ""]}]
         }
+
+
+def test_outcome_events_are_granted_to_every_function_only_when_a_bus_is_named(
+    template: dict[str, Any],
+) -> None:
+    """Every function can write a terminal record (the trigger, the detector and the registrar
+    settle missed occurrences), so each may put its outcome on the bus, and on that bus only."""
+    bus = "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/${OutcomeEventBusName}"
+    for function in FUNCTIONS:
+        statements = template["Resources"][function]["Properties"]["Policies"][0]["Statement"]
+        (publish,) = [
+            item for item in statements if "Fn::If" in item and item["Fn::If"][0] == "HasOutcomeEventBus"
+        ]
+        _, statement, otherwise = publish["Fn::If"]
+        assert otherwise == {"Ref": "AWS::NoValue"}
+        assert (statement["Action"], statement["Resource"]) == ("events:PutEvents", {"Fn::Sub": bus}), (
+            function
+        )
+    assert template["Conditions"]["HasOutcomeEventBus"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "OutcomeEventBusName"}, ""]}]
+    }
+    assert template["Parameters"]["OutcomeEventBusName"]["Default"] == ""
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["OUTCOME_EVENT_BUS_NAME"] == {"Ref": "OutcomeEventBusName"}
 
 
 # AWS managed policies that grant data actions on Resource "*": SAM attaches the first for an

@@ -222,6 +222,7 @@ class Worker:
     ) -> Outcome | None:
         """An unfinished run holds the job's turn: skip or wait behind it. None: decide again."""
         holder_id = str(holder["run_id"])
+        reason: str | None = None
         if decision is OverlapDecision.BUFFER:
             ops = buffer_at_start_ops(message.run_id, message.version, holder, now, self._cfg)
             event, outcome = "run.buffered", Outcome.BUFFERED
@@ -235,7 +236,7 @@ class Worker:
             if lost.op is ops[0]:  # the run's own write: it moved on meanwhile
                 return self._drop_duplicate(message, lost.current)
             return None  # the holder ended (or another run waits behind it): decide again
-        self._telemetry.event(event, message.run_id, holder=holder_id)
+        self._telemetry.event(event, message.run_id, holder=holder_id, reason=reason)
         if outcome is Outcome.SKIPPED:
             self._telemetry.metric("SkippedRuns", 1)
             self._after_end(message, now)  # a run may wait behind this one
@@ -362,6 +363,7 @@ class Worker:
                 duration_ms=duration,
                 error=error,
                 effects=len(staged),
+                scheduled_at=message.scheduled_at,
             )
             self._telemetry.metric("Successes" if status is RunStatus.SUCCEEDED else "Failures", 1)
             self._telemetry.metric("RunDuration", duration, "Milliseconds")
