@@ -6,11 +6,13 @@ The calls are recorded (jobsched_tools.iam.policy.CallRecorder) while the four L
 (functions/*/app.py, and the worker's runtime wiring for a buffer_one promotion) run
 representative scenarios on in-process moto: registrations, a pause, a resume, a re-time that
 settles, a delete and an invalid job through the registrar; a fan-out tick and a group tick of the
-trigger; the worker committing a staged effect, sending to an allowed queue, scheduling a retry
-and promoting a buffered run; the miss detector recovering a dead worker's lease and catching up
-overdue jobs. The calls AWS makes with a role on its behalf (the event source mappings' polling)
-are declared from the Lambda documentation. The template is transformed offline by
-aws-sam-translator and each role's statements resolved for a fake account and stack.
+trigger; the worker committing a staged effect, sending to an allowed queue, starting a Step
+Functions execution and an ECS task (passing its role), scheduling a retry and promoting a
+buffered run, each terminal outcome put on the outcome bus; the miss detector recovering a dead
+worker's lease and catching up overdue jobs. The calls AWS makes with a role on its behalf (the
+event source mappings' polling) are declared from the Lambda documentation. The template is
+transformed offline by aws-sam-translator and each role's statements resolved for a fake account
+and stack.
 
 Grants no call uses are printed (and warned), not failed. The mutation test takes each used grant
 away in turn and checks that a recorded call is then denied, so the contract can fail.
@@ -68,9 +70,21 @@ def queue_arn(name: str) -> str:
     return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
 
 
+STATE_MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{PREFIX}-report"
+TASK_DEFINITIONS = f"arn:aws:ecs:{REGION}:{ACCOUNT}:task-definition/{PREFIX}-report:*"
+TASK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/{PREFIX}-task"
+OUTCOME_BUS = f"{PREFIX}-outcomes"
+
 # The stack's parameters as the scenarios configure the functions: each list non-empty, so that
 # its conditional grant exists and is checked.
-PARAMETERS = {"StagedEffectTableArns": table_arn(EFFECTS), "AllowedTargetQueueArns": queue_arn(TARGET_QUEUE)}
+PARAMETERS = {
+    "StagedEffectTableArns": table_arn(EFFECTS),
+    "AllowedTargetQueueArns": queue_arn(TARGET_QUEUE),
+    "AllowedStateMachineArns": STATE_MACHINE,
+    "AllowedTaskDefinitionArns": TASK_DEFINITIONS,
+    "AllowedTaskRoleArns": TASK_ROLE,
+    "OutcomeEventBusName": OUTCOME_BUS,
+}
 TRIGGER_ALIAS = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{STACK_NAME}-trigger:live"
 
 
@@ -220,6 +234,15 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     target_url = sqs.get_queue_url(QueueName=TARGET_QUEUE)["QueueUrl"]
     scenario.put_job(job_item("sender", "sqs_send", payload={"queue_url": target_url, "message": {"a": 1}}))
     scenario.put_job(job_item("flaky", "iam.fail", retry={"max_attempts": 3, "backoff_seconds": 1}))
+    scenario.put_job(job_item("workflow", "sfn_start_execution", payload={"state_machine": STATE_MACHINE}))
+    task_definition = TASK_DEFINITIONS.replace("*", "1")
+    container = {
+        "launchType": "FARGATE",
+        "networkConfiguration": {"awsvpcConfiguration": {"subnets": ["subnet-1"]}},
+        "overrides": {"taskRoleArn": TASK_ROLE},
+    }
+    ecs_payload = {"cluster": f"{PREFIX}-cluster", "task_definition": task_definition, "run_task": container}
+    scenario.put_job(job_item("container", "ecs_run_task", payload=ecs_payload))
     scenario.put_job(job_item("buffered", "iam.noop", overlap="buffer_one", timeout_seconds=300))
     scenario.put_job(job_item("dying", "iam.noop"))
     # pause_on_failure (issue 29): a final failure in the worker, and one in the detector.
@@ -235,7 +258,7 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     scenario.trigger({"group": 1, "groups": 2})
 
     # The worker: a staged effect, a send to an allowed queue, a failure that schedules a retry.
-    for job_id in ("ledger", "sender", "flaky", "fragile"):
+    for job_id in ("ledger", "sender", "flaky", "fragile", "workflow", "container"):
         scenario.worker(scenario.take(job_id))
     assert scenario.job("fragile")["enabled"] == {"BOOL": False}  # the worker paused it
     effects = scenario.dynamodb.scan(TableName=EFFECTS)["Items"]
@@ -334,6 +357,10 @@ def recorded() -> Iterator[CallRecorder]:
         "TRIGGER_FUNCTION_ARN": TRIGGER_ALIAS,
         "STAGED_EFFECT_TABLE_ARNS": table_arn(EFFECTS),
         "ALLOWED_QUEUE_ARNS": queue_arn(TARGET_QUEUE),
+        "ALLOWED_STATE_MACHINE_ARNS": STATE_MACHINE,
+        "ALLOWED_TASK_DEFINITION_ARNS": TASK_DEFINITIONS,
+        "ALLOWED_TASK_ROLE_ARNS": TASK_ROLE,
+        "OUTCOME_EVENT_BUS_NAME": OUTCOME_BUS,
     }
     with pytest.MonkeyPatch.context() as patch:
         for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"):
@@ -354,6 +381,17 @@ def recorded() -> Iterator[CallRecorder]:
                 BillingMode="PAY_PER_REQUEST",
             )
             sqs.create_queue(QueueName=TARGET_QUEUE)
+            boto3.client("stepfunctions", region_name=REGION).create_state_machine(
+                name=STATE_MACHINE.rsplit(":", 1)[1],
+                definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}),
+                roleArn=f"arn:aws:iam::{ACCOUNT}:role/{PREFIX}-sfn",
+            )
+            boto3.client("events", region_name=REGION).create_event_bus(Name=OUTCOME_BUS)
+            ecs = boto3.client("ecs", region_name=REGION)
+            ecs.create_cluster(clusterName=f"{PREFIX}-cluster")
+            ecs.register_task_definition(
+                family=f"{PREFIX}-report", containerDefinitions=[{"name": "x", "image": "i", "memory": 128}]
+            )
             for name, value in (
                 ("JOBS_TABLE", resources.jobs_table),
                 ("STATE_TABLE", resources.state_table),
@@ -390,6 +428,17 @@ def test_each_function_s_calls_are_recorded(recorded: CallRecorder) -> None:
     assert ("sqs:ChangeMessageVisibility", STACK.attribute("WorkQueue", "Arn")) in worker
     assert ("dynamodb:PutItem", table_arn(EFFECTS)) in worker
     assert ("dynamodb:UpdateItem", table_arn(EFFECTS)) in worker
+    # The Step Functions and ECS targets: the start, the task, and the role passed to ECS only.
+    assert ("states:StartExecution", STATE_MACHINE) in worker
+    assert ("ecs:RunTask", TASK_DEFINITIONS.replace("*", "1")) in worker
+    passes = [c for c in recorded.distinct("WorkerFunction") if c.action == "iam:PassRole"]
+    assert [(c.resource, c.context) for c in passes] == [
+        (TASK_ROLE, (("iam:PassedToService", "ecs-tasks.amazonaws.com"),))
+    ]
+    # Outcome events: the worker's commits, the detector's and the registrar's missed records.
+    bus = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/{OUTCOME_BUS}"
+    for function in ("WorkerFunction", "MissDetectorFunction", "RegistrarFunction"):
+        assert ("events:PutEvents", bus) in {(c.action, c.resource) for c in recorded.distinct(function)}
     registrar = {(c.action, c.resource) for c in recorded.distinct("RegistrarFunction")}
     assert ("dynamodb:PutItem", STACK.attribute("RunsTable", "Arn")) in registrar
 
@@ -401,7 +450,9 @@ def test_every_call_is_allowed_by_the_function_s_role(recorded: CallRecorder, fu
     refused = denied(calls, statements)
     assert not refused, "not allowed by the role:\n" + "\n".join(map(str, refused))
     conditional = {
-        sid for call in calls for sid in evaluate(statements, call.action, call.resource).unevaluated
+        sid
+        for call in calls
+        for sid in evaluate(statements, call.action, call.resource, call.context).unevaluated
     }
     assert not conditional, f"{function}: conditions this check cannot evaluate: {conditional}"
 

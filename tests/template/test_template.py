@@ -52,6 +52,9 @@ LIST_ENV = {
     "ALLOWED_EVENT_BUS_ARNS": "AllowedEventBusArns",
     "ALLOWED_FUNCTION_ARNS": "AllowedFunctionArns",
     "STAGED_EFFECT_TABLE_ARNS": "StagedEffectTableArns",
+    "ALLOWED_STATE_MACHINE_ARNS": "AllowedStateMachineArns",
+    "ALLOWED_TASK_DEFINITION_ARNS": "AllowedTaskDefinitionArns",
+    "ALLOWED_TASK_ROLE_ARNS": "AllowedTaskRoleArns",
 }
 DATA_ACTION = re.compile(r"^(dynamodb:|sqs:|lambda:Invoke|events:Put|s3:|kinesis:|sns:Publish)", re.I)
 
@@ -141,8 +144,16 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
             if "Fn::If" in item:
                 condition, statement, otherwise = item["Fn::If"]
                 assert otherwise == {"Ref": "AWS::NoValue"}
+                if condition == "HasOutcomeEventBus":
+                    continue  # not a target: test_outcome_events_are_granted_...
                 actions = tuple(_as_list(statement["Action"]))
                 conditional[actions] = (condition, statement["Resource"])
+                if actions == ("iam:PassRole",):  # only to ECS tasks
+                    assert statement["Condition"] == {
+                        "StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}
+                    }
+                else:
+                    assert "Condition" not in statement
     # Staged effects commit in the worker's own transaction: each contained action on its table.
     staged = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
     assert conditional == {
@@ -150,12 +161,47 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         ("events:PutEvents",): ("HasAllowedEventBuses", {"Ref": "AllowedEventBusArns"}),
         ("lambda:InvokeFunction",): ("HasAllowedFunctions", {"Ref": "AllowedFunctionArns"}),
         staged: ("HasStagedEffectTables", {"Ref": "StagedEffectTableArns"}),
+        ("states:StartExecution",): ("HasAllowedStateMachines", {"Ref": "AllowedStateMachineArns"}),
+        ("ecs:RunTask",): ("HasAllowedTaskDefinitions", {"Ref": "AllowedTaskDefinitionArns"}),
+        ("iam:PassRole",): ("HasAllowedTaskRoles", {"Ref": "AllowedTaskRoleArns"}),
     }
-    conditions = ("HasAllowedQueues", "HasAllowedEventBuses", "HasAllowedFunctions", "HasStagedEffectTables")
+    conditions = (
+        "HasAllowedQueues",
+        "HasAllowedEventBuses",
+        "HasAllowedFunctions",
+        "HasStagedEffectTables",
+        "HasAllowedStateMachines",
+        "HasAllowedTaskDefinitions",
+        "HasAllowedTaskRoles",
+    )
     for condition, (_, ref) in zip(conditions, conditional.values(), strict=True):
         assert template["Conditions"][condition] == {
             "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", ref]}, ""]}]
         }
+
+
+def test_outcome_events_are_granted_to_every_function_only_when_a_bus_is_named(
+    template: dict[str, Any],
+) -> None:
+    """Every function can write a terminal record (the trigger, the detector and the registrar
+    settle missed occurrences), so each may put its outcome on the bus, and on that bus only."""
+    bus = "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/${OutcomeEventBusName}"
+    for function in FUNCTIONS:
+        statements = template["Resources"][function]["Properties"]["Policies"][0]["Statement"]
+        (publish,) = [
+            item for item in statements if "Fn::If" in item and item["Fn::If"][0] == "HasOutcomeEventBus"
+        ]
+        _, statement, otherwise = publish["Fn::If"]
+        assert otherwise == {"Ref": "AWS::NoValue"}
+        assert (statement["Action"], statement["Resource"]) == ("events:PutEvents", {"Fn::Sub": bus}), (
+            function
+        )
+    assert template["Conditions"]["HasOutcomeEventBus"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "OutcomeEventBusName"}, ""]}]
+    }
+    assert template["Parameters"]["OutcomeEventBusName"]["Default"] == ""
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["OUTCOME_EVENT_BUS_NAME"] == {"Ref": "OutcomeEventBusName"}
 
 
 # AWS managed policies that grant data actions on Resource "*": SAM attaches the first for an

@@ -21,6 +21,9 @@ class Allow:
     allowed_queue_arns: list[str] = field(default_factory=lambda: ["*"])
     allowed_event_bus_arns: list[str] = field(default_factory=lambda: ["*"])
     allowed_function_arns: list[str] = field(default_factory=lambda: ["*"])
+    allowed_state_machine_arns: list[str] = field(default_factory=lambda: ["*"])
+    allowed_task_definition_arns: list[str] = field(default_factory=lambda: ["*"])
+    allowed_task_role_arns: list[str] = field(default_factory=lambda: ["*"])
 
 
 class FakeSqs:
@@ -91,3 +94,16 @@ def test_sqs_send_to_a_queue_in_another_partition_is_checked_against_its_arn() -
     other = RunContext("j", "r", {"queue_url": f"{host}/other", "message": {}}, 0, 1, 1, "r", log)
     with pytest.raises(NotAllowed, match="arn:aws-cn:sqs:cn-north-1:123456789012:other"):
         handler(other)
+
+
+def test_a_later_registration_s_allow_lists_apply() -> None:
+    """The runtime's registry is process-wide: an App built again with other settings (a test, the
+    local stack after reset_app) must check against its own lists, not the first App's."""
+    registry = HandlerRegistry()
+    register_builtins(registry, Allow(allowed_queue_arns=[]), clients=lambda _s: FakeSqs())
+    handler = registry.get("sqs_send")
+    assert handler is not None
+    with pytest.raises(NotAllowed):
+        handler(context("r1"))
+    register_builtins(registry, Allow(allowed_queue_arns=["arn:aws:sqs:us-east-1:123456789012:q"]))
+    assert handler(context("r2")) == {"message_id": "m"}

@@ -81,3 +81,39 @@ def test_taking_a_grant_away_keeps_the_statement_s_other_grants() -> None:
     for action, resource in kept:
         assert evaluate(left, action, resource).allowed, (action, resource)
     assert Grant("f", "S", "dynamodb:Put*", RUNS).covers(Call("f", "dynamodb:PutItem", RUNS))
+
+
+def test_a_string_condition_is_evaluated_against_the_call_s_request_context() -> None:
+    """iam:PassRole only to ECS tasks (issue 29): the condition decides, with the context a
+    recorded RunTask carries; without the key it is reported, not assumed."""
+    role = "arn:aws:iam::123456789012:role/task"
+    only_ecs = {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+    passing = Statement("P", "Allow", ("iam:PassRole",), (), (role,), (), only_ecs)
+    to_ecs = (("iam:PassedToService", "ecs-tasks.amazonaws.com"),)
+    assert evaluate([passing], "iam:PassRole", role, to_ecs).allowed
+    to_lambda = (("iam:PassedToService", "lambda.amazonaws.com"),)
+    assert not evaluate([passing], "iam:PassRole", role, to_lambda).allowed
+    assert evaluate([passing], "iam:PassRole", role).unevaluated == ("P",)
+    ecs_like = {"StringLike": {"iam:PassedToService": "ecs-*"}}
+    like = Statement("L", "Allow", ("iam:PassRole",), (), (role,), (), ecs_like)
+    assert evaluate([like], "iam:PassRole", role, to_ecs).allowed
+
+
+def test_a_run_task_is_recorded_with_the_roles_it_passes() -> None:
+    from jobsched_tools.iam.policy import authorisations, passed_roles
+
+    params = {
+        "cluster": "c",
+        "taskDefinition": "report:3",
+        "overrides": {"taskRoleArn": "arn:aws:iam::123456789012:role/t"},
+    }
+    assert authorisations("ecs", "RunTask", params, "us-east-1", "123456789012") == [
+        ("ecs:RunTask", "arn:aws:ecs:us-east-1:123456789012:task-definition/report:3")
+    ]
+    to_ecs = (("iam:PassedToService", "ecs-tasks.amazonaws.com"),)
+    role = "arn:aws:iam::123456789012:role/t"
+    assert passed_roles("ecs", "RunTask", params) == [("iam:PassRole", role, to_ecs)]
+    machine = "arn:aws:states:us-east-1:123456789012:stateMachine:m"
+    start = {"stateMachineArn": machine}
+    started = authorisations("stepfunctions", "StartExecution", start, "us-east-1", "1")
+    assert started == [("states:StartExecution", machine)]

@@ -16,6 +16,9 @@ class _NoDestinations:
     allowed_queue_arns: list[str] = []
     allowed_event_bus_arns: list[str] = []
     allowed_function_arns: list[str] = []
+    allowed_state_machine_arns: list[str] = []
+    allowed_task_definition_arns: list[str] = []
+    allowed_task_role_arns: list[str] = []
 
 
 def checkout_targets() -> list[str] | None:

@@ -130,3 +130,28 @@ class GroupInvoker(Protocol):
     fan-out"). Raises ``InvokeError`` when the invocation was not accepted."""
 
     def invoke(self, event: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A terminal outcome, reported once its record is written (docs/operations.md, "Outcome
+    events"). ``outcome_id`` (``run_id#status``) is the consumer's deduplication key."""
+
+    run_id: str
+    job_id: str
+    status: str  # succeeded, failed, missed or skipped
+    recorded_at: int  # ms: when the record was written
+    scheduled_at: int | None = None  # ms; None when the run id does not carry it (a manual run)
+    reason: str | None = None  # the error of a failure, why it was missed or skipped
+    attempt: int | None = None
+
+    @property
+    def outcome_id(self) -> str:
+        return f"{self.run_id}#{self.status}"
+
+
+class OutcomeSink(Protocol):
+    """Where terminal outcomes go (an EventBridge bus). Raises when an outcome was not accepted;
+    the caller logs and counts that, and never fails the run for it."""
+
+    def publish(self, outcome: RunOutcome) -> None: ...

@@ -28,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trigger": ("cmd_ops", "run a job now, outside its schedule"),
     "backfill": ("cmd_ops", "run the past occurrences in (FROM, TO], missed ones too, each at most once"),
     "dlq": ("cmd_ops", "the work queue's dead-letter queue: redrive its messages to the work queue"),
+    "import": (
+        "cmd_import",
+        "register EventBridge Scheduler schedules (get-schedule JSON: a file or a directory) as jobs",
+    ),
     "local": ("cmd_local", "run the whole stack locally on moto (no AWS account, no Docker) until Ctrl-C"),
     "demo": ("cmd_local", "a measured minute on the local stack, with a worker SIGKILLed mid-run"),
     "chaos": ("cmd_chaos", "simulate hours of scheduling under injected faults and check exactly-once"),

@@ -10,7 +10,10 @@ first deploy. This module gives the three parts of checking that without AWS:
   ``ConditionCheck`` as ``PutItem``, ``UpdateItem``, ``DeleteItem``, ``ConditionCheckItem`` on its
   own table: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html);
   a ``Query`` on an index as the index's ARN (``table/NAME/index/INDEX``); SQS batch calls as the
-  action that authorises them (``SendMessageBatch`` as ``sqs:SendMessage``).
+  action that authorises them (``SendMessageBatch`` as ``sqs:SendMessage``); an ECS ``RunTask`` as
+  ``ecs:RunTask`` on its task definition and ``iam:PassRole`` on each role its overrides name, with
+  the request context ``iam:PassedToService = ecs-tasks.amazonaws.com``; a Step Functions
+  ``StartExecution`` as ``states:StartExecution`` on its state machine.
 - ``role_statements``: a function role's statements from the template after the SAM transform
   (``transform``), with the intrinsics resolved to ARNs for a ``Stack`` (fake account, region,
   stack name, parameter values and the resources' physical names): ``Ref``, ``Fn::GetAtt``,
@@ -18,8 +21,10 @@ first deploy. This module gives the three parts of checking that without AWS:
 - ``evaluate``: IAM's evaluation for one identity policy set: a matching explicit ``Deny`` wins,
   else a matching ``Allow`` allows, else it is denied. Actions match case-insensitively with
   ``*``/``?`` wildcards, resources segment by segment of the ARN (``*`` within the last segment
-  spans ``/``). A statement with a ``Condition`` is not evaluated: it is reported
-  (``Decision.unevaluated``), never counted as an Allow, and a conditional Deny counts as denying.
+  spans ``/``). A statement's ``Condition`` is evaluated when every key it names is in the call's
+  recorded request context and every operator is ``StringEquals`` or ``StringLike``; any other is
+  not evaluated: it is reported (``Decision.unevaluated``), never counted as an Allow, and a
+  conditional Deny counts as denying.
 
 Not modelled: resource-based policies, permission boundaries, SCPs, session policies (the stack
 uses none of them).
@@ -48,13 +53,17 @@ class Call:
     action: str
     resource: str
     origin: str = "code"  # or what makes it on the function's behalf (an event source mapping)
+    # IAM's request context for the call, as far as a condition in the stack's roles asks for it
+    # (``iam:PassedToService``): (key, value) pairs.
+    context: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.function}: {self.action} on {self.resource} ({self.origin})"
+        where = "".join(f" [{key}={value}]" for key, value in self.context)
+        return f"{self.function}: {self.action} on {self.resource}{where} ({self.origin})"
 
 
 # The IAM prefix of a botocore service, where it differs from the service's name.
-_IAM_PREFIX = {"dynamodbstreams": "dynamodb"}
+_IAM_PREFIX = {"dynamodbstreams": "dynamodb", "stepfunctions": "states"}
 # API operations that IAM authorises with another action.
 _AUTHORISED_AS = {
     ("sqs", "SendMessageBatch"): "SendMessage",
@@ -109,6 +118,13 @@ def authorisations(
     if service == "lambda" and "FunctionName" in params:
         qualifier = params.get("Qualifier")
         return [(action, lambda_function_arn(str(params["FunctionName"]), qualifier, region, account))]
+    if service == "stepfunctions" and "stateMachineArn" in params:
+        return [(action, str(params["stateMachineArn"]))]
+    if service == "ecs" and operation == "RunTask":
+        definition = str(params["taskDefinition"])
+        if not definition.startswith("arn:"):
+            definition = f"arn:aws:ecs:{region}:{account}:task-definition/{definition}"
+        return [(action, definition)]
     if service == "events" and operation == "PutEvents":
         pairs = []
         for entry in params.get("Entries", []):
@@ -117,6 +133,20 @@ def authorisations(
             pairs.append((action, arn))
         return sorted(set(pairs))
     return [(action, "*")]
+
+
+ECS_TASKS = (("iam:PassedToService", "ecs-tasks.amazonaws.com"),)
+
+
+def passed_roles(service: str, operation: str, params: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
+    """The ``iam:PassRole`` authorisations one API call needs besides its own action: (action,
+    role ARN, request context). Only the roles the request names are seen: the roles of an ECS
+    task definition are passed too, and must be granted as well (docs/deploy.md)."""
+    if service == "ecs" and operation == "RunTask":
+        overrides = params.get("overrides") or {}
+        roles = [overrides[name] for name in ("taskRoleArn", "executionRoleArn") if name in overrides]
+        return [("iam:PassRole", str(role), ECS_TASKS) for role in roles]
+    return []
 
 
 def _dynamodb(
@@ -182,6 +212,8 @@ class CallRecorder:
                 return
             for action, resource in authorisations(service, operation, params, region, self.account):
                 self.calls.append(Call(function, action, resource))
+            for action, resource, context in passed_roles(service, operation, params):
+                self.calls.append(Call(function, action, resource, context=context))
 
     @contextmanager
     def installed(self) -> Iterator[CallRecorder]:
@@ -462,7 +494,33 @@ class Decision:
     unevaluated: tuple[str, ...]  # statements that match but carry a Condition
 
 
-def evaluate(statements: Sequence[Statement], action: str, resource: str) -> Decision:
+_CONDITION_OPERATORS: dict[str, Callable[[str, str], bool]] = {
+    "StringEquals": lambda pattern, value: pattern == value,
+    "StringLike": lambda pattern, value: _glob(pattern, value),
+}
+
+
+def condition_holds(condition: Mapping[str, Any], context: Sequence[tuple[str, str]]) -> bool | None:
+    """Whether a statement's ``Condition`` holds for a request context: every operator's every key
+    must match one of its values (IAM: AND across keys and operators, OR across values; keys
+    case-insensitive). None: it cannot be evaluated here (another operator, or a key the context
+    lacks)."""
+    values = {key.lower(): value for key, value in context}
+    for operator, tests in condition.items():
+        compare = _CONDITION_OPERATORS.get(operator)
+        if compare is None or not isinstance(tests, Mapping):
+            return None
+        for key, wanted in tests.items():
+            if key.lower() not in values:
+                return None
+            if not any(compare(str(pattern), values[key.lower()]) for pattern in _strings(wanted)):
+                return False
+    return True
+
+
+def evaluate(
+    statements: Sequence[Statement], action: str, resource: str, context: Sequence[tuple[str, str]] = ()
+) -> Decision:
     allows: list[str] = []
     denies: list[str] = []
     unevaluated: list[str] = []
@@ -470,10 +528,14 @@ def evaluate(statements: Sequence[Statement], action: str, resource: str) -> Dec
         if not statement.matches(action, resource):
             continue
         if statement.condition:
-            unevaluated.append(statement.sid)
-            if statement.effect == "Deny":
-                denies.append(statement.sid)  # it may apply: count it
-            continue
+            holds = condition_holds(statement.condition, context)
+            if holds is False:
+                continue
+            if holds is None:
+                unevaluated.append(statement.sid)
+                if statement.effect == "Deny":
+                    denies.append(statement.sid)  # it may apply: count it
+                continue
         (denies if statement.effect == "Deny" else allows).append(statement.sid)
     return Decision(bool(allows) and not denies, tuple(allows), tuple(denies), tuple(unevaluated))
 
@@ -486,19 +548,31 @@ class Grant:
     sid: str
     action: str
     resource: str
+    # The statement's Condition, as JSON ("" for none): a conditional grant covers only the calls
+    # whose recorded context satisfies it.
+    condition: str = ""
 
     def __str__(self) -> str:
-        return f"{self.function} {self.sid}: {self.action} on {self.resource}"
+        when = f" if {self.condition}" if self.condition else ""
+        return f"{self.function} {self.sid}: {self.action} on {self.resource}{when}"
 
     def covers(self, call: Call) -> bool:
-        return action_matches(self.action, call.action) and resource_matches(self.resource, call.resource)
+        if not (action_matches(self.action, call.action) and resource_matches(self.resource, call.resource)):
+            return False
+        return not self.condition or condition_holds(json.loads(self.condition), call.context) is True
 
 
 def grants(function: str, statements: Sequence[Statement]) -> list[Grant]:
     return [
-        Grant(function, statement.sid, action, resource)
+        Grant(
+            function,
+            statement.sid,
+            action,
+            resource,
+            json.dumps(statement.condition, sort_keys=True) if statement.condition else "",
+        )
         for statement in statements
-        if statement.effect == "Allow" and not statement.condition
+        if statement.effect == "Allow"
         for action in statement.actions
         for resource in statement.resources
     ]
@@ -527,7 +601,9 @@ def _replace(statement: Statement, **changes: Any) -> Statement:
 
 
 def denied(calls: Sequence[Call], statements: Sequence[Statement]) -> list[Call]:
-    return [call for call in calls if not evaluate(statements, call.action, call.resource).allowed]
+    return [
+        call for call in calls if not evaluate(statements, call.action, call.resource, call.context).allowed
+    ]
 
 
 def unused(grant_list: Sequence[Grant], calls: Sequence[Call]) -> list[Grant]:

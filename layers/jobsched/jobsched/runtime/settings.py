@@ -54,12 +54,22 @@ class _RuntimeSettings(BaseModel):
     # Tables handlers may stage effects on (ctx.stage_put/stage_update): the worker checks each
     # staged effect against it (targets/registry.py EffectTables). Empty allows none.
     staged_effect_table_arns: list[str] = Field(default_factory=list)
+    # Step Functions state machines (sfn_start_execution), ECS task definitions (ecs_run_task) and
+    # the IAM roles an ecs_run_task may pass to ECS: IAM wildcards (* and ?) allowed, as in the grant.
+    allowed_state_machine_arns: list[str] = Field(default_factory=list)
+    allowed_task_definition_arns: list[str] = Field(default_factory=list)
+    allowed_task_role_arns: list[str] = Field(default_factory=list)
+    # The EventBridge bus each terminal outcome is put on (runtime/outcomes.py); blank: none.
+    outcome_event_bus_name: str = ""
 
     @field_validator(
         "allowed_queue_arns",
         "allowed_event_bus_arns",
         "allowed_function_arns",
         "staged_effect_table_arns",
+        "allowed_state_machine_arns",
+        "allowed_task_definition_arns",
+        "allowed_task_role_arns",
         mode="before",
     )
     @classmethod

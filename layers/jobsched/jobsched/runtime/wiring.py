@@ -24,7 +24,7 @@ from jobsched.targets.builtin import register_builtins
 from jobsched.targets.registry import EffectTables, HandlerRegistry, RunLogger
 
 if TYPE_CHECKING:
-    from jobsched.ports import GroupInvoker
+    from jobsched.ports import GroupInvoker, Telemetry
     from jobsched.services.detector import MissDetector
     from jobsched.services.fanout import TriggerInvocation
     from jobsched.services.operations import Operations
@@ -71,8 +71,18 @@ class App:
         return SqsWorkQueue(make_client("sqs", session=self.session), self.settings.work_queue_url)
 
     @cached_property
-    def telemetry(self) -> PowertoolsTelemetry:
-        return PowertoolsTelemetry(logger, metrics)
+    def telemetry(self) -> Telemetry:
+        """Powertools' logs and metrics; with an ``OUTCOME_EVENT_BUS_NAME``, every terminal outcome
+        is also put on that bus (runtime/outcomes.py)."""
+        telemetry = PowertoolsTelemetry(logger, metrics)
+        bus = self.settings.outcome_event_bus_name
+        if not bus:
+            return telemetry
+        from jobsched.adapters.outcome_events import EventBridgeOutcomeSink
+        from jobsched.runtime.outcomes import OutcomeTelemetry
+
+        sink = EventBridgeOutcomeSink(make_client("events", session=self.session), bus)
+        return OutcomeTelemetry(telemetry, sink, SystemClock())
 
     def trigger(self) -> Trigger:
         from jobsched.services.trigger import Trigger

@@ -257,6 +257,7 @@ class Worker:
                 return None  # the line moved: decide again
             holder = end
         holder_id = str(holder["run_id"])
+        reason: str | None = None
         if decision is OverlapDecision.BUFFER:
             cancel = policy is OverlapPolicy.CANCEL_OTHER
             ops = buffer_at_start_ops(
@@ -282,7 +283,7 @@ class Worker:
                 # without starting): wait unnamed, never skip; the detector re-decides it.
                 return self._settle_overlap(message, policy, decision, holder, now, register=False)
             return None  # the holder ended (or another run waits behind it): decide again
-        self._telemetry.event(event, message.run_id, holder=holder_id)
+        self._telemetry.event(event, message.run_id, holder=holder_id, reason=reason)
         if decision is OverlapDecision.BUFFER and policy is OverlapPolicy.CANCEL_OTHER:
             self._telemetry.event("run.cancel_requested", holder_id, by=message.run_id)
         if outcome is Outcome.SKIPPED:
@@ -447,6 +448,7 @@ class Worker:
                 duration_ms=duration,
                 error=error,
                 effects=len(staged),
+                scheduled_at=message.scheduled_at,
             )
             self._telemetry.metric("Successes" if status is RunStatus.SUCCEEDED else "Failures", 1)
             self._telemetry.metric("RunDuration", duration, "Milliseconds")

@@ -1,0 +1,64 @@
+"""``jobsched import`` end to end on moto: the dry run writes nothing and shows the plan; the
+import registers each mappable schedule through the Operations API (the registrar's checks, the
+target's too), reports what it could not import and why, and exits 2 for those."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from jobsched_tools.emulator.provision import Resources
+from test_cli_ops import resources, run_cli  # noqa: F401 - the fixture and the runner
+
+FIXTURES = Path(__file__).parents[1] / "unit" / "eventbridge_schedules"
+
+
+def test_a_dry_run_shows_the_plan_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str],
+    resources: Resources,  # noqa: F811
+) -> None:
+    code, out, _ = run_cli(capsys, resources, "import", str(FIXTURES), "--dry-run")
+    assert code == 2  # some schedules cannot be imported
+    lines = out.splitlines()
+    assert (
+        "default/nightly-report -> nightly-report: would register (cron(0 3 * * ? *) in Europe/Berlin, "
+        "target sqs_send)" in lines
+    )
+    assert (
+        "reports/hourly-rollup -> reports:hourly-rollup: would register (rate(1 hour) in UTC, "
+        "target sfn_start_execution, paused)" in lines
+    )
+    assert "default/stop-dev-instances: not imported" in lines
+    assert any(line.startswith("  - cannot: universal target aws-sdk:ec2:stopInstances") for line in lines)
+    assert any(
+        line.startswith("  - note: FlexibleTimeWindow FLEXIBLE (15 min): not supported yet") for line in lines
+    )
+    assert lines[-1] == "7 schedules: 3 not imported, 4 would register (dry run: nothing written)"
+    code, out, _ = run_cli(capsys, resources, "list", "--json")
+    assert code == 0 and json.loads(out) == []
+
+
+def test_an_import_registers_the_mappable_schedules(
+    capsys: pytest.CaptureFixture[str],
+    resources: Resources,  # noqa: F811
+) -> None:
+    code, out, _ = run_cli(capsys, resources, "import", str(FIXTURES), "--json")
+    assert code == 2
+    report = json.loads(out)
+    actions = {entry["source"]: entry["action"] for entry in report["schedules"]}
+    assert actions == {
+        "default/cleanup": "scheduled",
+        "default/new-year-greeting": "scheduled",
+        "default/nightly-report": "scheduled",
+        "reports/hourly-rollup": "paused",
+        "default/stop-dev-instances": "not imported",
+        "default/heartbeat": "not imported",
+        "default/bad-cron": "not imported",
+    }
+    code, out, _ = run_cli(capsys, resources, "show", "reports:hourly-rollup", "--json")
+    job = json.loads(out)
+    assert (job["target"], job["enabled"], job["schedule"]) == ("sfn_start_execution", False, "rate(1 hour)")
+    # Importing again changes nothing, and says so.
+    code, out, _ = run_cli(capsys, resources, "import", str(FIXTURES / "nightly-sqs.json"))
+    assert code == 0 and out.splitlines()[-1] == "1 schedule: 1 unchanged"

@@ -1,0 +1,128 @@
+"""Importing EventBridge Scheduler schedules (issue 29, part 8): each get-schedule output in
+tests/unit/eventbridge_schedules (written from the GetSchedule response's documented shape,
+https://docs.aws.amazon.com/scheduler/latest/APIReference/API_GetSchedule.html) is planned as the
+equivalent job, or refused with the reason; what is carried over only approximately is noted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jobsched_tools.importer.eventbridge import PlannedImport, job_id_for, plan_schedule, read_schedules
+
+FIXTURES = Path(__file__).parent / "eventbridge_schedules"
+
+
+def plans() -> dict[str, PlannedImport]:
+    return {plan.source: plan for plan in map(plan_schedule, read_schedules(FIXTURES))}
+
+
+def item(plan: PlannedImport) -> dict[str, Any]:
+    assert plan.job is not None, plan.blockers
+    return plan.job.to_item()
+
+
+def test_a_directory_holds_each_file_s_schedules_and_a_file_may_hold_a_list() -> None:
+    assert sorted(plans()) == [
+        "default/bad-cron",
+        "default/cleanup",
+        "default/heartbeat",
+        "default/new-year-greeting",
+        "default/nightly-report",
+        "default/stop-dev-instances",
+        "reports/hourly-rollup",
+    ]
+    assert len(read_schedules(FIXTURES / "nightly-sqs.json")) == 1
+
+
+def test_an_sqs_schedule_keeps_its_expression_zone_start_input_and_retries() -> None:
+    plan = plans()["default/nightly-report"]
+    job = item(plan)
+    assert (job["job_id"], job["schedule"], job["timezone"], job["target"]) == (
+        "nightly-report",
+        "cron(0 3 * * ? *)",
+        "Europe/Berlin",
+        "sqs_send",
+    )
+    assert plan.job is not None and plan.job.payload == {
+        "queue_url": "https://sqs.eu-central-1.amazonaws.com/123456789012/reports",
+        "message": {"report": "daily"},
+    }
+    assert plan.job.start is not None and plan.job.start.isoformat() == "2026-12-01T00:00:00+00:00"
+    assert plan.job.retry.max_attempts == 20  # 185 retries, capped
+    assert plan.job.overlap.value == "allow" and plan.job.enabled
+    assert plan.job.description == "nightly report request"
+    notes = " | ".join(plan.notes)
+    assert "jobsched makes at most 20 attempts" in notes
+    assert "MaximumEventAgeInSeconds 86400: not supported" in notes
+    assert "DeadLetterConfig arn:aws:sqs:eu-central-1:123456789012:reports-dlq: not supported" in notes
+    assert "RoleArn is not used" in notes
+    assert not plan.blockers
+
+
+def test_a_grouped_disabled_flexible_step_functions_schedule() -> None:
+    plan = plans()["reports/hourly-rollup"]
+    assert plan.job is not None and plan.job.job_id == "reports:hourly-rollup"
+    assert (plan.job.target, plan.job.enabled, plan.job.retry.max_attempts) == (
+        "sfn_start_execution",
+        False,
+        3,
+    )
+    assert plan.job.payload == {
+        "state_machine": "arn:aws:states:eu-central-1:123456789012:stateMachine:rollup",
+        "input": {"window": "1h"},
+    }
+    assert any("FlexibleTimeWindow FLEXIBLE (15 min): not supported yet" in note for note in plan.notes)
+
+
+def test_an_ecs_schedule_becomes_run_task_parameters() -> None:
+    plan = plans()["default/cleanup"]
+    assert plan.job is not None and plan.job.target == "ecs_run_task"
+    assert plan.job.payload == {
+        "cluster": "arn:aws:ecs:eu-central-1:123456789012:cluster/batch",
+        "task_definition": "arn:aws:ecs:eu-central-1:123456789012:task-definition/cleanup:7",
+        "run_task": {
+            "count": 1,
+            "launchType": "FARGATE",
+            "platformVersion": "LATEST",
+            "networkConfiguration": {
+                "awsvpcConfiguration": {
+                    "subnets": ["subnet-0abc"],
+                    "securityGroups": ["sg-0abc"],
+                    "assignPublicIp": "DISABLED",
+                }
+            },
+            "tags": [{"key": "team", "value": "data"}],
+        },
+    }
+    assert plan.job.end is not None and plan.job.timezone == "America/New_York"
+
+
+def test_a_one_time_lambda_schedule_ignores_its_start_date_as_eventbridge_does() -> None:
+    plan = plans()["default/new-year-greeting"]
+    assert plan.job is not None and plan.job.schedule == "at(2027-01-01T09:00:00)" and plan.job.start is None
+    assert plan.job.retry.max_attempts == 1
+    notes = " | ".join(plan.notes)
+    assert "ActionAfterCompletion DELETE: not supported yet" in notes
+    assert "StartDate is ignored" in notes
+    assert "the function receives {input, idempotency_key, run_id}" in notes
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("default/stop-dev-instances", "universal target aws-sdk:ec2:stopInstances"),
+        ("default/heartbeat", "target type kinesis: jobsched has no built-in handler"),
+        ("default/bad-cron", "not a valid job: schedule: hours 25 is out of range 0-23"),
+    ],
+)
+def test_what_cannot_be_imported_is_refused_with_the_reason(source: str, reason: str) -> None:
+    plan = plans()[source]
+    assert plan.job is None
+    assert any(reason in blocker for blocker in plan.blockers), plan.blockers
+
+
+def test_job_ids_of_grouped_schedules_cannot_collide() -> None:
+    assert job_id_for("default", "a") == "a"
+    assert job_id_for("g", "a") == "g:a"  # ':' is in no schedule or group name

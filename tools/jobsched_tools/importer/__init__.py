@@ -1,0 +1,1 @@
+"""Importing schedules from other schedulers (``jobsched import``)."""
