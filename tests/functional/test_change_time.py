@@ -5,8 +5,6 @@ recorded under the misfire policy), never dropped."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 from harness import MINUTE, T0, Env, job
@@ -109,11 +107,12 @@ def test_a_record_older_than_the_stream_keeps_records_is_dated_at_most_that_old(
     assert env.state("old")["next_run_at"] == T0 + STREAM_RETENTION_MS + 60 * MINUTE
 
 
-def test_the_registrar_function_dates_a_change_by_its_record() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "functions" / "registrar"))
+def test_the_registrar_function_dates_a_change_by_its_record(aws: Any) -> None:
+    assert aws  # the Lambda environment (conftest.py): the handlers layer on the path, moto
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+    from lambda_apps import load_app
 
-    app = __import__("app")
+    app = load_app("registrar")
     record = DynamoDBRecord(
         {
             "eventName": "INSERT",

@@ -352,6 +352,12 @@ class ExplorerStore:
         self.world.seen_by_actor([page.items, page.cursor])
         return page
 
+    def batch_get(self, table: str, keys: Sequence[Item], consistent: bool = False) -> list[Item]:
+        self._point(Call("batch_get", f"batch_get {table} x{len(keys)}"))
+        items = self.inner.batch_get(table, keys, consistent)
+        self.world.seen_by_actor(items)
+        return items
+
     def write(self, ops: Sequence[WriteOp]) -> None:
         person = any(op.label.startswith("person") for op in ops)
         what = ", ".join(f"{op.label} {_op_key(op)}" for op in ops)

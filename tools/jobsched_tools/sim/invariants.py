@@ -20,7 +20,8 @@ from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.job import MisfirePolicy, OverlapPolicy, is_job_id
 from jobsched.core.run import run_id_for
 from jobsched.core.schedule import Schedule
-from jobsched.core.state import state_schedule
+from jobsched.core.state import differences, state_schedule
+from jobsched.core.transitions import BOOKKEEPING_KEY
 from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import Store
 from jobsched.services.definitions import is_snapshot
@@ -283,6 +284,8 @@ class Checker:
         inner = self.world.store.inner
         for item in all_items(inner, STATE):
             key = str(item["job_id"])
+            if item.get("job_id") == BOOKKEEPING_KEY["job_id"]:
+                continue  # the detector's own bookkeeping (its reconcile cursor, its shard span)
             if is_snapshot(item):
                 if "definition" not in item:
                     self.violate(
@@ -295,6 +298,19 @@ class Checker:
             if odd is None or odd.get("status") != "invalid" or not odd.get("invalid_reasons"):
                 status = None if odd is None else odd.get("status")
                 self.violate("odd_item_unreported", key, f"status {status}, no reasons")
+
+    # 5b. level-triggered registration (issue 26): at the end, every job item's change has reached
+    # its state, also one whose stream record was lost for good (``stream_lost``): the detector's
+    # reconcile pass compares every job item with its state and applies what did not arrive.
+    def converged(self) -> None:
+        shards = self.world.sched_cfg.shard_count
+        for job in all_items(self.world.store.inner, JOBS):
+            job_id = str(job.get("job_id"))
+            if not is_job_id(job_id):
+                continue  # a key no job can have (odd_inputs checks its report)
+            found = differences(job, self.states.get(job_id), shards)
+            if found:
+                self.violate("registration_not_converged", job_id, "; ".join(found))
 
     # 6. what the ledger saw at the moment of a write: a record created twice, two slot-holding
     # runs of one job running at once, an unfinished run without a lease, a live lease recovered;
@@ -330,6 +346,7 @@ def check(world: World) -> ChaosReport:
     checker.pointers()
     checker.leases()
     checker.odd_inputs()
+    checker.converged()
     checker.seen()
     violations = checker.violations
     report.invariant_violations = [f"{kind} {key}: {detail}" for kind, key, detail in violations]

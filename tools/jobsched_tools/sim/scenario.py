@@ -75,6 +75,9 @@ class FaultRates:
     operator_change_mid_claim: float = 0.03
     stream_delay: float = 0.05  # per stream record: the registrar sees it 10-120 s late
     stream_duplicate: float = 0.05  # per stream record: delivered twice (a retried batch)
+    # per stream record: lost for good (its retries exhausted, on to the failure queue): only the
+    # detector's reconcile pass (services/reconciler.py) can apply the change (issue 26).
+    stream_lost: float = 0.02
     large_payload_jobs: float = 0.05  # fraction of jobs with a 30-60 KB payload
 
     OPERATOR_ACTIONS = (

@@ -604,6 +604,8 @@ class World:
 
     def _stream_record(self, job_id: str) -> None:
         """A write to a job item: its stream record reaches the registrar after a short lag."""
+        if self.roll("stream_lost", self.rates.stream_lost, job_id):
+            return  # the registrar never sees it: the reconcile pass must (registration_converged)
         lag = self.rng.randrange(200, 2_000)
         if self.roll("stream_delay", self.rates.stream_delay, job_id):
             lag = self.rng.randrange(10_000, 120_000)
