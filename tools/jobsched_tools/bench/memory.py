@@ -108,6 +108,8 @@ class GeneratingStore:
         if table not in (JOBS, STATE):
             return None
         job_id = str(key["job_id"])
+        if not job_id.startswith("g"):
+            return None  # not a generated job: the detector's bookkeeping item, say (none here)
         shard, _, i = job_id[1:].partition("-")
         item, state = self._job(job_id, self._due + int(i))
         return item if table == JOBS else {**state, "sched_shard": int(shard)}
