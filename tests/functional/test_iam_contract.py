@@ -322,6 +322,9 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     scenario.registrar(stream_record("REMOVE", "changing", None, scenario.clock.now_ms()))
 
 
+TEST_HANDLERS = ("iam.ledger", "iam.fail", "iam.noop")
+
+
 def register_test_handlers() -> None:
     from jobsched.runtime.wiring import registry
 
@@ -405,8 +408,14 @@ def recorded() -> Iterator[CallRecorder]:
                 boto3.client("lambda", region_name=REGION).invoke(FunctionName="absent", Payload=b"{}")
             wiring.reset_app()
             register_test_handlers()
-            with recorder.installed():
-                run_scenarios(Scenario(recorder, clock, dynamodb, resources), sqs)
+            try:
+                with recorder.installed():
+                    run_scenarios(Scenario(recorder, clock, dynamodb, resources), sqs)
+            finally:
+                # The runtime's registry outlives this module: later tests list its handlers
+                # (jobsched register's "it has: ..."), which must not include these.
+                for name in TEST_HANDLERS:
+                    wiring.registry._handlers.pop(name, None)
             wiring.reset_app()
     for function, action, resource in MAPPING_CALLS:
         recorder.declare(function, action, resource, "event source mapping")

@@ -27,6 +27,10 @@ RUNS = 4
 def test_handler_lines_carry_their_run_id_across_the_workers_threads() -> None:
     out = io.StringIO()
     logger = Logger(service="jobsched_corr_test", logger_handler=logging.StreamHandler(out))
+    # Powertools keeps thread-safe keys in one contextvar for every logger: a test that ran a
+    # worker in this thread's own context before (not in a copy, as the Lambda does) left its run
+    # bound here. Start from a clean context, as a Lambda invocation does.
+    logger.thread_safe_clear_keys()
     together = threading.Barrier(RUNS, timeout=20)  # all runs are in their handlers at once
 
     def handler(ctx: RunContext) -> None:
