@@ -41,6 +41,19 @@ def test_an_empty_stack_s_detector_returns_after_one_sweep(env: Env) -> None:
     assert env.clock.now_ms() == now  # no time spent waiting
 
 
+def test_with_idle_return_off_an_empty_stack_s_detector_sweeps_to_its_deadline(env: Env) -> None:
+    """``DetectorIdleReturn`` false (the local stack's setting): the detector keeps sweeping, so a
+    lease created after its first sweep (a new job's first claim by the registrar) is recovered
+    within the invocation, at the price of the idle cost."""
+    from jobsched.services.detector import MissDetector
+
+    cfg = env.cfg.model_copy(update={"detector_idle_return": False})
+    detector = MissDetector(env.store, env.queue, env.telemetry, env.clock, cfg, False)
+    slept: list[int] = []
+    result = detector.sweep("always", env.clock.now_ms() + INVOCATION_MS, EVERY_MS, sleeper(env, slept))
+    assert slept and result.sweeps > 1
+
+
 def test_a_job_due_after_the_next_invocation_leaves_the_detector_idle(env: Env) -> None:
     horizon = env.clock.now_ms() + INVOCATION_MS + env.cfg.lookahead_seconds * 1000
     seed_active(env, job("nightly", "rate(1 day)"), horizon + 1)

@@ -41,6 +41,7 @@ SETTINGS_ENV = {
     "DETECTOR_MAX_ITEMS": "DetectorMaxItems",
     "DETECTOR_DEGRADE_BACKLOG": "DetectorDegradeBacklog",
     "DETECTOR_SWEEP_SECONDS": "DetectorSweepSeconds",
+    "DETECTOR_IDLE_RETURN": "DetectorIdleReturn",
     "WORKER_RECORD_CONCURRENCY": "WorkerRecordConcurrency",
     "HISTORY_RETENTION_DAYS": "HistoryRetentionDays",
     "CLOCK_SKEW_ALLOWANCE_MS": "ClockSkewAllowanceMs",
@@ -445,6 +446,11 @@ def _parameter_for(env_var: str) -> str:
     return "".join(part.capitalize() for part in env_var.lower().split("_"))
 
 
+def _text(default: object) -> str:
+    """A default as the template and the deploy guide write it (a switch in lower case)."""
+    return str(default).lower() if isinstance(default, bool) else str(default)
+
+
 def _settings_sources() -> dict[str, Any]:
     """Every setting's one source: SchedulerConfig for the scheduler's tunables, Settings for the
     runtime's own (worker threads), by environment variable."""
@@ -465,6 +471,13 @@ def test_every_setting_is_a_template_parameter_with_the_source_s_default_and_bou
         assert SETTINGS_ENV.get(env_var) == parameter, env_var
         assert globals_env[env_var] == {"Ref": parameter}, env_var
         spec = template["Parameters"][parameter]
+        if isinstance(field.default, bool):  # a switch: "true" or "false", as CloudFormation has them
+            assert (spec["Type"], spec["Default"], spec["AllowedValues"]) == (
+                "String",
+                _text(field.default),
+                ["true", "false"],
+            ), parameter
+            continue
         lower, upper = _bounds(field)
         assert (spec["Default"], spec.get("MinValue"), spec.get("MaxValue")) == (
             field.default,
@@ -483,7 +496,7 @@ def test_the_deploy_guide_states_each_source_default() -> None:
         if len(cells) >= 3 and cells[0].startswith("`") and cells[2].startswith("`"):
             rows[cells[2].strip("`")] = cells[1]
     for env_var, field in _settings_sources().items():
-        assert rows.get(env_var) == str(field.default), env_var
+        assert rows.get(env_var) == _text(field.default), env_var
 
 
 def test_work_queue_visibility_is_six_worker_timeouts(template: dict[str, Any]) -> None:
@@ -531,7 +544,7 @@ def test_samconfig_overrides_fit_the_template_and_the_settings(template: dict[st
         for name, p in SETTINGS_ENV.items()
         if name != "POWERTOOLS_LOG_LEVEL" and name.lower() in SchedulerConfig.model_fields
     }
-    SchedulerConfig(**{name.lower(): int(values[p]) for name, p in numeric.items()})
+    SchedulerConfig(**{name.lower(): values[p] for name, p in numeric.items()})  # as the env has them
 
 
 # ---------------------------------------------------------------------------- (b) provisioning

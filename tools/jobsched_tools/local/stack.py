@@ -54,6 +54,9 @@ LOCAL_SETTINGS = {
     "CLOCK_SKEW_ALLOWANCE_MS": "500",
     "DEADLINE_MARGIN_MS": "3000",
     "TRIGGER_LOOKBACK_SECONDS": "120",
+    # Locally an idle detector costs nothing, and a person's first job on a fresh stack is the
+    # case its early return cannot see (docs/local.md): always sweep (DetectorIdleReturn false).
+    "DETECTOR_IDLE_RETURN": "false",
 }
 # The detector runs as on AWS: invoked once a minute (EventBridge's finest schedule) with a 60 s
 # timeout, each invocation sweeping every --detector-seconds (DETECTOR_SWEEP_SECONDS) and waking

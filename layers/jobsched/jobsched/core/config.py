@@ -73,6 +73,13 @@ class SchedulerConfig(BaseModel):
         description="One detector invocation sweeps this often until its deadline (0: once), so "
         "recovery does not wait for the next once-a-minute schedule.",
     )
+    detector_idle_return: bool = Field(
+        True,
+        description="A detector invocation that finds no lease held and no job due before its "
+        "deadline plus the lookahead returns after its first sweep (an idle stack then costs "
+        "~$1.5 a month, not ~$16); a lease created after it returned (a new job's first claim by "
+        "the registrar, a manual run) waits for the next invocation. False: always sweep.",
+    )
     detector_degrade_backlog: int = Field(
         5000,
         ge=1,

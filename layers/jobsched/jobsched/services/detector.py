@@ -118,8 +118,10 @@ class MissDetector:
             # lease to the next invocation.
             room_until = deadline_ms - self._cfg.deadline_margin_ms
             lease_wake_at = self._lease_wake_at(started)
-            if lease_wake_at is None and not self._jobs_due_by(
-                deadline_ms + self._cfg.lookahead_seconds * 1000
+            if (
+                self._cfg.detector_idle_return
+                and lease_wake_at is None
+                and not self._jobs_due_by(deadline_ms + self._cfg.lookahead_seconds * 1000)
             ):
                 break  # idle: no lease to watch, and none the trigger can create before the next invocation
             if next_full_at + every_ms // 2 < room_until and (
