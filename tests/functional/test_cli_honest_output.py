@@ -8,7 +8,6 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,8 @@ from jobsched.core.run import RunKind, RunStatus
 from jobsched.core.transitions import new_run_item
 from jobsched.core.writes import RUNS, Put
 from jobsched_tools.cli.main import main
-from jobsched_tools.emulator.provision import Resources, provision
-from moto import mock_aws
+from jobsched_tools.emulator.provision import Resources
+from test_cli_ops import resources, run_cli
 
 JOB = {
     "job_id": "nightly-report",
@@ -35,31 +34,8 @@ JOB = {
 CFG = SchedulerConfig(shard_count=4)
 
 
-@pytest.fixture
-def resources() -> Iterator[Resources]:
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        yield provision(dynamodb, sqs, prefix="cli")
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], resources: Resources, *args: str) -> tuple[int, str, str]:
-    target = [
-        "--jobs-table",
-        resources.jobs_table,
-        "--state-table",
-        resources.state_table,
-        "--runs-table",
-        resources.runs_table,
-        "--queue-url",
-        resources.work_queue_url,
-        "--shard-count",
-        "4",
-    ]
-    with pytest.raises(SystemExit) as exited:
-        main([*args, *target])
-    out, err = capsys.readouterr()
-    return int(exited.value.code or 0), out, err
+# The CLI against in-process moto, as tests/functional/test_cli_ops.py drives it.
+assert resources  # the fixture, imported for the tests below
 
 
 def register(
