@@ -69,7 +69,7 @@ sam-build: install
 	  test -f .aws-sam/build/JobschedLayer/python/jobsched/__init__.py && \
 	  ls .aws-sam/build/JobschedLayer/python/pydantic_core/*aarch64-linux-gnu.so >/dev/null && \
 	  ! find .aws-sam/build -name '*x86_64*.so' | grep -q . && \
-	  echo "sam build: ok (layers and four functions built for python3.12 on arm64, no x86_64 binaries)"; \
+	  echo "sam build: ok (layers and five functions built for python3.12 on arm64, no x86_64 binaries)"; \
 	else echo "sam build: skipped, no python3.12 interpreter here"; fi
 
 unit: install

@@ -54,7 +54,13 @@ from jobsched_tools.iam.policy import (
 from lambda_apps import NOW, ROOT, FakeContext, event, load_app
 from moto import mock_aws
 
-FUNCTIONS = ("TriggerFunction", "WorkerFunction", "MissDetectorFunction", "RegistrarFunction")
+FUNCTIONS = (
+    "TriggerFunction",
+    "WorkerFunction",
+    "MissDetectorFunction",
+    "RegistrarFunction",
+    "OutcomePublisherFunction",
+)
 ACCOUNT, REGION, STACK_NAME, PREFIX = "123456789012", "us-east-1", "jobsched", "iam"
 EFFECTS = f"{PREFIX}-effects"  # a handler's own table, for staged effects
 TARGET_QUEUE = f"{PREFIX}-target"  # a queue the built-in sqs_send may send to
@@ -95,8 +101,13 @@ def contract_stack(template: dict[str, Any]) -> Stack:
         name = f"{PREFIX}-{suffix}"
         resources[logical_id] = {"Ref": name, "Arn": table_arn(name)}
     resources["JobsTable"]["StreamArn"] = f"{table_arn(PREFIX + '-jobs')}/stream/{STREAM_LABEL}"
-    queues = (("WorkQueue", "work"), ("WorkDeadLetterQueue", "dlq"))
-    for logical_id, suffix in (*queues, ("RegistrarFailureQueue", "registrar-failures")):
+    resources["RunsTable"]["StreamArn"] = f"{table_arn(PREFIX + '-runs')}/stream/{STREAM_LABEL}"
+    queues = (
+        ("WorkQueue", "work"),
+        ("WorkDeadLetterQueue", "dlq"),
+        ("RegistrarFailureQueue", "registrar-failures"),
+    )
+    for logical_id, suffix in (*queues, ("OutcomeFailureQueue", "outcome-failures")):
         name = f"{PREFIX}-{suffix}"
         url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}"
         resources[logical_id] = {"Ref": url, "Arn": queue_arn(name), "QueueName": name}
@@ -127,6 +138,13 @@ MAPPING_CALLS = [
     ("RegistrarFunction", "dynamodb:GetShardIterator", STACK.attribute("JobsTable", "StreamArn")),
     ("RegistrarFunction", "dynamodb:ListStreams", "*"),
     ("RegistrarFunction", "sqs:SendMessage", STACK.attribute("RegistrarFailureQueue", "Arn")),
+    # The outcome publisher's mapping reads the runs stream the same way, and describes records
+    # that expired unpublished on its own failure queue.
+    ("OutcomePublisherFunction", "dynamodb:DescribeStream", STACK.attribute("RunsTable", "StreamArn")),
+    ("OutcomePublisherFunction", "dynamodb:GetRecords", STACK.attribute("RunsTable", "StreamArn")),
+    ("OutcomePublisherFunction", "dynamodb:GetShardIterator", STACK.attribute("RunsTable", "StreamArn")),
+    ("OutcomePublisherFunction", "dynamodb:ListStreams", "*"),
+    ("OutcomePublisherFunction", "sqs:SendMessage", STACK.attribute("OutcomeFailureQueue", "Arn")),
 ]
 
 _serializer = TypeSerializer()
@@ -217,6 +235,28 @@ class Scenario:
             TableName=self.resources.jobs_table, Key={"job_id": {"S": job_id}}
         )["Item"]
         return item
+
+    def publish_outcomes(self) -> None:
+        """The runs table's stream, read as the publisher's mapping does (moto's records, in
+        Lambda's shape), handed to the outcome publisher in batches of 100."""
+        from jobsched_tools.local.streams import lambda_stream_record
+
+        streams = boto3.client("dynamodbstreams", region_name=REGION)
+        arn = self.dynamodb.describe_table(TableName=self.resources.runs_table)["Table"]["LatestStreamArn"]
+        records = []
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            iterator = streams.get_shard_iterator(
+                StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            records += streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
+        published = 0
+        for first in range(0, len(records), 100):
+            batch = [lambda_stream_record(dict(r), arn, REGION) for r in records[first : first + 100]]
+            with self.recorder.acting("OutcomePublisherFunction"):
+                result = load_app("outcome_publisher").lambda_handler({"Records": batch}, FakeContext("out"))
+            assert result == {"batchItemFailures": []}
+            published += 1
+        assert published, "no run was written"
 
     def detector(self) -> dict[str, Any]:
         with self.recorder.acting("MissDetectorFunction"):
@@ -320,6 +360,9 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     scenario.put_job(job_item("changing", "iam.noop", schedule="rate(2 minutes)"), "MODIFY")
     scenario.dynamodb.delete_item(TableName=scenario.resources.jobs_table, Key={"job_id": {"S": "changing"}})
     scenario.registrar(stream_record("REMOVE", "changing", None, scenario.clock.now_ms()))
+
+    # Every terminal write of all of the above, from the runs stream onto the outcome bus.
+    scenario.publish_outcomes()
 
 
 TEST_HANDLERS = ("iam.ledger", "iam.fail", "iam.noop")
@@ -444,10 +487,11 @@ def test_each_function_s_calls_are_recorded(recorded: CallRecorder) -> None:
     assert [(c.resource, c.context) for c in passes] == [
         (TASK_ROLE, (("iam:PassedToService", "ecs-tasks.amazonaws.com"),))
     ]
-    # Outcome events: the worker's commits, the detector's and the registrar's missed records.
+    # Outcome events: put by the publisher alone, from the runs stream.
     bus = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/{OUTCOME_BUS}"
-    for function in ("WorkerFunction", "MissDetectorFunction", "RegistrarFunction"):
-        assert ("events:PutEvents", bus) in {(c.action, c.resource) for c in recorded.distinct(function)}
+    for function in FUNCTIONS:
+        puts = ("events:PutEvents", bus) in {(c.action, c.resource) for c in recorded.distinct(function)}
+        assert puts is (function == "OutcomePublisherFunction"), function
     registrar = {(c.action, c.resource) for c in recorded.distinct("RegistrarFunction")}
     assert ("dynamodb:PutItem", STACK.attribute("RunsTable", "Arn")) in registrar
 

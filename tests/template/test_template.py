@@ -19,12 +19,19 @@ from boto3.dynamodb.types import TypeDeserializer
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.runtime.settings import Settings
+from jobsched.services.outcomes import TERMINAL
 from jobsched_tools.emulator.provision import find_template, load_template, provision, table_specs
 from moto import mock_aws
 
 ROOT = find_template().parent
 EVENTS = ROOT / "events"
-FUNCTIONS = ("TriggerFunction", "WorkerFunction", "MissDetectorFunction", "RegistrarFunction")
+FUNCTIONS = (
+    "TriggerFunction",
+    "WorkerFunction",
+    "MissDetectorFunction",
+    "RegistrarFunction",
+    "OutcomePublisherFunction",
+)
 
 # Environment variable -> the template parameter it carries (the settings model reads these names).
 SETTINGS_ENV = {
@@ -181,27 +188,40 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         }
 
 
-def test_outcome_events_are_granted_to_every_function_only_when_a_bus_is_named(
+def test_only_the_outcome_publisher_puts_outcomes_and_only_when_a_bus_is_named(
     template: dict[str, Any],
 ) -> None:
-    """Every function can write a terminal record (the trigger, the detector and the registrar
-    settle missed occurrences), so each may put its outcome on the bus, and on that bus only."""
+    """Outcome events come from the runs stream (services/outcomes.py), so the publisher alone
+    may put on the bus, on that bus only; it, its mapping, its failure queue and its alarms exist
+    only with a bus named. The functions that write terminal records have no events grant."""
     bus = "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/${OutcomeEventBusName}"
     for function in FUNCTIONS:
-        statements = template["Resources"][function]["Properties"]["Policies"][0]["Statement"]
-        (publish,) = [
-            item for item in statements if "Fn::If" in item and item["Fn::If"][0] == "HasOutcomeEventBus"
-        ]
-        _, statement, otherwise = publish["Fn::If"]
-        assert otherwise == {"Ref": "AWS::NoValue"}
-        assert (statement["Action"], statement["Resource"]) == ("events:PutEvents", {"Fn::Sub": bus}), (
-            function
-        )
+        granted = _grants(template, function)
+        if function == "OutcomePublisherFunction":
+            assert granted["events:PutEvents"] == [{"Fn::Sub": bus}]
+            assert {action for action in granted if action.startswith("events:")} == {"events:PutEvents"}
+        else:  # the worker's PutEvents is its eventbridge_put target's (AllowedEventBusArns)
+            assert {"Fn::Sub": bus} not in granted.get("events:PutEvents", []), function
+    conditional = {
+        logical_id
+        for logical_id, resource in template["Resources"].items()
+        if resource.get("Condition") == "HasOutcomeEventBus"
+    }
+    assert conditional == {
+        "OutcomePublisherFunction",
+        "OutcomePublisherFunctionRunChanges",
+        "OutcomeFailureQueue",
+        "OutcomePublisherErrorsAlarm",
+        "OutcomePublisherIteratorAgeAlarm",
+        "OutcomeEventsRejectedAlarm",
+        "OutcomeFailureQueueAlarm",
+    }
     assert template["Conditions"]["HasOutcomeEventBus"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "OutcomeEventBusName"}, ""]}]
     }
     assert template["Parameters"]["OutcomeEventBusName"]["Default"] == ""
-    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert "OUTCOME_EVENT_BUS_NAME" not in template["Globals"]["Function"]["Environment"]["Variables"]
+    env = template["Resources"]["OutcomePublisherFunction"]["Properties"]["Environment"]["Variables"]
     assert env["OUTCOME_EVENT_BUS_NAME"] == {"Ref": "OutcomeEventBusName"}
 
 
@@ -314,7 +334,11 @@ def _grants(template: dict[str, Any], function: str) -> dict[str, list[Any]]:
 
 def test_event_source_mappings_keep_the_former_sam_event_settings(template: dict[str, Any]) -> None:
     mappings = _mappings(template)
-    assert set(mappings) == {"WorkerFunctionWork", "RegistrarFunctionJobChanges"}
+    assert set(mappings) == {
+        "WorkerFunctionWork",
+        "RegistrarFunctionJobChanges",
+        "OutcomePublisherFunctionRunChanges",
+    }
 
     worker = mappings["WorkerFunctionWork"]
     # The role (with its inline grants) must exist before Lambda validates the mapping.
@@ -341,6 +365,27 @@ def test_event_source_mappings_keep_the_former_sam_event_settings(template: dict
         "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": ["RegistrarFailureQueue", "Arn"]}}},
     }
 
+    # Outcome events, at least once: retried until the record expires from the stream, and only
+    # the records whose new image ends a run reach the function.
+    publisher = mappings["OutcomePublisherFunctionRunChanges"]
+    assert publisher["DependsOn"] in ("OutcomePublisherFunctionRole", ["OutcomePublisherFunctionRole"])
+    properties = publisher["Properties"]
+    pattern = json.loads(properties.pop("FilterCriteria")["Filters"][0]["Pattern"])
+    statuses = pattern["dynamodb"]["NewImage"]["status"]["S"]
+    assert pattern == {"dynamodb": {"NewImage": {"status": {"S": statuses}}}}
+    assert sorted(statuses) == sorted(TERMINAL)  # the statuses the publisher turns into outcomes
+    assert properties == {
+        "FunctionName": {"Ref": "OutcomePublisherFunction.Alias"},
+        "EventSourceArn": {"Fn::GetAtt": ["RunsTable", "StreamArn"]},
+        "StartingPosition": "TRIM_HORIZON",
+        "BatchSize": 100,
+        "MaximumRetryAttempts": -1,
+        "MaximumRecordAgeInSeconds": -1,
+        "BisectBatchOnFunctionError": True,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": ["OutcomeFailureQueue", "Arn"]}}},
+    }
+
 
 def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, Any]) -> None:
     worker = _grants(template, "WorkerFunction")
@@ -358,18 +403,28 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
     for action in ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"):
         assert registrar[action] == [stream], action
     # The stream mapping needs ListStreams, which has no resource-level permissions: granted on
-    # "*" (it returns stream ARNs, no data), in a statement of its own, to the registrar only.
+    # "*" (it returns stream ARNs, no data), in a statement of its own, to the two functions
+    # that a stream mapping invokes only.
     assert registrar["dynamodb:ListStreams"] == ["*"]
+    readers = {"RegistrarFunction", "OutcomePublisherFunction"}
     for function in FUNCTIONS:
         for policy in template["Resources"][function]["Properties"]["Policies"]:
             for statement in _statements(policy):
                 if "*" in _as_list(statement.get("Resource")):
-                    assert function == "RegistrarFunction", function
+                    assert function in readers, function
                     assert statement["Action"] == "dynamodb:ListStreams", statement
     failures = {"Fn::GetAtt": ["RegistrarFailureQueue", "Arn"]}
     assert registrar["sqs:GetQueueAttributes"] == [failures]
     # Its sends: failed batches to the failure queue, and late runs of a changed schedule.
     assert registrar["sqs:SendMessage"] == [{"Fn::GetAtt": ["WorkQueue", "Arn"]}, failures]
+
+    publisher = _grants(template, "OutcomePublisherFunction")
+    runs_stream = {"Fn::GetAtt": ["RunsTable", "StreamArn"]}
+    for action in ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"):
+        assert publisher[action] == [runs_stream], action
+    assert publisher["dynamodb:ListStreams"] == ["*"]
+    expired = {"Fn::GetAtt": ["OutcomeFailureQueue", "Arn"]}
+    assert publisher["sqs:SendMessage"] == publisher["sqs:GetQueueAttributes"] == [expired]
 
 
 def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]) -> None:
@@ -395,8 +450,13 @@ def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]
                 "dynamodb:BatchGetItem",
             },
             "RegistrarFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+            "OutcomePublisherFunction": set(),
         }[function]
         assert on_jobs == expected, function
+        if function == "OutcomePublisherFunction":  # reads the runs stream, writes no table
+            stream_reads = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
+            assert {a for a in grants if a.startswith("dynamodb:")} == stream_reads | {"dynamodb:ListStreams"}
+            continue
         moves_schedules = function != "WorkerFunction"
         assert (state in grants["dynamodb:UpdateItem"]) is moves_schedules, function
         assert not any(state in grants.get(action, []) for action in ("dynamodb:DeleteItem",)), function
@@ -582,7 +642,11 @@ def test_table_specs_are_create_table_kwargs(template: dict[str, Any]) -> None:
         "StreamEnabled": True,
         "StreamViewType": "NEW_AND_OLD_IMAGES",
     }
-    assert "StreamSpecification" not in specs["RunsTable"]
+    # Every write to a run, for the outcome publisher (on whether or not it is deployed).
+    assert specs["RunsTable"]["StreamSpecification"] == {
+        "StreamEnabled": True,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
     assert "StreamSpecification" not in specs["StateTable"]  # only people's writes wake the registrar
 
 

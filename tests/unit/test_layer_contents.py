@@ -1,4 +1,4 @@
-"""The Lambda layer holds only what the four functions run (issue 17): importing a function never
+"""The Lambda layer holds only what the five functions run (issue 17): importing a function never
 imports the tools (the CLI, the local stack, the simulation, the benchmark), moto, PyYAML or
 matplotlib, and no module of the runtime package names them."""
 
@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "layers" / "jobsched" / "jobsched"
-FUNCTIONS = ("trigger", "worker", "miss_detector", "registrar")
+FUNCTIONS = ("trigger", "worker", "miss_detector", "registrar", "outcome_publisher")
 TOOLING = ("jobsched_tools", "moto", "yaml", "matplotlib", "pytest", "hypothesis")
 # Not in the layer any more, for their import time (issue 17): Settings reads os.environ itself.
 DROPPED = ("pydantic_settings", "dotenv")

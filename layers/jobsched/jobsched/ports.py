@@ -134,24 +134,38 @@ class GroupInvoker(Protocol):
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """A terminal outcome, reported once its record is written (docs/operations.md, "Outcome
-    events"). ``outcome_id`` (``run_id#status``) is the consumer's deduplication key."""
+    """A terminal outcome, read from its run record's change in the runs table's stream
+    (docs/operations.md, "Outcome events"). ``outcome_id`` (``run_id#status#version``) is the
+    consumer's deduplication key: every delivery of one write carries the same one, and two
+    writes that end a run the same way (a missed occurrence rerun and missed again) differ."""
 
     run_id: str
     job_id: str
     status: str  # succeeded, failed, missed or skipped
+    version: int  # the record's version after the write that ended it
     recorded_at: int  # ms: when the record was written
-    scheduled_at: int | None = None  # ms; None when the run id does not carry it (a manual run)
+    scheduled_at: int | None = None  # ms: the occurrence's instant (a manual run's request)
     reason: str | None = None  # the error of a failure, why it was missed or skipped
-    attempt: int | None = None
+    attempt: int | None = None  # the attempt that ended a run that ran; None for missed, skipped
 
     @property
     def outcome_id(self) -> str:
-        return f"{self.run_id}#{self.status}"
+        return f"{self.run_id}#{self.status}#{self.version}"
+
+
+@dataclass(frozen=True)
+class OutcomeRejection:
+    """One outcome of a ``publish`` the sink did not accept: its index in the call, the error,
+    and whether a later attempt may succeed (a throttle, an outage, a missing permission) or
+    never can (the bus refuses the event itself)."""
+
+    index: int
+    error: str
+    retryable: bool
 
 
 class OutcomeSink(Protocol):
-    """Where terminal outcomes go (an EventBridge bus). Raises when an outcome was not accepted;
-    the caller logs and counts that, and never fails the run for it."""
+    """Where terminal outcomes go (an EventBridge bus). Returns the outcomes it did not accept;
+    raises when the call failed as a whole (every outcome may be retried)."""
 
-    def publish(self, outcome: RunOutcome) -> None: ...
+    def publish(self, outcomes: Sequence[RunOutcome]) -> list[OutcomeRejection]: ...

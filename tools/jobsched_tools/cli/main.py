@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trigger": ("cmd_ops", "run a job now, outside its schedule"),
     "backfill": ("cmd_ops", "run the past occurrences in (FROM, TO], missed ones too, each at most once"),
     "dlq": ("cmd_ops", "the work queue's dead-letter queue: redrive its messages to the work queue"),
+    "outcomes": ("cmd_outcomes", "outcome events: replay the outcomes of a window on the outcome bus"),
     "import": (
         "cmd_import",
         "register EventBridge Scheduler schedules (get-schedule JSON: a file or a directory) as jobs",

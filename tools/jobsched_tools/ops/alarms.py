@@ -32,6 +32,7 @@ def function(logical_id: str) -> tuple[str, str]:
 # The one dimension Powertools EMF metrics carry here: the stack's name (POWERTOOLS_SERVICE_NAME),
 # so each stack's alarms read only its own metrics.
 SERVICE = ("service", "!Ref AWS::StackName")
+OUTCOMES = "HasOutcomeEventBus"
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,14 @@ class Alarm:
     threshold: str = "0"
     period: int = 60
     evaluations: int = 1  # consecutive periods that must all breach
+    condition: str | None = None  # the template condition its resource exists under
 
     def yaml(self) -> str:
         name, value = self.dimension
         lines = [
             f"  {self.logical_id}:",
             "    Type: AWS::CloudWatch::Alarm",
+            *([f"    Condition: {self.condition}"] if self.condition else []),
             "    Properties:",
             f"      AlarmDescription: {self.description} (docs/deploy.md, runbook).",
             f"      Namespace: {self.namespace}",
@@ -94,6 +97,11 @@ ALARMS = (
     Alarm("WorkerErrorsAlarm", "The worker function failed a whole invocation", LAMBDA, "Errors", function("WorkerFunction")),  # noqa: E501
     Alarm("MissDetectorErrorsAlarm", "The miss detector function failed", LAMBDA, "Errors", function("MissDetectorFunction")),  # noqa: E501
     Alarm("RegistrarErrorsAlarm", "The registrar function failed a stream batch", LAMBDA, "Errors", function("RegistrarFunction")),  # noqa: E501
+    # Outcome events (with an OutcomeEventBusName): late, refused, or expired from the stream.
+    Alarm("OutcomePublisherErrorsAlarm", "The outcome publisher function failed a stream batch", LAMBDA, "Errors", function("OutcomePublisherFunction"), condition=OUTCOMES),  # noqa: E501
+    Alarm("OutcomePublisherIteratorAgeAlarm", "Outcome events are over 5 minutes late, the bus is not taking them", LAMBDA, "IteratorAge", function("OutcomePublisherFunction"), "Maximum", "300000", evaluations=5, condition=OUTCOMES),  # noqa: E501
+    Alarm("OutcomeEventsRejectedAlarm", "The outcome bus refused an outcome event for its content", JOBSCHED, "OutcomeEventsRejected", SERVICE, condition=OUTCOMES),  # noqa: E501
+    Alarm("OutcomeFailureQueueAlarm", "Outcome events expired from the runs stream unpublished", SQS, "ApproximateNumberOfMessagesVisible", queue("OutcomeFailureQueue"), "Maximum", condition=OUTCOMES),  # noqa: E501
 )
 # fmt: on
 

@@ -59,7 +59,7 @@ class _RuntimeSettings(BaseModel):
     allowed_state_machine_arns: list[str] = Field(default_factory=list)
     allowed_task_definition_arns: list[str] = Field(default_factory=list)
     allowed_task_role_arns: list[str] = Field(default_factory=list)
-    # The EventBridge bus each terminal outcome is put on (runtime/outcomes.py); blank: none.
+    # The outcome publisher's EventBridge bus (services/outcomes.py); only that function has one.
     outcome_event_bus_name: str = ""
 
     @field_validator(

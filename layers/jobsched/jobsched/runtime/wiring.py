@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from jobsched.services.detector import MissDetector
     from jobsched.services.fanout import TriggerInvocation
     from jobsched.services.operations import Operations
+    from jobsched.services.outcomes import OutcomePublisher
     from jobsched.services.registrar import Registrar
     from jobsched.services.trigger import Trigger
     from jobsched.services.worker import Worker
@@ -72,17 +73,19 @@ class App:
 
     @cached_property
     def telemetry(self) -> Telemetry:
-        """Powertools' logs and metrics; with an ``OUTCOME_EVENT_BUS_NAME``, every terminal outcome
-        is also put on that bus (runtime/outcomes.py)."""
-        telemetry = PowertoolsTelemetry(logger, metrics)
+        return PowertoolsTelemetry(logger, metrics)
+
+    def outcome_publisher(self) -> OutcomePublisher:
+        """The outcome publisher's service: the runs stream's terminal writes onto the outcome
+        bus (services/outcomes.py). The function exists only in a stack with a bus."""
+        from jobsched.adapters.outcome_events import EventBridgeOutcomeSink
+        from jobsched.services.outcomes import OutcomePublisher
+
         bus = self.settings.outcome_event_bus_name
         if not bus:
-            return telemetry
-        from jobsched.adapters.outcome_events import EventBridgeOutcomeSink
-        from jobsched.runtime.outcomes import OutcomeTelemetry
-
+            raise ValueError("OUTCOME_EVENT_BUS_NAME is blank: the outcome publisher needs a bus to put on")
         sink = EventBridgeOutcomeSink(make_client("events", session=self.session), bus)
-        return OutcomeTelemetry(telemetry, sink, SystemClock())
+        return OutcomePublisher(sink, self.telemetry)
 
     def trigger(self) -> Trigger:
         from jobsched.services.trigger import Trigger
