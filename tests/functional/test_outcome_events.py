@@ -303,3 +303,15 @@ def test_the_event_on_the_bus_is_the_documented_one(monkeypatch: pytest.MonkeyPa
     }
     assert event["detail"] == outcome_detail(failed)
     assert set(DETAIL_TYPES.values()) == {"Run Succeeded", "Run Failed", "Run Missed", "Run Skipped"}
+
+
+def test_the_sample_event_puts_one_failure_on_the_bus(env: Env) -> None:
+    """events/outcome_publisher_stream.json, as `sam local invoke OutcomePublisherFunction` would
+    hand it over: one run's final failure."""
+    from lambda_apps import event
+
+    bus = Bus()
+    assert publisher_function(event("outcome_publisher_stream.json")) == {"batchItemFailures": []}
+    (detail,) = bus.received()
+    assert (detail["outcome_id"], detail["attempt"]) == ("nightly-report@2026-12-02T02:00:00Z#failed#4", 3)
+    assert detail["reason"].startswith("TimeoutError")

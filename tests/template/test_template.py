@@ -724,6 +724,7 @@ def test_every_event_file_is_known_and_valid_json() -> None:
     names = sorted(path.name for path in EVENTS.glob("*"))
     assert names == [
         "miss_detector_scheduled.json",
+        "outcome_publisher_stream.json",
         "registrar_stream.json",
         "trigger_group.json",
         "trigger_scheduled.json",
