@@ -18,7 +18,7 @@ def test_an_idle_stack_costs_at_most_2_usd_a_month(figures: dict[str, idle.Invoc
     prices, _ = units.load_prices()
     cost = idle.usd_per_month(figures, prices)
     by_function = cost["idle_usd_per_month_by_function"]
-    assert set(by_function) == {"trigger", "miss_detector", "worker", "registrar"}
+    assert set(by_function) == {"trigger", "miss_detector", "worker", "registrar", "outcome_publisher"}
     assert cost["idle_usd_per_month"] == pytest.approx(sum(by_function.values()), abs=1e-3)
     assert 0 < cost["idle_usd_per_month"] <= 2.0, cost
     # The detector was ~57 s of 512 MB a minute (~$16 a month); now one sweep, well under a second.

@@ -14,7 +14,8 @@ Per function, a month (730 hours, AWS's pricing month) of:
 - DynamoDB reads: each query of an empty index page costs half a read request unit;
 - CloudWatch Logs ingestion: the function's own lines plus Lambda's platform lines;
 - the worker: no invocation, but Lambda's SQS poller long-polls the empty queue (billed SQS
-  requests); the registrar: nothing (Lambda's reads of a DynamoDB stream are free).
+  requests); the registrar and the outcome publisher: nothing (Lambda's reads of a DynamoDB
+  stream are free, and a stack with no jobs writes no record to invoke them with).
 Fixed costs that do not depend on invocations (alarms, the dashboard, custom metrics) are
 reported beside it, not in it: ``idle_fixed_usd_per_month``.
 """
@@ -213,6 +214,10 @@ def usd_per_month(
             4,
         ),
         "registrar": 0.0,
+        # With an outcome bus: idle, no run is written, so the runs stream has no record and the
+        # publisher is never invoked; Lambda's stream reads are free. Its four alarms are fixed
+        # costs, $0.40 a month (idle_fixed_usd_per_month_note).
+        "outcome_publisher": 0.0,
     }
     metrics = sorted({*tick.metrics, *group.metrics, *sweep.metrics})
     return {
