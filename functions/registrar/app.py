@@ -8,21 +8,24 @@ fails is logged (``batch.record_failed``, with its sequence number and the reaso
 sample event), and the invocation still succeeds for the rest of the batch.
 """
 
-from typing import Any
+from jobsched.runtime.coldstart import init_imports
 
-# First, before anything imports pydantic: Powertools' batch module builds its parser's pydantic
-# models (about 100 ms, unused here) only when pydantic is already imported at that moment.
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+with init_imports():  # the collector paused for the cold start's imports (runtime/coldstart.py)
+    from typing import Any
 
-# isort: split
-import job_handlers  # noqa: F401  # this deployment's handlers: targets are checked against them
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from jobsched.core.job import plain_values
-from jobsched.runtime.records import ForeignRecord, report_failed_record
-from jobsched.runtime.wiring import app, logger, metrics
-from jobsched.services.registrar import Registrar  # noqa: F401  # imported at init; wiring imports it lazily
+    # First, before anything imports pydantic: Powertools' batch module builds its parser's pydantic
+    # models (about 100 ms, unused here) only when pydantic is already imported at that moment.
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+
+    # isort: split
+    import job_handlers  # noqa: F401  # this deployment's handlers: targets are checked against them
+    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from jobsched.core.job import plain_values
+    from jobsched.runtime.records import ForeignRecord, report_failed_record
+    from jobsched.runtime.wiring import app, logger, metrics
+    from jobsched.services.registrar import Registrar  # noqa: F401  # imported at init; wiring imports it lazily
 
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 

@@ -12,30 +12,33 @@ all at once, so it ends in the dead-letter queue within seconds. The invocation
 itself succeeds even when every record failed: foreign messages are not an infrastructure failure.
 """
 
-import asyncio
-import contextvars
-import os
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from jobsched.runtime.coldstart import init_imports
 
-# First, before anything imports pydantic: Powertools' batch module builds its parser's pydantic
-# models (about 100 ms, unused here) only when pydantic is already imported at that moment.
-from aws_lambda_powertools.utilities.batch import (
-    AsyncBatchProcessor,
-    EventType,
-    async_process_partial_response,
-)
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+with init_imports():  # the collector paused for the cold start's imports (runtime/coldstart.py)
+    import asyncio
+    import contextvars
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+    from typing import Any
 
-# isort: split
-import job_handlers  # noqa: F401  # registers this deployment's own handlers (HandlersLayer)
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from jobsched.runtime.lambda_context import deadline_ms
-from jobsched.runtime.records import is_poison, report_failed_record, retry_visibility_seconds
-from jobsched.runtime.wiring import app, logger, metrics
-from jobsched.services.messages import parse_run_message
-from jobsched.services.worker import SANDBOX_MUST_END, Worker  # noqa: F401  # Worker: imported at init
+    # First, before anything imports pydantic: Powertools' batch module builds its parser's pydantic
+    # models (about 100 ms, unused here) only when pydantic is already imported at that moment.
+    from aws_lambda_powertools.utilities.batch import (
+        AsyncBatchProcessor,
+        EventType,
+        async_process_partial_response,
+    )
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+
+    # isort: split
+    import job_handlers  # noqa: F401  # registers this deployment's own handlers (HandlersLayer)
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from jobsched.runtime.lambda_context import deadline_ms
+    from jobsched.runtime.records import is_poison, report_failed_record, retry_visibility_seconds
+    from jobsched.runtime.wiring import app, logger, metrics
+    from jobsched.services.messages import parse_run_message
+    from jobsched.services.worker import SANDBOX_MUST_END, Worker  # noqa: F401  # Worker: imported at init
 
 processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
