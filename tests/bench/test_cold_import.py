@@ -79,3 +79,30 @@ def test_a_function_s_imports_are_frozen_out_of_the_collector_s_passes(
     state = imported[function]
     assert state["gc_enabled"] is True
     assert isinstance(state["frozen"], int) and state["frozen"] > 50_000
+
+
+# Imported by no function at its cold start: asyncio and Powertools' batch utility, with its
+# data_classes package of every event class (runtime/batch.py replaces them: 30-odd ms of the
+# worker's and the registrar's import); the adapters only some configurations use, which the
+# wiring imports when configured (outcome events, the trigger's group invoker); the tooling.
+NOT_AT_COLD_START = (
+    "asyncio",
+    "aws_lambda_powertools.utilities.batch",
+    "aws_lambda_powertools.utilities.data_classes",
+    "aws_lambda_powertools.utilities.parser",
+    "jobsched.adapters.outcome_events",
+    "jobsched.runtime.outcomes",
+    "jobsched.adapters.lambda_invoker",
+    "jobsched.services.operations",
+    "jobsched_tools",
+    "pydantic_settings",
+)
+
+
+@pytest.mark.parametrize("function", cold_import.FUNCTIONS)
+def test_a_function_s_import_leaves_out_what_it_does_not_use(
+    imported: dict[str, dict[str, object]], function: str
+) -> None:
+    modules = imported[function]["modules"]
+    assert isinstance(modules, list)
+    assert [name for name in NOT_AT_COLD_START if name in modules] == []
