@@ -1,13 +1,16 @@
 """Miss detector: scheduled -> recover expired leases, catch up overdue occurrences, sweeping
 every DETECTOR_SWEEP_SECONDS until the invocation's deadline."""
 
-from typing import Any
+from jobsched.runtime.coldstart import init_imports
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from jobsched.runtime.clock import sleep_ms
-from jobsched.runtime.lambda_context import deadline_ms
-from jobsched.runtime.wiring import app, logger, metrics
-from jobsched.services.detector import MissDetector  # noqa: F401  # at init; wiring imports it lazily
+with init_imports():  # the collector paused for the cold start's imports (runtime/coldstart.py)
+    from typing import Any
+
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from jobsched.runtime.clock import sleep_ms
+    from jobsched.runtime.lambda_context import deadline_ms
+    from jobsched.runtime.wiring import app, logger, metrics
+    from jobsched.services.detector import MissDetector  # noqa: F401  # at init; wiring imports it lazily
 
 
 @logger.inject_lambda_context

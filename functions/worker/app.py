@@ -12,35 +12,28 @@ all at once, so it ends in the dead-letter queue within seconds. The invocation
 itself succeeds even when every record failed: foreign messages are not an infrastructure failure.
 """
 
-import asyncio
-import contextvars
-import os
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from jobsched.runtime.coldstart import init_imports
 
-# First, before anything imports pydantic: Powertools' batch module builds its parser's pydantic
-# models (about 100 ms, unused here) only when pydantic is already imported at that moment.
-from aws_lambda_powertools.utilities.batch import (
-    AsyncBatchProcessor,
-    EventType,
-    async_process_partial_response,
-)
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+with init_imports():  # the collector paused for the cold start's imports (runtime/coldstart.py)
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+    from typing import Any
 
-# isort: split
-import job_handlers  # noqa: F401  # registers this deployment's own handlers (HandlersLayer)
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from jobsched.runtime.lambda_context import deadline_ms
-from jobsched.runtime.records import is_poison, report_failed_record, retry_visibility_seconds
-from jobsched.runtime.wiring import app, logger, metrics
-from jobsched.services.messages import parse_run_message
-from jobsched.services.worker import SANDBOX_MUST_END, Worker  # noqa: F401  # Worker: imported at init
+    import job_handlers  # noqa: F401  # registers this deployment's own handlers (HandlersLayer)
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from jobsched.runtime.batch import (
+        PartialItemFailureResponse,
+        process_partial_response_in_pool,
+        sqs_message_id,
+    )
+    from jobsched.runtime.lambda_context import deadline_ms
+    from jobsched.runtime.records import is_poison, report_failed_record, retry_visibility_seconds
+    from jobsched.runtime.wiring import app, logger, metrics
+    from jobsched.services.messages import parse_run_message
+    from jobsched.services.worker import SANDBOX_MUST_END, Worker  # noqa: F401  # Worker: imported at init
 
-processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-
-# The records' threads. Not asyncio.to_thread: the loop's default pool has min(32, CPUs + 4)
-# threads (6 on a 2-vCPU Lambda), which would silently cap WorkerRecordConcurrency.
+# The records' threads, exactly WorkerRecordConcurrency of them. Not a default pool such as
+# asyncio's, min(32, CPUs + 4) threads (6 on a 2-vCPU Lambda), which would silently cap it.
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
@@ -54,17 +47,22 @@ def record_pool(size: int) -> ThreadPoolExecutor:
     return _pool[1]
 
 
-def retry_soon(record: SQSRecord, exc: BaseException) -> None:
+def retry_soon(record: dict[str, Any], exc: BaseException) -> None:
     """Shorten a failed record's visibility (records.retry_visibility_seconds). Best effort: if
     it fails, SQS redelivers the record after the queue's visibility timeout instead."""
-    receive_count = int(record.attributes.approximate_receive_count or 1)
+    receive_count = int(record["attributes"]["ApproximateReceiveCount"] or 1)
     seconds = retry_visibility_seconds(receive_count, poison=is_poison(exc))
     try:
-        app().queue.retry_after(record.receipt_handle, seconds)
+        app().queue.retry_after(record["receiptHandle"], seconds)
     except Exception as error:  # the batch item failure is reported either way
         logger.warning(
-            "batch.retry_visibility_failed", extra={"message_id": record.message_id, "reason": str(error)}
+            "batch.retry_visibility_failed", extra={"message_id": record["messageId"], "reason": str(error)}
         )
+
+
+def record_failed(record: dict[str, Any], exc: Exception) -> None:
+    report_failed_record(logger, app().telemetry, record["messageId"], exc)
+    retry_soon(record, exc)
 
 
 @logger.inject_lambda_context
@@ -72,25 +70,14 @@ def retry_soon(record: SQSRecord, exc: BaseException) -> None:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     worker = app().worker(context.aws_request_id)
     deadline = deadline_ms(context)
-    pool = record_pool(app().settings.worker_record_concurrency)
-
-    async def record_handler(record: SQSRecord) -> str:
-        try:
-            message = parse_run_message(record.body)
-            # Each record in a fresh copy of the invocation's context: the run id its logger binds
-            # (thread-safe keys) stays with this record, never with the pool thread's next one.
-            in_own_context = contextvars.copy_context().run
-            outcome = await asyncio.get_running_loop().run_in_executor(
-                pool, in_own_context, worker.process, message, deadline
-            )
-        except Exception as exc:
-            report_failed_record(logger, app().telemetry, record.message_id, exc)
-            retry_soon(record, exc)
-            raise
-        return outcome.value
-
-    response = async_process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
+    response = process_partial_response_in_pool(
+        event,
+        record_pool(app().settings.worker_record_concurrency),
+        prepare=lambda record: parse_run_message(record["body"]),
+        run=lambda message: worker.process(message, deadline),
+        record_failed=record_failed,
+        identifier=sqs_message_id,
+        source="SQS",
     )
     if SANDBOX_MUST_END.is_set():
         # A handler's thread outlived its run (services/worker.py): end the process before Lambda

@@ -47,6 +47,7 @@ ENV = {
     "WORK_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/work",
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_REGION": "us-east-1",
+    "AWS_LAMBDA_FUNCTION_NAME": "jobsched-cold-start",
     "POWERTOOLS_SERVICE_NAME": "jobsched",
     "POWERTOOLS_TRACE_DISABLED": "true",
 }
