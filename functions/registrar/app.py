@@ -14,25 +14,17 @@ with init_imports():  # the collector paused for the cold start's imports (runti
     from typing import Any
 
     import job_handlers  # noqa: F401  # this deployment's handlers: targets are checked against them
-    from aws_lambda_powertools.shared.dynamodb_deserializer import TypeDeserializer
     from aws_lambda_powertools.utilities.typing import LambdaContext
-    from jobsched.core.job import plain_values
     from jobsched.runtime.batch import (
         PartialItemFailureResponse,
         process_partial_response,
         stream_sequence_number,
     )
-    from jobsched.runtime.records import ForeignRecord, report_failed_record
+    from jobsched.runtime.records import ForeignRecord, report_failed_record, stream_image
     from jobsched.runtime.wiring import app, logger, metrics
     from jobsched.services.registrar import Registrar  # noqa: F401  # imported at init; wiring imports it lazily
 
-# A stream record's DynamoDB JSON as Python values, as Powertools' DynamoDBRecord reads it.
-deserializer = TypeDeserializer()
 EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
-
-
-def python_values(image: dict[str, Any] | None) -> dict[str, Any]:
-    return {name: deserializer.deserialize(value) for name, value in (image or {}).items()}
 
 
 def job_change(record: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]:
@@ -43,12 +35,11 @@ def job_change(record: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]
         raise KeyError(event_name)  # as Powertools' DynamoDBRecord.event_name does
     if change is None or event_name is None:
         raise ForeignRecord("not a DynamoDB stream record (no dynamodb change or eventName)")
-    keys = plain_values(python_values(change.get("Keys")))
+    keys = stream_image(change.get("Keys")) or {}
     job_id = keys.get("job_id")
     if not isinstance(job_id, str):
         raise ForeignRecord(f"not a jobs-table change: its keys are {sorted(keys)}, not job_id")
-    new_image = python_values(change.get("NewImage"))
-    return event_name, job_id, plain_values(new_image) if new_image else None
+    return event_name, job_id, stream_image(change.get("NewImage"))
 
 
 def changed_at(record: dict[str, Any]) -> int | None:

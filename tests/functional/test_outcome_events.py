@@ -305,7 +305,8 @@ def test_the_event_on_the_bus_is_the_documented_one(monkeypatch: pytest.MonkeyPa
     assert set(DETAIL_TYPES.values()) == {"Run Succeeded", "Run Failed", "Run Missed", "Run Skipped"}
 
 
-def test_the_sample_event_puts_one_failure_on_the_bus(env: Env) -> None:
+@pytest.mark.usefixtures("env")
+def test_the_sample_event_puts_one_failure_on_the_bus() -> None:
     """events/outcome_publisher_stream.json, as `sam local invoke OutcomePublisherFunction` would
     hand it over: one run's final failure."""
     from lambda_apps import event

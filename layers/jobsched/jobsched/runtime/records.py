@@ -12,8 +12,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.shared.dynamodb_deserializer import TypeDeserializer
+
+from jobsched.core.job import plain_values
 from jobsched.ports import Telemetry
 from jobsched.services.messages import PoisonMessage
+
+# A stream record's DynamoDB JSON as Python values, as Powertools' DynamoDBRecord reads it (its
+# deserializer alone: the data_classes package would import every event class, runtime/batch.py).
+_deserializer = TypeDeserializer()
+
+
+def stream_image(image: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A stream record's image (``Keys``, ``NewImage``, ``OldImage``) as the core reads an item;
+    None when the record has none."""
+    if not image:
+        return None
+    values: dict[str, Any] = plain_values({name: _deserializer.deserialize(v) for name, v in image.items()})
+    return values
+
 
 EVENT = "batch.record_failed"
 FAILED_RECORDS = "FailedRecords"  # every record reported as a batch item failure
