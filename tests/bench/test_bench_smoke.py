@@ -74,6 +74,7 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
         "worker",
         "miss_detector",
         "registrar",
+        "outcome_publisher",
     }
     assert result["idle_usd_per_month"] <= 2.0
 

@@ -137,7 +137,12 @@ def test_a_due_occurrence_still_blocks_a_manual_run(env: Env) -> None:
     scheduled, manual = claim_then_manual(env, "d", OverlapPolicy.SKIP)
     env.clock.set(T0 + 1_000)
     assert env.worker().process(manual, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED
-    assert env.run(manual.run_id)["blocked_by"] == scheduled.run_id
+    # The skip hands a later walk to the occurrence it passed over (not yet due, it will run),
+    # whose own walk leads on to the holder: core/policies.py, skipped_for.
+    assert env.run(manual.run_id)["blocked_by"] == manual.after_run_id != scheduled.run_id
+    assert (
+        "still" in env.run(manual.run_id)["reason"] and scheduled.run_id in env.run(manual.run_id)["reason"]
+    )
 
 
 class StartsFirst:
@@ -173,4 +178,75 @@ def test_a_manual_run_racing_the_occurrences_start_never_runs_beside_it(env: Env
     )  # type: ignore[arg-type]
     assert worker.begin(manual, T0 + DEADLINE) is Outcome.SKIPPED
     assert store.raced and env.run(scheduled.run_id)["status"] == "running"
-    assert env.run(manual.run_id)["blocked_by"] == scheduled.run_id
+    assert env.run(manual.run_id)["blocked_by"] == manual.after_run_id  # passed over: see above
+
+
+def test_a_skip_whose_walk_passed_over_a_run_not_yet_due_hands_the_walk_to_that_run(env: Env) -> None:
+    """buffer_one. Run 1 runs; run 2 waits behind it; run 3 is claimed, not yet due. A manual run
+    M (after run 3 in the chain) walks past run 3 (not yet due) to run 2, which waits: M is
+    skipped. Run 1 ends, run 2 runs, run 3 comes due and waits behind it; run 2 ends, run 3 runs.
+    Run 4 (after M) walks through M's skip: it must reach run 3 (running), not run 2 (finished),
+    or it starts beside run 3. Chaos seed 2 at 30 jobs x 2 h found it (a late start stood for
+    run 3) once issue 29's job mix changed its interleaving."""
+    env.registry.add("t", lambda _ctx: None)
+    minute = 60_000
+    definition = job("b", "rate(1 minute)", target="t", overlap=OverlapPolicy.BUFFER_ONE, timeout_seconds=600)
+    seed_active(env, definition, T0)
+    worker = env.worker()
+    messages: dict[str, RunMessage] = {}
+
+    def pump() -> None:  # every message sent, delayed ones too; the latest per run
+        for sent in env.queue.sent:
+            message = parse_run_message(sent.body)
+            messages[message.run_id] = message
+
+    def at(minutes: int) -> RunMessage:
+        return next(m for m in messages.values() if m.scheduled_at == T0 + minutes * minute)
+
+    def claim(when: int) -> None:
+        env.clock.set(when)
+        env.trigger().tick(f"t{when}")
+        pump()
+
+    claim(T0)
+    first = worker.begin(at(0), env.clock.now_ms() + DEADLINE)
+    assert isinstance(first, Started)
+    claim(T0 + minute)
+    assert worker.process(at(1), env.clock.now_ms() + DEADLINE) is Outcome.BUFFERED
+    claim(T0 + minute + 30_000)  # runs 3 and 4 (T0 + 2 and 3 min) are claimed, not yet due
+    manual_id = env.ops().trigger("b", "person")
+    pump()
+    manual = messages[manual_id]
+    assert manual.after_run_id == at(3).run_id
+    assert worker.process(manual, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED
+    assert env.run(manual_id)["blocked_by"] == at(3).run_id  # not run 2, past runs 4 and 3
+    assert worker.finish(first, worker.execute(first)) is Outcome.SUCCEEDED  # promotes run 2
+    pump()
+    second = worker.begin(messages[at(1).run_id], env.clock.now_ms() + DEADLINE)
+    assert isinstance(second, Started)
+    claim(T0 + 2 * minute)
+    assert worker.process(at(2), env.clock.now_ms() + DEADLINE) is Outcome.BUFFERED
+    assert worker.finish(second, worker.execute(second)) is Outcome.SUCCEEDED  # promotes run 3
+    pump()
+    third = worker.begin(messages[at(2).run_id], env.clock.now_ms() + DEADLINE)
+    assert isinstance(third, Started)
+    claim(T0 + 4 * minute)
+    (behind_manual,) = [m for m in messages.values() if m.after_run_id == manual_id]
+    # The run after M comes due while run 3 runs: its walk goes M -> run 4 -> run 3 (running),
+    # never M -> run 2 (finished), which would start it beside run 3.
+    env.clock.set(max(env.clock.now_ms(), behind_manual.scheduled_at))
+    assert worker.process(behind_manual, env.clock.now_ms() + DEADLINE) in (Outcome.BUFFERED, Outcome.SKIPPED)
+    assert env.run(at(2).run_id)["status"] == "running"
+
+
+def test_a_skip_behind_a_holder_with_a_waiting_run_names_the_waiting_run() -> None:
+    """The holder's waiting run (buffer_one) runs after it: a skip hands the walk to it, not to
+    the holder. And a skip's walk that passed over a run not yet due hands it to that run."""
+    from jobsched.core.policies import skipped_for
+
+    holder = {"run_id": "h", "status": "running", "buffered_next": "b"}
+    assert skipped_for(holder, "s") == "b"
+    assert skipped_for({"run_id": "h", "status": "running"}, "s") == "h"
+    assert skipped_for({**holder, "status": "buffered"}, "s") == "h"  # it is the waiting one
+    assert skipped_for(holder, "b") == "h"  # the run skipped is the one named: the holder
+    assert skipped_for(holder, "s", passed_over="p") == "p"

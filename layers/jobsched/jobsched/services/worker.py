@@ -24,7 +24,14 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, TransientStoreError
 from jobsched.core.job import WAITING_POLICIES, InvalidJob, JobDefinition, OverlapPolicy
 from jobsched.core.limits import RequestTooLarge
-from jobsched.core.policies import UNFINISHED, OverlapDecision, attempts_left, decide_overlap, retry_delay_ms
+from jobsched.core.policies import (
+    UNFINISHED,
+    OverlapDecision,
+    attempts_left,
+    decide_overlap,
+    retry_delay_ms,
+    skipped_for,
+)
 from jobsched.core.run import RunKind, RunMessage, RunStatus, run_key
 from jobsched.core.timing import start_at_ms, worker_lease_until
 from jobsched.core.transitions import (
@@ -179,7 +186,7 @@ class Worker:
             holder, passed = self._turn(message, definition, overtaken_by, now)
             decision = decide_overlap(definition.overlap, message.run_id, holder, _is_backfill(message))
             if holder is not None and decision is not OverlapDecision.RUN:
-                settled = self._settle_overlap(message, definition.overlap, decision, holder, now)
+                settled = self._settle_overlap(message, definition.overlap, decision, holder, now, passed)
                 if settled is not None:
                     return settled
                 continue  # the holder moved on meanwhile: walk the chain again
@@ -248,9 +255,11 @@ class Worker:
         decision: OverlapDecision,
         holder: dict[str, Any],
         now: int,
+        passed: list[dict[str, Any]] | None = None,
         register: bool = True,
     ) -> Outcome | None:
-        """An unfinished run holds the job's turn: skip or wait behind it. None: decide again."""
+        """An unfinished run holds the job's turn: skip or wait behind it. None: decide again.
+        ``passed``: the runs not yet due the walk passed over on its way to the holder."""
         if decision is OverlapDecision.BUFFER and _is_backfill(message):
             end = self._chain.line_end(holder, message.run_id)
             if end is None:
@@ -266,7 +275,10 @@ class Worker:
             event, outcome = "run.buffered", Outcome.BUFFERED
         else:
             reason = f"overlap policy skip: {holder_id} still {holder.get('status')}"
-            ops = skip_at_start_ops(message.run_id, message.version, reason, holder_id, now, self._cfg)
+            blocked_by = skipped_for(holder, message.run_id, passed[0]["run_id"] if passed else None)
+            if blocked_by != holder_id:
+                reason += f"; the walk goes on at {blocked_by}"
+            ops = skip_at_start_ops(message.run_id, message.version, reason, blocked_by, now, self._cfg)
             event, outcome = "run.skipped", Outcome.SKIPPED
         try:
             self._store.write(ops)
@@ -281,7 +293,7 @@ class Worker:
             ):
                 # Another run waits behind this holder already (one whose own predecessor ended
                 # without starting): wait unnamed, never skip; the detector re-decides it.
-                return self._settle_overlap(message, policy, decision, holder, now, register=False)
+                return self._settle_overlap(message, policy, decision, holder, now, passed, register=False)
             return None  # the holder ended (or another run waits behind it): decide again
         self._telemetry.event(event, message.run_id, holder=holder_id, reason=reason)
         if decision is OverlapDecision.BUFFER and policy is OverlapPolicy.CANCEL_OTHER:
