@@ -18,7 +18,19 @@ from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
 from jobsched.core.run import run_key
-from jobsched.core.writes import JOBS, RUNS, STATE, Check, Cond, Item, Put, Update, WriteOp, conditions_hold
+from jobsched.core.writes import (
+    JOBS,
+    RUNS,
+    STATE,
+    Check,
+    Cond,
+    Delete,
+    Item,
+    Put,
+    Update,
+    WriteOp,
+    conditions_hold,
+)
 from jobsched.ports import INDEX_KEYS, INDEX_PROJECTION, IndexName, OutgoingMessage, Page, SendResult, Store
 from jobsched.services.definitions import is_snapshot
 
@@ -142,9 +154,10 @@ class FaultyStore:
         sort_to: int | None = None,
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
+        consistent: bool = False,
     ) -> Page:
         self._before_call(f"query {index}/{partition}")
-        return self.inner.query(index, partition, sort_from, sort_to, limit, cursor)
+        return self.inner.query(index, partition, sort_from, sort_to, limit, cursor, consistent)
 
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:
         return self.inner.scan(table, limit, cursor)
@@ -400,6 +413,9 @@ class LeaseIndexedMemoryStore(MemoryStore):
         table = self._table(op.table)
         if isinstance(op, Check):
             return {}
+        if isinstance(op, Delete):
+            table.pop(self._target(op), None)
+            return {}
         if isinstance(op, Put):
             item = {k: _copy(v) for k, v in op.item.items() if v is not None}
             table[self._target(op)] = item
@@ -432,9 +448,10 @@ class LeaseIndexedMemoryStore(MemoryStore):
         sort_to: int | None = None,
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
+        consistent: bool = False,
     ) -> Page:
         if index != "lease":
-            return super().query(index, partition, sort_from, sort_to, limit, cursor)
+            return super().query(index, partition, sort_from, sort_to, limit, cursor, consistent)
         pk, sk = INDEX_KEYS[index]
         with self._lock:
             self._count("Query")
