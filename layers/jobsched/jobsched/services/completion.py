@@ -20,7 +20,9 @@ definition attribute as read (a person's edit wins), and a check that the state 
 finished one read before the runs were (no run joined since). A lost condition is counted
 (``DeletesAfterCompletionLost``), never an error: the next pass reads again. After the delete the
 registrar is applied at once (the state goes ``deleted``, as its REMOVE record would make it);
-the runs stay as history and expire as usual.
+the runs stay as history and expire as usual. A store error (throttling, a transient error, a lost
+response) defers the job to the next pass (``job.delete_after_completion_deferred``); a delete
+whose response was lost has landed, and the next pass finds no item.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 
-from jobsched.core.errors import ConditionFailed
+from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.job import ActionAfterCompletion, definition_digest
 from jobsched.core.policies import UNFINISHED
 from jobsched.core.state import JobStatus
@@ -53,6 +55,7 @@ class Completed:
     deleted: int = 0
     lost: int = 0
     waiting: int = 0  # finished, with runs still to end
+    deferred: int = 0  # a store error (throttled, transient): the next pass reads again
 
 
 def asks_delete(job: Item) -> bool:
@@ -122,10 +125,10 @@ class Completer:
         )
         try:
             # The state goes deleted now, as the REMOVE record will make it (that record then
-            # finds nothing to change). A failure here is the stream's to repair.
+            # finds nothing to change). A store error here is the stream's to repair.
             self._registrar.apply(job_id)
-        except Exception as exc:  # the delete landed; the registrar function applies it later
+        except StoreError as exc:  # the delete landed; the registrar function applies it later
             self._telemetry.event(
-                "job.error", job_id, actor="completion", error=f"{type(exc).__name__}: {exc}"[:500]
+                "job.delete_after_completion_unregistered", job_id, error=f"{type(exc).__name__}: {exc}"[:500]
             )
         return Completion.DELETED

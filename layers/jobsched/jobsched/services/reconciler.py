@@ -278,10 +278,18 @@ class Reconciler:
 
     def _complete(self, job: Item, state: Item | None, done: Reconciled) -> None:
         """``action_after_completion: delete``: level-triggered, on every job item the pass reads
-        (services/completion.py), isolated as ``_apply`` is: a failure is logged and counted,
-        and the job is looked at again on the next pass."""
+        (services/completion.py), isolated: a store error defers the job, any other failure is
+        ``job.error``; both are logged and counted, and the job is looked at again next pass."""
         try:
             self._completer.consider(job, state, done.completion)
+        except StoreError as exc:  # throttled, transient, a lost response: the next pass reads again
+            done.completion.deferred += 1
+            self._telemetry.event(
+                "job.delete_after_completion_deferred",
+                str(job["job_id"]),
+                error=f"{type(exc).__name__}: {exc}"[:500],
+            )
+            self._telemetry.metric("DeletesAfterCompletionDeferred", 1)
         except Exception as exc:  # one job's failure must not stop the others
             done.errors += 1
             self._telemetry.event(
