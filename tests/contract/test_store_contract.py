@@ -33,6 +33,7 @@ from jobsched.core.writes import (
     STATE,
     Check,
     Cond,
+    Delete,
     Put,
     Update,
     any_of,
@@ -492,6 +493,45 @@ def test_conditional_delete(store: Store) -> None:
     assert store.get(JOBS, {"job_id": "j1"}) is None
 
 
+def test_a_delete_in_a_transaction_lands_with_the_rest_or_not_at_all(store: Store) -> None:
+    """A Delete beside a ConditionCheck on another item (the delete after completion: the job
+    item goes only while the state is as read). Either condition lost: nothing is deleted, and
+    ConditionFailed names the operation that lost; both hold: the item is gone."""
+    seed(store)
+    before = store.get(JOBS, {"job_id": "j1"})
+    assert before is not None
+    store.write([Put(STATE, {"job_id": "j1", "version": 3}, (), "state")])
+    item_as_read = (eq("version", before["version"], "the job item as read"),)
+    delete = Delete(JOBS, {"job_id": "j1"}, item_as_read, "delete after completion")
+    with pytest.raises(ConditionFailed) as lost:
+        store.write([delete, Check(STATE, {"job_id": "j1"}, (eq("version", 2, "state as read"),), "state")])
+    assert lost.value.op_index == 1 and lost.value.label == "state"
+    assert store.get(JOBS, {"job_id": "j1"}) == before
+    stale = Delete(JOBS, {"job_id": "j1"}, (eq("version", -1, "as read"),), "delete after completion")
+    with pytest.raises(ConditionFailed) as lost:
+        store.write([stale, Check(STATE, {"job_id": "j1"}, (eq("version", 3, "state as read"),), "state")])
+    assert lost.value.op_index == 0 and lost.value.current == before
+    assert store.get(JOBS, {"job_id": "j1"}) == before
+    store.write([delete, Check(STATE, {"job_id": "j1"}, (eq("version", 3, "state as read"),), "state")])
+    assert store.get(JOBS, {"job_id": "j1"}) is None
+    assert store.get(STATE, {"job_id": "j1"}) == {"job_id": "j1", "version": 3}
+    store.write([Delete(JOBS, {"job_id": "j1"}, (), "delete nothing")])  # alone, no condition: a no-op
+
+
+def test_a_delete_compares_maps_as_read(store: Store) -> None:
+    """DynamoDB's = compares maps and lists as whole values ("EQ is supported for all data
+    types, including lists and maps"): the delete after completion's condition on a job item
+    as read includes its maps, so an edit inside ``retry`` loses it."""
+    job = {"job_id": "m", "retry": {"max_attempts": 3, "jitter": True}, "tags": {}}
+    store.write([Put(JOBS, job, (), "p")])
+    changed = (eq("retry", {"max_attempts": 2, "jitter": True}, "as read"),)
+    with pytest.raises(ConditionFailed):
+        store.write([Delete(JOBS, {"job_id": "m"}, changed, "delete")])
+    same = (eq("retry", {"jitter": True, "max_attempts": 3}, "as read"), eq("tags", {}, "as read"))
+    store.write([Delete(JOBS, {"job_id": "m"}, same, "delete")])
+    assert store.get(JOBS, {"job_id": "m"}) is None
+
+
 def test_ints_stay_ints_and_nested_values_round_trip(store: Store) -> None:
     item = {
         **rk("r1"),
@@ -535,6 +575,17 @@ def test_runs_of_job_pages_through_the_jobs_partition(store: Store, limit: int) 
     assert len(pages) <= max(1, math.ceil(len(written) / limit)) + 1
     assert all(pages[:-1])
     assert drain(store, "runs-of-job", "nobody", limit) == [[]]
+
+
+def test_runs_of_job_may_be_read_strongly_consistent(store: Store) -> None:
+    """A base-table query may be strongly consistent (ConsistentRead); an index query may not,
+    as DynamoDB refuses ConsistentRead on a global secondary index."""
+    written = _query_runs(store)
+    assert store.query("runs-of-job", "j1", limit=100, consistent=True).items == sorted(
+        written, key=lambda run: run["run_id"]
+    )
+    with pytest.raises(ValueError):
+        store.query("lease", 0, consistent=True)
 
 
 def test_runs_of_job_takes_no_sort_bounds(store: Store) -> None:

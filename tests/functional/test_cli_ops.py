@@ -79,6 +79,20 @@ def test_register_list_show_pause_resume(
     assert as_json(out)["registration"] == "scheduled"
 
 
+def test_register_and_show_action_after_completion(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps({**JOB, "job_id": "once", "action_after_completion": "delete"}))
+    code, out, _ = run_cli(capsys, resources, "register", str(spec), "--json")
+    assert code == 0 and as_json(out) == {"once": "scheduled"}
+    code, out, _ = run_cli(capsys, resources, "show", "once")
+    assert code == 0 and "action_after_completion: delete" in out.splitlines()
+    spec.write_text(json.dumps({**JOB, "job_id": "bad", "action_after_completion": "Delete"}))
+    code, _, err = run_cli(capsys, resources, "register", str(spec))
+    assert code == 2 and 'action_after_completion: must be "none" (keep the job item) or "delete"' in err
+
+
 def test_trigger_twice_with_one_request_id_runs_once(
     capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
 ) -> None:

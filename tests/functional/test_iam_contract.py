@@ -9,10 +9,10 @@ settles, a delete and an invalid job through the registrar; a fan-out tick and a
 trigger; the worker committing a staged effect, sending to an allowed queue, starting a Step
 Functions execution and an ECS task (passing its role), scheduling a retry and promoting a
 buffered run, each terminal outcome put on the outcome bus; the miss detector recovering a dead
-worker's lease and catching up overdue jobs. The calls AWS makes with a role on its behalf (the
-event source mappings' polling) are declared from the Lambda documentation. The template is
-transformed offline by aws-sam-translator and each role's statements resolved for a fake account
-and stack.
+worker's lease, catching up overdue jobs and deleting a job after its completion. The calls AWS
+makes with a role on its behalf (the event source mappings' polling) are declared from the Lambda
+documentation. The template is transformed offline by aws-sam-translator and each role's
+statements resolved for a fake account and stack.
 
 Grants no call uses are printed (and warned), not failed. The mutation test takes each used grant
 away in turn and checks that a recorded call is then denied, so the contract can fail.
@@ -288,6 +288,9 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     # pause_on_failure (issue 29): a final failure in the worker, and one in the detector.
     scenario.put_job(job_item("fragile", "iam.fail", pause_on_failure=True, retry={"max_attempts": 1}))
     scenario.put_job(job_item("dies-fragile", "iam.noop", pause_on_failure=True, retry={"max_attempts": 1}))
+    # action_after_completion (issue 29): deleted by the detector's reconcile pass once its one
+    # run ended (a strongly consistent Query of its runs; the delete beside a check of its state).
+    scenario.put_job(job_item("once", "iam.noop", max_runs=1, action_after_completion="delete"))
     changing = job_item("changing", "iam.noop")
     scenario.put_job(changing)
     scenario.put_job(job_item("broken", "iam.noop", schedule="cron(61 * * * ? *)"))  # reported invalid
@@ -298,7 +301,7 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     scenario.trigger({"group": 1, "groups": 2})
 
     # The worker: a staged effect, a send to an allowed queue, a failure that schedules a retry.
-    for job_id in ("ledger", "sender", "flaky", "fragile", "workflow", "container"):
+    for job_id in ("ledger", "sender", "flaky", "fragile", "workflow", "container", "once"):
         scenario.worker(scenario.take(job_id))
     assert scenario.job("fragile")["enabled"] == {"BOOL": False}  # the worker paused it
     effects = scenario.dynamodb.scan(TableName=EFFECTS)["Items"]
@@ -340,6 +343,10 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     scenario.advance_to(scenario.clock.now_ms() + 10 * MINUTE)
     detected = scenario.detector()
     assert detected["leases_recovered"] >= 1, detected
+    assert detected["jobs_deleted_after_completion"] == 1, detected
+    assert "Item" not in scenario.dynamodb.get_item(
+        TableName=scenario.resources.jobs_table, Key={"job_id": {"S": "once"}}
+    )
     assert scenario.job("dies-fragile")["enabled"] == {"BOOL": False}  # the detector paused it
 
     # A job whose stream record is lost: the detector's reconcile pass (a Scan of the jobs table,

@@ -51,9 +51,10 @@ class SpyStore:
         sort_to: Any = None,
         limit: int = 100,
         cursor: Any = None,
+        consistent: bool = False,
     ) -> Page:
         self.limits.append(limit)
-        page = self._inner.query(index, partition, sort_from, sort_to, limit, cursor)
+        page = self._inner.query(index, partition, sort_from, sort_to, limit, cursor, consistent)
         return Page([Tracked(item) for item in page.items], page.cursor)
 
 

@@ -144,6 +144,7 @@ MUTANT_RUNS = {
         ChaosConfig(seed=3, jobs=20, hours=1.5, faults=FaultRates(operator_backfill=0.5)),
         "record_overwritten",
     ),
+    "completion": (ChaosConfig(seed=1, jobs=30, hours=2), "deleted_before_complete"),
 }
 
 
@@ -171,6 +172,7 @@ def test_the_cli_offers_every_mutant() -> None:
         "settle",
         "walk",
         "overtake",
+        "completion",
     }
     source = Path(cmd_chaos.__file__).read_text()
     assert all(f'"{name}"' in source for name in MUTANTS)

@@ -429,11 +429,12 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
 
 def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]) -> None:
     """Only the registrar writes job items (its report), and the worker and the detector update
-    them for ``pause_on_failure`` (a conditional UpdateItem, services/pausing.py; never a put
-    or a delete); the trigger, the detector (and its reconcile pass: Scan, BatchGetItem) and the
-    worker (a promotion's definition, services/definitions.py) read them. Every function that
-    moves a schedule writes the state table; the worker moves no schedule (the overlap chain is
-    on the runs) and only reads it."""
+    them for ``pause_on_failure`` (a conditional UpdateItem, services/pausing.py; never a put);
+    only the detector deletes one, a complete job's that asked for it (``action_after_completion:
+    delete``, services/completion.py, conditional on the item as read); the trigger, the detector
+    (and its reconcile pass: Scan, BatchGetItem) and the worker (a promotion's definition,
+    services/definitions.py) read them. Every function that moves a schedule writes the state
+    table; the worker moves no schedule (the overlap chain is on the runs) and only reads it."""
     jobs = {"Fn::GetAtt": ["JobsTable", "Arn"]}
     state = {"Fn::GetAtt": ["StateTable", "Arn"]}
     writes = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
@@ -448,6 +449,7 @@ def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]
                 "dynamodb:UpdateItem",
                 "dynamodb:Scan",
                 "dynamodb:BatchGetItem",
+                "dynamodb:DeleteItem",
             },
             "RegistrarFunction": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
             "OutcomePublisherFunction": set(),
@@ -460,9 +462,12 @@ def test_job_items_are_people_s_the_state_is_jobsched_s(template: dict[str, Any]
         moves_schedules = function != "WorkerFunction"
         assert (state in grants["dynamodb:UpdateItem"]) is moves_schedules, function
         assert not any(state in grants.get(action, []) for action in ("dynamodb:DeleteItem",)), function
-    for function in ("WorkerFunction", "MissDetectorFunction"):
+    for function, allowed in (
+        ("WorkerFunction", {"dynamodb:UpdateItem"}),
+        ("MissDetectorFunction", {"dynamodb:UpdateItem", "dynamodb:DeleteItem"}),
+    ):
         grants = _grants(template, function)
-        assert all(jobs not in grants.get(action, []) for action in writes if action != "dynamodb:UpdateItem")
+        assert all(jobs not in grants.get(action, []) for action in writes if action not in allowed)
 
 
 def _environment(template: dict[str, Any], function: str) -> dict[str, Any]:

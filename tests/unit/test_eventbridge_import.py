@@ -76,6 +76,35 @@ def test_a_grouped_disabled_flexible_step_functions_schedule() -> None:
     assert any("FlexibleTimeWindow FLEXIBLE (15 min): not supported yet" in note for note in plan.notes)
 
 
+@pytest.mark.parametrize(
+    ("action", "schedule", "end", "expected", "note"),
+    [
+        (None, "rate(1 hour)", None, "none", None),
+        ("NONE", "at(2027-01-01T09:00:00)", None, "none", None),
+        ("DELETE", "rate(1 hour)", "2027-02-01T00:00:00Z", "delete", None),
+        ("DELETE", "rate(1 hour)", None, "delete", "without an EndDate: never applies"),
+    ],
+)
+def test_action_after_completion_is_mapped(
+    action: str | None, schedule: str, end: str | None, expected: str, note: str | None
+) -> None:
+    source: dict[str, Any] = {
+        "Name": "s",
+        "ScheduleExpression": schedule,
+        "Target": {"Arn": "arn:aws:states:eu-central-1:123456789012:stateMachine:rollup"},
+    }
+    if action is not None:
+        source["ActionAfterCompletion"] = action
+    if end is not None:
+        source["EndDate"] = end
+    plan = plan_schedule(source)
+    assert plan.job is not None and plan.job.action_after_completion == expected
+    assert plan.job.to_item().get("action_after_completion", "none") == expected
+    notes = " | ".join(plan.notes)
+    assert (note in notes) if note else "without an EndDate" not in notes
+    assert "not supported" not in notes
+
+
 def test_an_ecs_schedule_becomes_run_task_parameters() -> None:
     plan = plans()["default/cleanup"]
     assert plan.job is not None and plan.job.target == "ecs_run_task"
@@ -104,7 +133,9 @@ def test_a_one_time_lambda_schedule_ignores_its_start_date_as_eventbridge_does()
     assert plan.job is not None and plan.job.schedule == "at(2027-01-01T09:00:00)" and plan.job.start is None
     assert plan.job.retry.max_attempts == 1
     notes = " | ".join(plan.notes)
-    assert "ActionAfterCompletion DELETE: not supported yet" in notes
+    assert plan.job.action_after_completion == "delete"  # ActionAfterCompletion DELETE, mapped
+    assert "ActionAfterCompletion DELETE: action_after_completion delete" in notes
+    assert "without an EndDate" not in notes  # a one-time schedule completes
     assert "StartDate is ignored" in notes
     assert "the function receives {input, idempotency_key, run_id}" in notes
 

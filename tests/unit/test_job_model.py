@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobsched.core.job import (
     MAX_PAYLOAD_BYTES,
+    ActionAfterCompletion,
     InvalidJob,
     JobDefinition,
     Misfire,
@@ -62,6 +63,7 @@ def definitions(draw: st.DrawFn) -> JobDefinition:
         overlap=draw(st.sampled_from(list(OverlapPolicy))),
         enabled=draw(st.booleans()),
         description=draw(st.text(max_size=30)),
+        action_after_completion=draw(st.sampled_from(list(ActionAfterCompletion))),
     )
 
 
@@ -107,6 +109,9 @@ def reasons_for(item: dict[str, Any]) -> list[str]:
         ({"timeout_seconds": 10_000}, "timeout_seconds", "840"),
         ({"misfire": {"policy": "sometimes"}}, "misfire.policy", "run_once"),
         ({"start": "2026-01-01T00:00:00"}, "start", "UTC offset"),
+        ({"action_after_completion": "remove"}, "action_after_completion", '"none" (keep the job item) or'),
+        ({"action_after_completion": "DELETE"}, "action_after_completion", "write it in lowercase"),
+        ({"action_after_completion": True}, "action_after_completion", "got a boolean"),
     ],
 )
 def test_invalid_items_name_the_field(changes: dict[str, Any], field: str, words: str) -> None:
@@ -128,6 +133,21 @@ def test_invalid_items_name_the_field(changes: dict[str, Any], field: str, words
 def test_ranges_that_wrap_around_are_valid(schedule: str) -> None:
     definition = JobDefinition.from_item(base_item(schedule=schedule, timezone="America/New_York"))
     assert definition.schedule == schedule
+
+
+def test_action_after_completion_defaults_to_none_and_keeps_old_digests() -> None:
+    """``action_after_completion`` (issue 29): "none" (the default: absent, or null) leaves the
+    item form, so the digest of every job written before the field existed, unchanged; "delete"
+    is written and changes the digest (an edit of it is a change the registrar applies)."""
+    plain = JobDefinition.from_item(base_item())
+    assert plain.action_after_completion is ActionAfterCompletion.NONE
+    for same in ({"action_after_completion": "none"}, {"action_after_completion": None}):
+        assert JobDefinition.from_item(base_item(**same)).definition_hash() == plain.definition_hash()
+    deleting = JobDefinition.from_item(base_item(action_after_completion="delete"))
+    assert deleting.action_after_completion is ActionAfterCompletion.DELETE
+    assert deleting.to_item()["action_after_completion"] == "delete"
+    assert deleting.definition_hash() != plain.definition_hash()
+    assert JobDefinition.from_item(deleting.to_item()) == deleting
 
 
 def test_every_problem_is_reported_at_once() -> None:

@@ -48,6 +48,7 @@ _PLAUSIBLE: dict[str, st.SearchStrategy[Any]] = {
     "jitter_seconds": st.integers(-1, 601),
     "pause_on_failure": st.sampled_from([True, False, "true"]),
     "max_runs": st.integers(0, 5),
+    "action_after_completion": st.sampled_from(["none", "delete", "DELETE", None]),
     "group": st.sampled_from(["billing", "a/b", "", "-x"]),
     "tags": st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3),
 }

@@ -7,6 +7,9 @@
     ops.register(JobDefinition(job_id="nightly-report", schedule="cron(0 3 * * ? *)",
                                timezone="Europe/Berlin", target="log", payload={"report": "daily"}))
     ops.runs("nightly-report")
+    # A one-time job whose item is deleted once its run has ended (the runs stay):
+    ops.register(JobDefinition(job_id="migrate-once", schedule="at(2026-12-24T18:00:00)",
+                               target="log", action_after_completion="delete"))
 
 The CLI's commands are thin wrappers over the same object.
 """

@@ -22,7 +22,8 @@ TABLE_KEY: dict[str, tuple[str, ...]] = {
 }
 # Queries served by the base table's own key, not by an index: they return whole items in the
 # order of the table's sort key (a run's history: the caller orders it by ``scheduled_at``) and
-# take no sort bounds. Eventually consistent, as the index queries are.
+# take no sort bounds. Eventually consistent, as the index queries are, unless asked to be
+# strongly consistent (``consistent=True``: twice the read units).
 BASE_QUERIES: frozenset[str] = frozenset({"runs-of-job"})
 # What each index returns of an item (template.yaml's projections; a test holds the two equal):
 # a query sees these attributes and nothing else, so no reader can rely on one the index drops.
@@ -76,10 +77,13 @@ class Store(Protocol):
         sort_to: int | None = None,
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
+        consistent: bool = False,
     ) -> Page:
         """Items of ``index`` in one partition with sort key in [sort_from, sort_to], ascending.
         Index reads are eventually consistent, as on DynamoDB. A base-table query
-        (``BASE_QUERIES``) returns whole items and takes no bounds (``ValueError``)."""
+        (``BASE_QUERIES``) returns whole items and takes no bounds (``ValueError``); it may be
+        strongly ``consistent`` (DynamoDB's ConsistentRead, which a global secondary index
+        refuses: ``ValueError`` for an index)."""
         ...
 
     def write(self, ops: Sequence[WriteOp]) -> None: ...

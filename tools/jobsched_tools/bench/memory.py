@@ -93,6 +93,7 @@ class GeneratingStore:
         sort_to: int | None = None,
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
+        consistent: bool = False,
     ) -> Page:
         if index != "next-run":
             return Page([])

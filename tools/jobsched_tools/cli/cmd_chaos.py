@@ -26,7 +26,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--store", choices=("memory", "moto"), default="memory")
     parser.add_argument(
         "--mutant",
-        choices=("fencing", "lease", "slot", "claim", "advance", "heartbeat", "settle", "walk", "overtake"),
+        choices=(
+            "fencing",
+            "lease",
+            "slot",
+            "claim",
+            "advance",
+            "heartbeat",
+            "settle",
+            "walk",
+            "overtake",
+            "completion",
+        ),
         help="remove one condition on purpose; the run must then report violations (sim/mutants.py)",
     )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")

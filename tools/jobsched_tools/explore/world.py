@@ -322,13 +322,14 @@ class ExplorerStore:
         sort_to: int | None = None,
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
+        consistent: bool = False,
     ) -> Page:
-        stale = index in INDEXES and self.world.used[STALE] < self.world.budget.stale
+        stale = index in INDEXES and not consistent and self.world.used[STALE] < self.world.budget.stale
         option = self._point(Call("query", f"query {index}", (OK, STALE) if stale else (OK,)))
         if option == STALE:
             page = self._stale(INDEX_TABLE[index]).query(index, partition, sort_from, sort_to, limit, cursor)
         else:
-            page = self.inner.query(index, partition, sort_from, sort_to, limit, cursor)
+            page = self.inner.query(index, partition, sort_from, sort_to, limit, cursor, consistent)
         self.world.seen_by_actor([page.items, page.cursor])
         return page
 

@@ -35,6 +35,7 @@ from jobsched.core.writes import (
     STATE,
     Check,
     Cond,
+    Delete,
     Item,
     Put,
     Update,
@@ -120,10 +121,13 @@ class MemoryStore:
         sort_to: int | None = None,
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
+        consistent: bool = False,
     ) -> Page:
         base = index in BASE_QUERIES
         if base and (sort_from is not None or sort_to is not None):
             raise ValueError(f"{index!r} queries a table's key: it takes no sort bounds")
+        if consistent and not base:
+            raise ValueError(f"{index!r} is a global secondary index: it has no consistent reads")
         pk, sk = INDEX_KEYS[index]
         key_attr = KEYS[INDEX_TABLE[index]][-1]  # the table key's last attribute: unique in a partition
         with self._lock:
@@ -219,6 +223,9 @@ class MemoryStore:
         """DynamoDB's size limits, on the items as the write would leave them."""
         sizes = []
         for op, current in zip(ops, currents, strict=True):
+            if isinstance(op, Delete):
+                sizes.append(item_size(dict(op.key)))  # a delete writes no item: its key counts
+                continue
             after = current if isinstance(op, Check) else self._preview(op, current)
             if not isinstance(op, Check):
                 check_item_size(after or {}, op.label)
@@ -251,7 +258,7 @@ class MemoryStore:
         if isinstance(op, Put):
             _check_value(op.item, op.label)
             return
-        if isinstance(op, Check):
+        if isinstance(op, Check | Delete):
             return
         _check_value(op.set, op.label)
         _check_value(op.set_if_missing, op.label)
@@ -268,6 +275,9 @@ class MemoryStore:
     def _apply(self, op: WriteOp) -> Item:
         table = self._table(op.table)
         if isinstance(op, Check):
+            return {}
+        if isinstance(op, Delete):
+            table.pop(self._target(op), None)
             return {}
         if isinstance(op, Put):
             item = {k: copy.deepcopy(v) for k, v in op.item.items() if v is not None}

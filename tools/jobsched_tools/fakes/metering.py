@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobsched.core.limits import item_size
-from jobsched.core.writes import Check, Cond, Item, Put, Update, WriteOp
+from jobsched.core.writes import Check, Cond, Delete, Item, Put, Update, WriteOp
 from jobsched.ports import IndexName, Page
 
 from jobsched_tools.emulator.provision import load_template
@@ -116,9 +116,10 @@ class MeteringStore(MemoryStore):
         sort_to: int | None = None,
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
+        consistent: bool = False,
     ) -> Page:
-        page = super().query(index, partition, sort_from, sort_to, limit, cursor)
-        self._charge_read(sum(item_size(item) for item in page.items), consistent=False)
+        page = super().query(index, partition, sort_from, sort_to, limit, cursor, consistent)
+        self._charge_read(sum(item_size(item) for item in page.items), consistent=consistent)
         return page
 
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:
@@ -170,7 +171,7 @@ class MeteringStore(MemoryStore):
             after = super().get(op.table, self._key_of_op(op))
             self._charge_item(op, before, after, transactional)
 
-    def _key_of_op(self, op: Put | Update) -> Item:
+    def _key_of_op(self, op: Put | Update | Delete) -> Item:
         return self._key_of(op.table, op.item) if isinstance(op, Put) else dict(op.key)
 
     def _charge_item(self, op: WriteOp, before: Item | None, after: Item | None, transactional: bool) -> None:

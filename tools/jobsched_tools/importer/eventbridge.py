@@ -9,7 +9,8 @@ onto a built-in handler) and the retry policy. What cannot be carried over is sa
 - ``blockers``: the schedule is not imported (a target type jobsched has no handler for, an
   expression or name jobsched refuses);
 - ``notes``: imported, but it behaves differently in a way a person should know (a flexible time
-  window, which jobsched does not have yet; a dead-letter queue; the maximum event age; the role).
+  window, which jobsched does not have yet; a dead-letter queue; the maximum event age; the role;
+  when a schedule's ``ActionAfterCompletion: DELETE`` takes effect).
 """
 
 from __future__ import annotations
@@ -185,6 +186,28 @@ def _retry(target: dict[str, Any], plan: PlannedImport) -> dict[str, int]:
     return {"max_attempts": attempts}
 
 
+def _action_after_completion(schedule: dict[str, Any], plan: PlannedImport) -> str:
+    """``ActionAfterCompletion`` (``NONE``, the default, or ``DELETE``) as the job's
+    ``action_after_completion``. EventBridge deletes a recurring schedule only when it has an
+    ``EndDate``; a job without ``end`` (and without ``max_runs``, which no schedule has) never
+    completes either, so both keep it: said in a note, as the difference a person may not expect
+    is the time of the delete, not whether."""
+    action = str(schedule.get("ActionAfterCompletion") or "NONE").upper()
+    if action != "DELETE":
+        return "none"
+    one_time = str(schedule.get("ScheduleExpression", "")).startswith("at(")
+    if not one_time and schedule.get("EndDate") is None:
+        plan.notes.append(
+            "ActionAfterCompletion DELETE without an EndDate: never applies (as in EventBridge): "
+            "a recurring job without end never completes"
+        )
+    plan.notes.append(
+        "ActionAfterCompletion DELETE: action_after_completion delete; the job item is deleted "
+        "by the miss detector's reconcile pass once its last run has ended (within a pass, not at once)"
+    )
+    return "delete"
+
+
 def plan_schedule(schedule: dict[str, Any]) -> PlannedImport:
     group = str(schedule.get("GroupName") or DEFAULT_GROUP)
     name = str(schedule.get("Name", "?"))
@@ -208,8 +231,7 @@ def plan_schedule(schedule: dict[str, Any]) -> PlannedImport:
             "RoleArn is not used: the worker's role calls the target; list it in the stack's "
             "allow-list parameter for this target type"
         )
-    if schedule.get("ActionAfterCompletion") == "DELETE":
-        plan.notes.append("ActionAfterCompletion DELETE: not supported yet; the finished job stays")
+    action = _action_after_completion(schedule, plan)
     if schedule.get("KmsKeyArn"):
         plan.notes.append("KmsKeyArn: not used; the jobs table is encrypted with its own key")
     if mapped is None:
@@ -226,6 +248,7 @@ def plan_schedule(schedule: dict[str, Any]) -> PlannedImport:
         "overlap": OverlapPolicy.ALLOW.value,
         "enabled": schedule.get("State", "ENABLED") != "DISABLED",
         "description": str(schedule.get("Description") or ""),
+        "action_after_completion": action,
     }
     one_time = str(schedule.get("ScheduleExpression", "")).startswith("at(")
     for source, name_ in (("StartDate", "start"), ("EndDate", "end")):

@@ -18,15 +18,29 @@ from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
 from jobsched.core.run import run_key
-from jobsched.core.writes import JOBS, RUNS, STATE, Check, Cond, Item, Put, Update, WriteOp, conditions_hold
+from jobsched.core.writes import (
+    JOBS,
+    RUNS,
+    STATE,
+    Check,
+    Cond,
+    Delete,
+    Item,
+    Put,
+    Update,
+    WriteOp,
+    conditions_hold,
+)
 from jobsched.ports import INDEX_KEYS, INDEX_PROJECTION, IndexName, OutgoingMessage, Page, SendResult, Store
 from jobsched.services.definitions import is_snapshot
+from jobsched.services.paging import query_all
 
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.sim.scenario import FaultRates
 
 EFFECTS = "effects"
+UNFINISHED_STATUSES = frozenset({"pending", "running", "buffered"})
 
 
 class SimCrash(BaseException):
@@ -67,6 +81,10 @@ class Ledger:
     core: Counter[str] = field(default_factory=Counter)
     core_examples: list[str] = field(default_factory=list)
     tokens: core_invariants.Tokens = field(default_factory=core_invariants.Tokens)
+    # action_after_completion: delete (issue 29): when each job's item was deleted after its
+    # completion, while it stays deleted (a person's re-creation ends the watch), and how many.
+    deleted_after_completion: dict[str, int] = field(default_factory=dict)
+    completion_deletes: list[tuple[str, int, int]] = field(default_factory=list)  # (job, at, runs)
 
 
 class FaultyStore:
@@ -142,9 +160,10 @@ class FaultyStore:
         sort_to: int | None = None,
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
+        consistent: bool = False,
     ) -> Page:
         self._before_call(f"query {index}/{partition}")
-        return self.inner.query(index, partition, sort_from, sort_to, limit, cursor)
+        return self.inner.query(index, partition, sort_from, sort_to, limit, cursor, consistent)
 
     def scan(self, table: str, limit: int = 100, cursor: dict[str, Any] | None = None) -> Page:
         return self.inner.scan(table, limit, cursor)
@@ -223,6 +242,9 @@ class FaultyStore:
         broke at that moment (a record created twice, two slot-holding runs of one job running,
         an unfinished run without a lease, a recovery of a lease a heartbeat had renewed)."""
         now = self.clock.now_ms()
+        for op in ops:  # first: the stream's registrar below moves the state on at once
+            if isinstance(op, Delete) and op.table == JOBS and op.label == "delete after completion":
+                self._completion_delete(str(op.key["job_id"]), now)
         for op in ops:
             if op.table == STATE and not isinstance(op, Check):
                 job_id = str(op.item["job_id"] if isinstance(op, Put) else op.key["job_id"])
@@ -276,9 +298,48 @@ class FaultyStore:
             if len(self.ledger.core_examples) < 20:
                 self.ledger.core_examples.append(f"{violation} ({self.actor})")
 
+    def _completion_delete(self, job_id: str, now: int) -> None:
+        """The moment a job's item was deleted after its completion (services/completion.py): the
+        job must be complete then. Its state finished, and none of its runs pending, running or
+        buffered (read here from the tables, not from what the service read)."""
+        runs = [run for run in self._runs_of(job_id)]
+        unfinished = sorted(str(r["run_id"]) for r in runs if r.get("status") in UNFINISHED_STATUSES)
+        if unfinished:
+            self._violate(
+                "deleted_before_complete", job_id, f"{len(unfinished)} runs not ended, {unfinished[0]} first"
+            )
+        state = self.inner.get(STATE, {"job_id": job_id})
+        if state is None or state.get("status") != "finished":
+            status = None if state is None else state.get("status")
+            self._violate("deleted_before_complete", job_id, f"its state was {status}, not finished")
+        self.ledger.deleted_after_completion[job_id] = now
+        self.ledger.completion_deletes.append((job_id, now, len(runs)))
+
+    def _runs_of(self, job_id: str) -> list[Item]:
+        if isinstance(self.inner, MemoryStore):
+            return [r for r in self.inner.tables[RUNS].values() if r.get("job_id") == job_id]
+        return list(query_all(self.inner, "runs-of-job", job_id))
+
+    def _watch_deleted(self, job_id: str, run_id: str, label: str, before: Item | None, after: Item) -> None:
+        """No run of a job deleted after its completion is made or starts while its item stays
+        deleted: nothing of it was left to run. A person's re-creation of the item ends the watch
+        (the new life's runs are its own)."""
+        since = self.ledger.deleted_after_completion.get(job_id)
+        if since is None:
+            return
+        started = after.get("status") == "running" and (before is None or before.get("status") != "running")
+        if before is not None and not started:
+            return
+        if self.inner.get(JOBS, {"job_id": job_id}) is not None:
+            del self.ledger.deleted_after_completion[job_id]  # re-created: a new life
+            return
+        what = "made" if before is None else "started"
+        self._violate("ran_after_deletion", run_id, f"{what} by {self.actor}'s {label}, deleted at {since}")
+
     def _observe_run(self, run_id: str, label: str, before: Item | None, after: Item, now: int) -> None:
         status = after.get("status")
         job_id = str(after.get("job_id"))
+        self._watch_deleted(job_id, run_id, label, before, after)
         holders = self.ledger.running.setdefault(job_id, set())
         was_running = before is not None and before.get("status") == "running"
         if status == "running" and not was_running and _keeps_slot(after):
@@ -400,6 +461,9 @@ class LeaseIndexedMemoryStore(MemoryStore):
         table = self._table(op.table)
         if isinstance(op, Check):
             return {}
+        if isinstance(op, Delete):
+            table.pop(self._target(op), None)
+            return {}
         if isinstance(op, Put):
             item = {k: _copy(v) for k, v in op.item.items() if v is not None}
             table[self._target(op)] = item
@@ -432,9 +496,10 @@ class LeaseIndexedMemoryStore(MemoryStore):
         sort_to: int | None = None,
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
+        consistent: bool = False,
     ) -> Page:
         if index != "lease":
-            return super().query(index, partition, sort_from, sort_to, limit, cursor)
+            return super().query(index, partition, sort_from, sort_to, limit, cursor, consistent)
         pk, sk = INDEX_KEYS[index]
         with self._lock:
             self._count("Query")

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.job import MisfirePolicy, OverlapPolicy, is_job_id
+from jobsched.core.policies import UNFINISHED
 from jobsched.core.run import run_id_for
 from jobsched.core.schedule import Schedule
 from jobsched.core.state import differences, state_schedule
 from jobsched.core.transitions import BOOKKEEPING_KEY
 from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import Store
+from jobsched.services.completion import asks_delete, finished_as_written
 from jobsched.services.definitions import is_snapshot
 
 from jobsched_tools.fakes.memory_store import MemoryStore
@@ -312,6 +314,24 @@ class Checker:
             if found:
                 self.violate("registration_not_converged", job_id, "; ".join(found))
 
+    # 5c. delete after completion (issue 29 item 3): at the moment of each delete the ledger
+    # checked the job complete (``deleted_before_complete``) and watched that none of its runs was
+    # made or started while its item stayed deleted (``ran_after_deletion``; both in ``seen``;
+    # ``nothing_lost`` holds every occurrence it was due). Here the liveness: at the end, no job
+    # that asks for the delete is complete and still has its item: the level-triggered pass alone
+    # must have deleted it.
+    def completions(self) -> None:
+        self.report.deleted_after_completion = len(self.world.store.ledger.completion_deletes)
+        for job in all_items(self.world.store.inner, JOBS):
+            job_id = str(job.get("job_id"))
+            if not is_job_id(job_id) or not asks_delete(job):
+                continue
+            if not finished_as_written(job, self.states.get(job_id)):
+                continue
+            if any(r.get("status") in UNFINISHED for r in self.runs_of(job_id)):
+                continue
+            self.violate("not_deleted_after_completion", job_id, "complete, its item still there")
+
     # 6. what the ledger saw at the moment of a write: a record created twice, two slot-holding
     # runs of one job running at once, an unfinished run without a lease, a live lease recovered;
     # and every exception a service met that was not a store or queue error (one job's failure
@@ -347,6 +367,7 @@ def check(world: World) -> ChaosReport:
     checker.leases()
     checker.odd_inputs()
     checker.converged()
+    checker.completions()
     checker.seen()
     violations = checker.violations
     report.invariant_violations = [f"{kind} {key}: {detail}" for kind, key, detail in violations]

@@ -34,6 +34,8 @@ MUTANTS: dict[str, str] = {
     "while the predecessor still runs (overlap_violated)",
     "overtake": "the start's overtaken_by: an occurrence that a manual run passed over before it "
     "came due starts beside that manual run (overlap_violated)",
+    "completion": "the delete after completion's every-run-ended: a finished job's item is deleted "
+    "while its last run is still pending or running (deleted_before_complete)",
 }
 
 
@@ -107,6 +109,21 @@ def _failed_frees_the_turn(original: Callable[..., tuple[bool, str | None]]) -> 
     return step
 
 
+def _service_patch(name: str) -> tuple[Any, str, Any]:
+    """The mutants that replace what a service imported from the core."""
+    import jobsched.services.completion as completion
+    import jobsched.services.settle as settle
+    import jobsched.services.worker as worker
+
+    if name == "heartbeat":
+        return (worker, "heartbeat_op", _heartbeat_unchecked(transitions.heartbeat_op))
+    if name == "settle":
+        return (settle, "settle_ops", _settle_unchecked(transitions.settle_ops))
+    if name == "overtake":
+        return (worker, "start_op", _start_unchecked(transitions.start_op))
+    return (completion, "UNFINISHED", frozenset())  # completion: no run counts as not ended
+
+
 @contextmanager
 def mutant(name: str) -> Iterator[None]:
     """Run the block with one condition removed (see ``MUTANTS``)."""
@@ -126,18 +143,8 @@ def mutant(name: str) -> Iterator[None]:
     elif name == "advance":
         unversioned = _advance_unchecked(transitions.claim_ops)
         patches += [(transitions, "claim_ops", unversioned), (trigger, "claim_ops", unversioned)]
-    elif name == "heartbeat":
-        import jobsched.services.worker as worker
-
-        patches.append((worker, "heartbeat_op", _heartbeat_unchecked(transitions.heartbeat_op)))
-    elif name == "settle":
-        import jobsched.services.settle as settle
-
-        patches.append((settle, "settle_ops", _settle_unchecked(transitions.settle_ops)))
-    elif name == "overtake":
-        import jobsched.services.worker as worker
-
-        patches.append((worker, "start_op", _start_unchecked(transitions.start_op)))
+    elif name in ("heartbeat", "settle", "overtake", "completion"):
+        patches.append(_service_patch(name))
     elif name == "walk":
         patches.append((chain, "chain_step", _failed_frees_the_turn(policies.chain_step)))
     else:

@@ -45,6 +45,7 @@ class ChaosReport:
     invariant_violations: list[str] = field(default_factory=list)
     violation_keys: list[str] = field(default_factory=list)
     run_all_jobs_checked: int = 0
+    deleted_after_completion: int = 0  # job items deleted after completion (issue 29 item 3)
     # core/invariants.py violations per invariant (issue 25), after every write and at the end;
     # reported, not yet failing the run (today's two-write claim breaks some between its writes).
     core_invariants: dict[str, int] = field(default_factory=dict)
@@ -76,6 +77,7 @@ class ChaosReport:
             f"  duplicate effects    {self.duplicate_effects}",
             f"  fenced-out commits   {self.fenced_commits}",
             f"  leases recovered     {self.leases_recovered}",
+            f"  deleted after completion {self.deleted_after_completion} job items",
             "  faults injected      "
             + ", ".join(f"{k} {v}" for k, v in sorted(self.faults_injected.items())),
             "  worker outcomes      " + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),

@@ -253,6 +253,11 @@ def _job(rng: random.Random, index: int, start_ms: int, hours: float, large_payl
         jitter_seconds=45 if index % 5 == 1 else 0,
         max_runs=4 if index % 11 == 3 else None,
         pause_on_failure=index % 13 == 5,
+        # Delete after completion: two in three one-time and limited jobs (they complete), and a
+        # recurring job in seventeen (it never does: its item must stay).
+        action_after_completion="delete"
+        if ((kind == "at" or index % 11 == 3) and index % 3 != 1) or index % 17 == 7
+        else "none",
     )
     effect = "put" if rng.random() < 0.3 else "counter"
     return SimJob(definition, Behaviour(duration, duration // 5 + 1, fail, effect))

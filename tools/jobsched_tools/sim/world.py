@@ -23,10 +23,12 @@ from typing import Any, TypeVar
 from jobsched.core.clock import ManualClock, SkewedClock, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import QueueError, StoreError
+from jobsched.core.policies import UNFINISHED
 from jobsched.core.run import MAX_RUN_ID_LENGTH, RunMessage, manual_run_id
 from jobsched.core.transitions import snapshot_key
 from jobsched.core.writes import JOBS, RUNS, STATE, Put, Update, not_exists
 from jobsched.ports import Store
+from jobsched.services.completion import asks_delete, finished_as_written
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
 from jobsched.services.operations import JobNotFound, Operations
@@ -36,7 +38,7 @@ from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
 from jobsched.targets.registry import HandlerRegistry
 
 from jobsched_tools.sim.faults import EFFECTS, FaultyStore, LeaseIndexedMemoryStore, SimCrash, SimQueue
-from jobsched_tools.sim.invariants import check
+from jobsched_tools.sim.invariants import all_items, check
 from jobsched_tools.sim.report import ChaosReport, LogEntry
 from jobsched_tools.sim.scenario import (
     ChaosConfig,
@@ -326,11 +328,22 @@ class World:
             r["scheduled_at"] <= self.window_end and r.get("status") not in TERMINAL_STATUSES for r in runs
         )
         behind = any(j.get("status") == "active" and j.get("next_run_at", 0) <= self.window_end for j in jobs)
-        if open_runs or behind:
+        if open_runs or behind or self._completions_pending(jobs, runs):
             self.at(self.clock.now_ms() + 5 * MINUTE, self._drain_check)
             return
         self.end = self.clock.now_ms()
         self.log("world", "drain.settled", "", "every occurrence of the window has settled")
+
+    def _completions_pending(self, states: list[dict[str, Any]], runs: list[dict[str, Any]]) -> bool:
+        """A job asking to be deleted after completion that is complete and still has its item:
+        the drain waits for the reconcile pass (invariants: ``not_deleted_after_completion``)."""
+        by_id = {str(s["job_id"]): s for s in states}
+        unfinished = {str(r["job_id"]) for r in runs if r.get("status") in UNFINISHED}
+        return any(
+            asks_delete(job) and job_id not in unfinished and finished_as_written(job, by_id.get(job_id))
+            for job in all_items(self.store.inner, JOBS)
+            for job_id in (str(job.get("job_id")),)
+        )
 
     def _in(self, stretches: list[tuple[int, int]]) -> bool:
         now = self.clock.now_ms()

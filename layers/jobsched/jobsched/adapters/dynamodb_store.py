@@ -39,6 +39,7 @@ from jobsched.core.writes import (
     STATE,
     Check,
     Cond,
+    Delete,
     Item,
     Put,
     Update,
@@ -260,10 +261,13 @@ class DynamoStore:
         sort_to: int | None = None,
         limit: int = 100,
         cursor: dict[str, Any] | None = None,
+        consistent: bool = False,
     ) -> Page:
         base = index in BASE_QUERIES
         if base and (sort_from is not None or sort_to is not None):
             raise ValueError(f"{index!r} queries a table's key: it takes no sort bounds")
+        if consistent and not base:
+            raise ValueError(f"{index!r} is a global secondary index: it has no consistent reads")
         pk, sk = INDEX_KEYS[index]
         names = {"#pk": pk, "#sk": sk}
         values: dict[str, Any] = {":p": serialize(partition)}
@@ -287,10 +291,12 @@ class DynamoStore:
             "ExpressionAttributeValues": values,
             "Limit": limit,
             # Global secondary indexes are eventually consistent; ConsistentRead is not allowed.
-            # A base-table query (no IndexName) reads eventually consistent too, as the port says.
+            # A base-table query (no IndexName) reads eventually consistent too unless asked.
         }
         if not base:
             request["IndexName"] = index
+        if consistent:
+            request["ConsistentRead"] = True
         if sort_from is not None and sort_to is not None and sort_from > sort_to:
             return Page([], None)  # DynamoDB rejects BETWEEN with reversed bounds
         if cursor is not None:
@@ -359,6 +365,8 @@ class DynamoStore:
                     self.client.put_item(**request)
                 except (ClientError, HTTPClientError, BotoConnectionError) as error:
                     _raise_mapped(error, op)
+            elif isinstance(op, Delete):
+                self.delete(op.table, op.key, op.condition, op.label)
             else:
                 self._update(op, return_values="NONE")
             return
@@ -383,14 +391,9 @@ class DynamoStore:
         return deserialize_item(attributes)
 
     def delete(self, table: str, key: Item, condition: tuple[Cond, ...] = (), label: str = "delete") -> None:
-        expression = _Expression()
-        request: dict[str, Any] = {"TableName": self.table_name(table), "Key": serialize_item(key)}
-        condition_expression = expression.condition(condition)
-        if condition_expression is not None:
-            request["ConditionExpression"] = condition_expression
-            request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        request = self._delete_request(Delete(table, key, condition, label))
         try:
-            self.client.delete_item(**expression.apply(request))
+            self.client.delete_item(**request)
         except (ClientError, HTTPClientError, BotoConnectionError) as error:
             _raise_mapped(error, Check(table, key, condition, label))
 
@@ -450,7 +453,18 @@ class DynamoStore:
             return {"Put": self._put_request(op)}
         if isinstance(op, Update):
             return {"Update": self._update_request(op)}
+        if isinstance(op, Delete):
+            return {"Delete": self._delete_request(op)}
         return {"ConditionCheck": self._check_request(op)}
+
+    def _delete_request(self, op: Delete) -> dict[str, Any]:
+        expression = _Expression()
+        request: dict[str, Any] = {"TableName": self.table_name(op.table), "Key": serialize_item(op.key)}
+        condition = expression.condition(op.condition)
+        if condition is not None:
+            request["ConditionExpression"] = condition
+            request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        return expression.apply(request)
 
     def _check_distinct_items(self, ops: Sequence[WriteOp]) -> None:
         seen: set[tuple[str, str]] = set()

@@ -92,6 +92,7 @@ DEFINITION_FIELDS = (
     "jitter_seconds",
     "pause_on_failure",
     "max_runs",
+    "action_after_completion",
     "group",
     "tags",
 )
@@ -101,6 +102,7 @@ OPTIONAL_FIELDS: dict[str, Any] = {
     "jitter_seconds": 0,
     "pause_on_failure": False,
     "max_runs": None,
+    "action_after_completion": "none",
     "group": None,
     "tags": {},
 }
@@ -139,6 +141,15 @@ class OverlapPolicy(StrEnum):
     BUFFER_ONE = "buffer_one"  # at most one occurrence waits for the active run to finish
     BUFFER_ALL = "buffer_all"  # every occurrence waits its turn, in chain order
     CANCEL_OTHER = "cancel_other"  # a new occurrence asks the active run to stop, then waits for it
+
+
+class ActionAfterCompletion(StrEnum):
+    """What happens to the job item once the job is complete: it makes no more runs (an ``at()``
+    that ran, an ``end`` passed, ``max_runs`` reached) and every run it made has ended. As
+    EventBridge Scheduler's ``ActionAfterCompletion`` (``NONE``, ``DELETE``)."""
+
+    NONE = "none"  # the job item stays, its state finished
+    DELETE = "delete"  # the miss detector's reconcile pass deletes the job item (services/completion.py)
 
 
 # The policies under which a run waits behind the one holding the job's turn (services/chain.py).
@@ -194,6 +205,10 @@ class JobDefinition(_Strict):
     )
     pause_on_failure: bool = Field(False, description="A run that fails for good pauses the job.")
     max_runs: int | None = Field(None, ge=1, le=1_000_000, description="Scheduled runs, then finished.")
+    action_after_completion: ActionAfterCompletion = Field(
+        ActionAfterCompletion.NONE,
+        description="delete: the job item is deleted once the job made its last run and every run ended.",
+    )
     group: str | None = Field(None, pattern=GROUP_PATTERN, description="For list/pause/resume by group.")
     tags: dict[str, str] = Field(default_factory=dict, description="For list/pause/resume by tag.")
 
@@ -210,6 +225,20 @@ class JobDefinition(_Strict):
                     f"tag {_clip(key, 40)!r}: value longer than {MAX_TAG_VALUE_CHARS} characters"
                 )
         return value
+
+    @field_validator("action_after_completion", mode="before")
+    @classmethod
+    def _known_action(cls, value: Any) -> Any:
+        if value is None:
+            return ActionAfterCompletion.NONE  # null, as absent: the default
+        if value in tuple(ActionAfterCompletion):
+            return value
+        shown = _clip(repr(value), 40) if isinstance(value, str) else _kind(value)
+        lower = isinstance(value, str) and value.lower() in tuple(ActionAfterCompletion)
+        raise ValueError(
+            'must be "none" (keep the job item) or "delete" (delete the job item once the job made '
+            f"its last run and every run ended), got {shown}" + ("; write it in lowercase" if lower else "")
+        )
 
     @field_validator("timezone")
     @classmethod
@@ -331,6 +360,8 @@ class JobDefinition(_Strict):
             value = getattr(self, name)
             if value != default:
                 item[name] = dict(value) if isinstance(value, dict) else value
+        if "action_after_completion" in item:
+            item["action_after_completion"] = self.action_after_completion.value
         return item
 
     @classmethod

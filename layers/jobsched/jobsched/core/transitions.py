@@ -10,10 +10,11 @@ never on the job item people write, so a person's put-item or delete cannot undo
 from __future__ import annotations
 
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.job import bound_reasons
+from jobsched.core.job import DEFINITION_FIELDS, bound_reasons
 from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, SAFETY_BYTES, item_size
 from jobsched.core.run import NOT_RUN, RunKind, RunStatus, run_key, shard_of
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
@@ -22,7 +23,9 @@ from jobsched.core.writes import (
     JOBS,
     RUNS,
     STATE,
+    Check,
     Cond,
+    Delete,
     Item,
     Put,
     Update,
@@ -509,6 +512,7 @@ _AS_READ_FIELDS = (
     "jitter_seconds",
     "pause_on_failure",
     "max_runs",
+    "action_after_completion",
     "group",
 )
 
@@ -534,6 +538,58 @@ def pause_on_failure_op(job: Item, reason: str, now: int) -> Update:
         label="pause on failure",
         set={"enabled": False, "paused_reason": reason[:300], "paused_at": now},
     )
+
+
+def delete_after_completion_ops(job: Item, state: StateItem) -> list[WriteOp]:
+    """``action_after_completion: delete`` (issue 29): delete the job item of a complete job.
+    One transaction:
+
+    - the job item's delete, conditional on every definition attribute as read (maps and lists
+      too: DynamoDB's ``=`` compares them whole), and those absent still absent: a person's
+      edit, pause or re-put that lands first wins, and the delete loses its condition;
+    - a check of the state as read (``version``: a run made since, a manual run or a backfill,
+      or a registration moved it; ``status = finished``), so no run joins the job between the
+      read that found every run ended and the delete.
+
+    The registrar then marks the state ``deleted`` (the REMOVE record, or the caller inline),
+    as for any deleted job; the runs stay as history."""
+    why = "a person changed the job since the reconcile pass read it: their edit stands"
+    conditions: list[Cond] = [exists("job_id", "the job item was deleted meanwhile: nothing to do")]
+    for name in DEFINITION_FIELDS:
+        if name == "job_id":
+            continue
+        value = job.get(name)
+        conditions.append(not_exists(name, why) if value is None else eq(name, _compared(value), why))
+    return [
+        Delete(JOBS, {"job_id": job["job_id"]}, tuple(conditions), "delete after completion"),
+        Check(
+            STATE,
+            {"job_id": job["job_id"]},
+            (
+                _state_unchanged(state),
+                eq(
+                    "status",
+                    JobStatus.FINISHED.value,
+                    "the job is finished: a run it made since the read (manual, backfill) or a "
+                    "change of its definition must be seen first",
+                ),
+            ),
+            "job complete as read",
+        ),
+    ]
+
+
+def _compared(value: Any) -> Any:
+    """A value as read, as a condition compares it: a non-integral number (a person's payload
+    map may hold one; jobsched's own values never do) as the Decimal of its shortest repr,
+    which DynamoDB compares numerically with the stored number."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _compared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_compared(v) for v in value]
+    return value
 
 
 # --- starting, heartbeats ----------------------------------------------------------------------

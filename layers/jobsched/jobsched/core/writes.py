@@ -138,7 +138,18 @@ class Check:
     label: str
 
 
-WriteOp = Put | Update | Check
+@dataclass(frozen=True)
+class Delete:
+    """Delete an item if ``condition`` holds: in a transaction, beside the items whose state
+    made the delete safe (``ConditionCheck``s on them)."""
+
+    table: str
+    key: Item
+    condition: tuple[Cond, ...]
+    label: str
+
+
+WriteOp = Put | Update | Check | Delete
 
 
 def conditions_hold(conditions: Sequence[Cond], item: Mapping[str, Any] | None) -> bool:

@@ -70,6 +70,7 @@ class DetectResult(Counters):
     jobs_checked: int = 0
     jobs_reconciled: int = 0
     jobs_resharded: int = 0
+    jobs_deleted_after_completion: int = 0
 
 
 class MissDetector:
@@ -230,6 +231,7 @@ class MissDetector:
             result.jobs_checked += reconciled.checked
             result.jobs_reconciled += reconciled.reconciled
             result.jobs_resharded += reconciled.resharded
+            result.jobs_deleted_after_completion += reconciled.completion.deleted
             result.job_errors += reconciled.errors
         if result.recovery_latency_ms:
             self._telemetry.metric("RecoveryLatency", max(result.recovery_latency_ms), "Milliseconds")

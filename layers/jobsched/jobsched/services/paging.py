@@ -38,14 +38,18 @@ def query_all(
     sort_to: int | None = None,
     page_size: int = PAGE_SIZE,
     on_error: Callable[[StoreError], None] | None = None,
+    consistent: bool = False,
 ) -> Iterator[Item]:
     """Every item of one index partition in sort order, fetched a page at a time as consumed.
     With ``on_error``, a failing page is reported and ends this partition (the caller's next
-    run picks it up) instead of raising."""
+    run picks it up) instead of raising. ``consistent``: a base-table query's strong reads."""
     cursor: dict[str, Any] | None = None
     while True:
         try:
-            page = store.query(index, partition, sort_from, sort_to, page_size, cursor)
+            if consistent:
+                page = store.query(index, partition, sort_from, sort_to, page_size, cursor, consistent=True)
+            else:
+                page = store.query(index, partition, sort_from, sort_to, page_size, cursor)
         except StoreError as exc:
             if on_error is None:
                 raise

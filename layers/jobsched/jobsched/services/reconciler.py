@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.clock import Clock
@@ -40,6 +40,7 @@ from jobsched.core.state import Registration, differences
 from jobsched.core.transitions import BOOKKEEPING_KEY, bookkeeping_op
 from jobsched.core.writes import JOBS, STATE, Item
 from jobsched.ports import BATCH_GET_MAX_KEYS, Store, Telemetry
+from jobsched.services.completion import Completed, Completer, asks_delete
 from jobsched.services.paging import query_all
 from jobsched.services.registrar import Registrar
 
@@ -70,6 +71,8 @@ class Reconciled:
     errors: int = 0
     passes_completed: int = 0
     lost_cursor: bool = False  # another invocation moved the bookkeeping first
+    # action_after_completion: delete (services/completion.py)
+    completion: Completed = field(default_factory=Completed)
 
 
 class Reconciler:
@@ -86,6 +89,7 @@ class Reconciler:
         self._clock = clock
         self._cfg = cfg
         self._registrar = registrar
+        self._completer = Completer(store, telemetry, registrar)
         # The shards the detector sweeps: ShardCount, or more while dropped shards drain.
         self.shard_span = cfg.shard_count
         self._item: Item | None = None
@@ -121,6 +125,7 @@ class Reconciler:
         except StoreError:
             pass  # this run's slice is compared again next time
         self._telemetry.metric("JobsReconciled", done.reconciled)
+        self._telemetry.metric("JobsDeletedAfterCompletion", done.completion.deleted)
         return done
 
     # --- dropped shards ---------------------------------------------------------------------------
@@ -198,7 +203,10 @@ class Reconciler:
             except StoreError:
                 break  # this page is read again next time
             for job in jobs:
-                self._compare(job, states.get(str(job["job_id"])), now, passes, suspects, deadline_ms, done)
+                state = states.get(str(job["job_id"]))
+                self._compare(job, state, now, passes, suspects, deadline_ms, done)
+                if asks_delete(job):
+                    self._complete(job, state, done)
             done.checked += len(page.items)
             cursor = page.cursor
             if cursor is None:
@@ -267,6 +275,30 @@ class Reconciler:
         if len(suspects) < MAX_SUSPECTS or job_id in suspects:
             suspects[job_id] = {"digest": digest, "seen_at": now, "pass": passes}
             done.suspected += 1
+
+    def _complete(self, job: Item, state: Item | None, done: Reconciled) -> None:
+        """``action_after_completion: delete``: level-triggered, on every job item the pass reads
+        (services/completion.py), isolated: a store error defers the job, any other failure is
+        ``job.error``; both are logged and counted, and the job is looked at again next pass."""
+        try:
+            self._completer.consider(job, state, done.completion)
+        except StoreError as exc:  # throttled, transient, a lost response: the next pass reads again
+            done.completion.deferred += 1
+            self._telemetry.event(
+                "job.delete_after_completion_deferred",
+                str(job["job_id"]),
+                error=f"{type(exc).__name__}: {exc}"[:500],
+            )
+            self._telemetry.metric("DeletesAfterCompletionDeferred", 1)
+        except Exception as exc:  # one job's failure must not stop the others
+            done.errors += 1
+            self._telemetry.event(
+                "job.error",
+                str(job["job_id"]),
+                actor="completion",
+                error=f"{type(exc).__name__}: {exc}"[:500],
+            )
+            self._telemetry.metric("JobErrors", 1)
 
     def _apply(
         self, job_id: str, found: list[str], changed_at: int | None, deadline_ms: int | None, done: Reconciled
