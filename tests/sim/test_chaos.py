@@ -62,7 +62,8 @@ def test_fixed_seeds_hold_every_invariant_with_every_fault_injected() -> None:
         assert report.invariant_violations == [], (seed, report.invariant_violations[:5])
         assert report.duplicate_commits == report.duplicate_effects == report.lost_occurrences == 0
         assert report.occurrences_due > 500
-        assert report.committed_runs + report.policy_misses == report.occurrences_due
+        settled = report.committed_runs + report.policy_misses + report.backlogged
+        assert settled == report.occurrences_due
         assert report.leases_recovered > 0
         injected.update(report.faults_injected)
     missing = [kind for kind in FAULT_KINDS if injected[kind] == 0]

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from jobsched_tools.sim.world import World
 
 COMMITTED = ("succeeded", "failed")
+LINE_MOVES_WITHIN_MS = 30 * 60_000
 POLICY = ("skipped", "missed")
 ADHOC = ("manual", "backfill")
 NEVER = 2**62
@@ -196,6 +197,18 @@ class Checker:
             if job_id not in world.operated:
                 self._run_all_complete(job_id, sorted(due))
 
+    def _line_moves(self, run: dict[str, Any]) -> bool:
+        """Under buffer_all, whether the job's line still moves at the drain's end: one of its
+        runs finished in the last LINE_MOVES_WITHIN_MS. Every run waits for the one before it,
+        so runs longer than the period leave a backlog no drain of fixed length clears; a line
+        whose head waits on nothing (a liveness bug) shows no finished run and stays lost."""
+        since = self.world.clock.now_ms() - LINE_MOVES_WITHIN_MS
+        return any(
+            int(other.get("finished_at") or 0) >= since
+            for other in self.runs_of(str(run["job_id"]))
+            if other.get("status") in COMMITTED + POLICY
+        )
+
     def _settled(self, run_id: str) -> None:
         self.report.occurrences_due += 1
         found = self.runs.get(run_id)
@@ -210,6 +223,8 @@ class Checker:
             self.report.policy_misses += 1
             if not found or not found.get("reason"):
                 self.violate("miss_without_reason", run_id, f"{status} with no reason")
+        elif found is not None and found.get("overlap") == "buffer_all" and self._line_moves(found):
+            self.report.backlogged += 1
         else:
             self.report.lost_occurrences += 1
             self.violate("lost_occurrence", run_id, f"run is {status or 'absent'} after the drain")

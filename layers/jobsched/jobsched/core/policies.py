@@ -65,25 +65,20 @@ def chain_step(run: Mapping[str, Any] | None) -> tuple[bool, str | None]:
     return False, None
 
 
-def skipped_for(holder: Mapping[str, Any], run_id: str, passed_over: str | None = None) -> str:
-    """The run a skip hands the walk to (``blocked_by``): the run nearest the skipped one that may
-    still hold the turn before it, so that a later walk through the skip misses no run that will
-    run. A skip's walk reached the holder past every run in between, so the holder is that run,
-    with two exceptions, each a run that runs after the holder yet was not on the walk's path:
-
-    - the first run the walk passed over because it was not yet due (``passed_over``: it lies
-      between the skipped run and the holder, and will run when due; a skip marks no run as
-      overtaken, so nothing else makes that run's start visible to a walk through the skip);
-    - the run waiting behind the holder (``buffered_next``: under ``buffer_one`` and
-      ``cancel_other`` a run is skipped because another waits), which runs once the holder ends.
-
-    Naming the holder in the second case let a later walk jump from the skip to the holder, find
-    it finished, and start beside the promoted waiting run (chaos seed 2 at 30 jobs x 2 h)."""
+def skipped_for(holder: Mapping[str, Any], passed_over: str | None = None) -> str:
+    """The run a skip hands the walk to (``blocked_by``): the run nearest the skipped one, back
+    along the chain, that may still hold the turn before it, so that a later walk through the
+    skip misses no run that will run. The skip's walk reached the holder past every run in
+    between, so that is the holder, unless the walk passed over a run because it was not yet
+    due (``passed_over``, the first such): that run lies between the skipped one and the holder
+    and will run when due, and a skip marks no run as overtaken, so nothing else would make its
+    start visible to a walk through the skip. Naming the holder then let a later walk jump from
+    the skip to the holder, find it finished, and start beside that run (chaos seed 2 at 30 jobs
+    x 2 h: a manual run skipped behind a waiting run, the occurrence it passed over started
+    later). Never a run further along the chain (the holder's ``buffered_next``, say): a walk
+    that went forward could come back to the run walking and wait for itself (chaos seed 13)."""
     if passed_over is not None:
         return passed_over
-    waiting = holder.get("buffered_next")
-    if waiting and waiting != run_id and holder.get("status") != RunStatus.BUFFERED.value:
-        return str(waiting)
     return str(holder["run_id"])
 
 

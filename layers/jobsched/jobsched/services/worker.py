@@ -275,7 +275,7 @@ class Worker:
             event, outcome = "run.buffered", Outcome.BUFFERED
         else:
             reason = f"overlap policy skip: {holder_id} still {holder.get('status')}"
-            blocked_by = skipped_for(holder, message.run_id, passed[0]["run_id"] if passed else None)
+            blocked_by = skipped_for(holder, passed[0]["run_id"] if passed else None)
             if blocked_by != holder_id:
                 reason += f"; the walk goes on at {blocked_by}"
             ops = skip_at_start_ops(message.run_id, message.version, reason, blocked_by, now, self._cfg)
