@@ -36,6 +36,11 @@ def register(subparsers: Any) -> None:
     local.add_argument("--state-file", type=Path, default=Path(".jobsched-local.json"))
     local.add_argument("--view", action="store_true", help="a readable live view instead of JSON lines")
     local.add_argument(
+        "--outcomes",
+        action="store_true",
+        help="outcome events: a bus, a queue subscribed to it, and the outcome publisher on the runs stream",
+    )
+    local.add_argument(
         "--set",
         action="append",
         default=[],
@@ -100,6 +105,7 @@ def run_local(args: argparse.Namespace) -> int:
         port=args.port,
         settings=extra,
         state_file=args.state_file,
+        outcomes=args.outcomes,
     )
     stack = LocalStack(options, sink=sink)
     stop = threading.Event()

@@ -52,6 +52,7 @@ class Resources:
     dead_letter_queue_url: str
     registrar_failure_queue_url: str
     jobs_stream_arn: str | None
+    runs_stream_arn: str | None = None  # the outcome publisher's stream
 
 
 class TemplateError(ValueError):
@@ -149,6 +150,7 @@ def provision(
 
     tables: dict[str, str] = {}
     stream_arn: str | None = None
+    runs_stream_arn: str | None = None
     for logical_id, spec in table_specs(template).items():
         if logical_id not in _TABLE_SUFFIXES:
             continue
@@ -159,6 +161,8 @@ def provision(
             _ensure_ttl(dynamodb_client, name, str(resolver.resolve(ttl["AttributeName"])))
         if logical_id == JOBS_TABLE_ID:
             stream_arn = description.get("LatestStreamArn")
+        if logical_id == RUNS_TABLE_ID:
+            runs_stream_arn = description.get("LatestStreamArn")
         tables[logical_id] = name
     for logical_id in _TABLE_SUFFIXES:
         if logical_id not in tables:
@@ -189,6 +193,7 @@ def provision(
         dead_letter_queue_url=queue_urls[DEAD_LETTER_QUEUE_ID],
         registrar_failure_queue_url=queue_urls[REGISTRAR_FAILURE_QUEUE_ID],
         jobs_stream_arn=stream_arn,
+        runs_stream_arn=runs_stream_arn,
     )
 
 

@@ -119,6 +119,10 @@ _SHOWN = {
     "job.reconciled": "job change applied by the reconciler",
     "job.error": "JOB ERROR",
     "claim.early_failed": "first claim failed (left to the next tick)",
+    # `jobsched local --outcomes`: the outcome publisher's puts (docs/operations.md).
+    "outcome.published": "outcome event on the bus",
+    "outcome.publish_failed": "outcome event not taken (delivered again)",
+    "outcome.rejected": "outcome event REFUSED by the bus",
 }
 
 
@@ -133,6 +137,7 @@ _DETAILS = (
     "was",
     "lease_expired_at",
     "next_run_at",
+    "status",
 )
 
 

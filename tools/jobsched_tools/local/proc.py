@@ -5,6 +5,7 @@
     python -m jobsched_tools.local.proc detector --every 5
     python -m jobsched_tools.local.proc worker                  # SQS event source mapping
     python -m jobsched_tools.local.proc registrar --checkpoint F  # DynamoDB stream event source mapping
+    python -m jobsched_tools.local.proc publisher --checkpoint F  # the runs stream, filtered (outcomes)
 
 The environment (tables, queue, endpoint, settings) comes from the parent (``LocalStack``).
 The handler is ``functions/<name>/app.py``'s ``lambda_handler``, loaded by file path, so what runs
@@ -38,6 +39,7 @@ FUNCTION_DIRS = {
     "detector": "miss_detector",
     "worker": "worker",
     "registrar": "registrar",
+    "publisher": "outcome_publisher",
 }
 
 
@@ -244,6 +246,37 @@ def run_registrar(
     run(mapping, stop, poll_s, lambda exc: _report_error(invoke.name, exc))
 
 
+def run_publisher(
+    invoke: Invoker, stop: Callable[[], bool], *, checkpoint: Path | None, poll_s: float = 1.0
+) -> None:
+    """The outcome publisher's mapping on the runs stream (OutcomePublisherFunctionRunChanges in
+    template.yaml): its filter, its batch size, and retries until the record expires (-1; here:
+    until the stack stops, as moto keeps stream records for as long as it runs)."""
+    import json
+
+    from jobsched_tools.local.stack import PUBLISHER_MAPPING_ID, mapping_properties
+    from jobsched_tools.local.streams import Checkpoints, StreamMapping, filtered, run
+
+    props = mapping_properties(PUBLISHER_MAPPING_ID)
+    patterns = [json.loads(f["Pattern"]) for f in props.get("FilterCriteria", {}).get("Filters", [])]
+    stream_arn = os.environ["RUNS_STREAM_ARN"]
+
+    def report(name: str, fields: dict[str, Any]) -> None:
+        _print_event(invoke.name, name, "WARNING", **fields)
+
+    mapping = StreamMapping(
+        make_client("dynamodbstreams"),
+        stream_arn,
+        filtered(invoke, patterns),
+        Checkpoints(stream_arn, checkpoint),
+        batch_size=int(props.get("BatchSize", 100)),
+        max_retries=sys.maxsize,
+        report=report,
+        region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+    )
+    run(mapping, stop, poll_s, lambda exc: _report_error(invoke.name, exc))
+
+
 def _report_error(name: str, exc: BaseException) -> None:
     _print_event(name, "local.invocation_failed", "ERROR", error=f"{type(exc).__name__}: {exc}")
 
@@ -265,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--groups", type=int, default=None, help="trigger: of this many groups")
     parser.add_argument("--batch-size", type=int, default=100, help="registrar: records per batch")
     parser.add_argument("--max-retries", type=int, default=10, help="registrar: MaximumRetryAttempts")
-    parser.add_argument("--checkpoint", type=Path, default=None, help="registrar: checkpoint file")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="registrar, publisher: checkpoint file")
     args = parser.parse_args(argv)
 
     stopping = False
@@ -293,6 +326,8 @@ def main(argv: list[str] | None = None) -> None:
         run_ticks(invoke, args.every, stop, group)
     elif args.role == "worker":
         run_worker(invoke, stop)
+    elif args.role == "publisher":
+        run_publisher(invoke, stop, checkpoint=args.checkpoint)
     else:
         run_registrar(
             invoke, stop, batch_size=args.batch_size, max_retries=args.max_retries, checkpoint=args.checkpoint

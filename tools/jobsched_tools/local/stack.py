@@ -82,6 +82,9 @@ class StackOptions:
     tick_seconds: float = 5.0
     detector_seconds: float = 5.0
     registrar: bool = True
+    # Outcome events (docs/operations.md): a bus, a queue subscribed to it with a rule, and the
+    # outcome publisher on the runs stream, as a stack with OutcomeEventBusName has them.
+    outcomes: bool = False
     port: int = 0
     prefix: str = "jobsched-local"
     settings: dict[str, str] = field(default_factory=dict)
@@ -115,7 +118,8 @@ class LocalStack:
         self.ledger_table = f"{self.options.prefix}-ledger"
         self.procs: dict[str, Proc] = {}
         self.env: dict[str, str] = {}
-        self._scratch: Path | None = None  # the registrar's stream checkpoint lives here
+        self._scratch: Path | None = None  # the stream mappings' checkpoints live here
+        self.outcome_events_queue_url: str | None = None  # with outcomes: every event put on the bus
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
@@ -167,6 +171,8 @@ class LocalStack:
         }
         if self.options.trigger_groups > 1:
             self.env["TRIGGER_GROUPS"] = str(self.options.trigger_groups)
+        if self.options.outcomes:
+            self.env.update(self._outcome_bus())
         self.settings()  # a bad setting fails here, naming the variable, not in every child
         if self.options.state_file is not None:
             self.write_state(self.options.state_file)
@@ -191,6 +197,35 @@ class LocalStack:
             )
         for i in range(1, o.workers + 1):
             self.add("worker", f"worker-{i}", [])
+        if o.outcomes and self.resources.runs_stream_arn:
+            if self._scratch is None:
+                self._scratch = Path(tempfile.mkdtemp(prefix="jobsched-local-"))
+            self.add(
+                "publisher", "publisher-1", ["--checkpoint", str(self._scratch / "publisher-checkpoint.json")]
+            )
+
+    def _outcome_bus(self) -> dict[str, str]:
+        """The outcome bus and a queue a rule sends every jobsched event on it to (read it with
+        ``aws sqs receive-message``): the publisher's environment."""
+        assert self.moto is not None and self.resources is not None
+        events = make_client("events", self.moto.endpoint_url, REGION)
+        sqs = make_client("sqs", self.moto.endpoint_url, REGION)
+        bus = f"{self.options.prefix}-outcomes"
+        if not any(b["Name"] == bus for b in events.list_event_buses(NamePrefix=bus).get("EventBuses", [])):
+            events.create_event_bus(Name=bus)
+        self.outcome_events_queue_url = sqs.create_queue(QueueName=f"{self.options.prefix}-outcome-events")[
+            "QueueUrl"
+        ]
+        arn = sqs.get_queue_attributes(QueueUrl=self.outcome_events_queue_url, AttributeNames=["QueueArn"])
+        events.put_rule(
+            Name="all-outcomes", EventBusName=bus, EventPattern=json.dumps({"source": ["jobsched"]})
+        )
+        events.put_targets(
+            Rule="all-outcomes",
+            EventBusName=bus,
+            Targets=[{"Id": "queue", "Arn": arn["Attributes"]["QueueArn"]}],
+        )
+        return {"OUTCOME_EVENT_BUS_NAME": bus, "RUNS_STREAM_ARN": self.resources.runs_stream_arn or ""}
 
     def add(self, role: str, name: str, args: list[str]) -> Proc:
         proc = Proc(name, role, args)
@@ -333,6 +368,8 @@ class LocalStack:
             "work_queue_url": self.resources.work_queue_url,
             "dead_letter_queue_url": self.resources.dead_letter_queue_url,
             "jobs_stream_arn": self.resources.jobs_stream_arn,
+            "outcome_event_bus": self.env.get("OUTCOME_EVENT_BUS_NAME"),
+            "outcome_events_queue_url": self.outcome_events_queue_url,
             "ledger_table": self.ledger_table,
             # The CLI's --local writes jobs with the stack's own shard count (see deployment.py).
             "shard_count": self.config().shard_count,
@@ -349,10 +386,17 @@ class LocalStack:
 # The registrar's DynamoDB stream event source mapping in template.yaml: the local stack's stream
 # reader uses its batch size and retry bound.
 REGISTRAR_MAPPING_ID = "RegistrarFunctionJobChanges"
+PUBLISHER_MAPPING_ID = "OutcomePublisherFunctionRunChanges"
+
+
+def mapping_properties(logical_id: str) -> dict[str, Any]:
+    """An event source mapping's properties in template.yaml."""
+    props: dict[str, Any] = load_template()["Resources"][logical_id]["Properties"]
+    return props
 
 
 def registrar_mapping_args() -> list[str]:
-    props = load_template()["Resources"][REGISTRAR_MAPPING_ID]["Properties"]
+    props = mapping_properties(REGISTRAR_MAPPING_ID)
     return [
         "--batch-size",
         str(int(props.get("BatchSize", 100))),

@@ -234,3 +234,29 @@ def run(
             busy = False
         if not busy:
             time.sleep(poll_s)
+
+
+def matches(pattern: Any, value: Any) -> bool:
+    """Whether a stream record matches one of a mapping's ``FilterCriteria`` patterns, for the
+    patterns this template uses: nested objects whose leaves list the values allowed (Lambda's
+    filter syntax has more: prefixes, numeric ranges, exists; an unknown shape raises rather
+    than guessing). https://docs.aws.amazon.com/lambda/latest/dg/invocation-eventfiltering.html"""
+    if isinstance(pattern, list):
+        if not all(isinstance(allowed, str | int | float | bool) for allowed in pattern):
+            raise ValueError(f"filter values this local mapping does not implement: {pattern!r}")
+        return value in pattern
+    if isinstance(pattern, dict):
+        return isinstance(value, dict) and all(matches(p, value.get(key)) for key, p in pattern.items())
+    raise ValueError(f"filter pattern this local mapping does not implement: {pattern!r}")
+
+
+def filtered(invoke: Invoke, patterns: list[dict[str, Any]]) -> Invoke:
+    """``invoke`` behind a mapping's filter: a record that matches no pattern is dropped before
+    the invocation, as Lambda drops it (the checkpoint moves past it); a batch with none left
+    invokes nothing."""
+
+    def run(event: dict[str, Any]) -> Any:
+        records = [r for r in event["Records"] if any(matches(p, r) for p in patterns)]
+        return invoke({"Records": records}) if records else {"batchItemFailures": []}
+
+    return run
