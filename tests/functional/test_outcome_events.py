@@ -25,7 +25,8 @@ from jobsched.services.outcomes import TERMINAL
 from jobsched.services.worker import Outcome, Started
 from jobsched.targets.registry import RunContext
 from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
-from jobsched_tools.local.streams import Checkpoints, StreamMapping
+from jobsched_tools.local.stack import PUBLISHER_MAPPING_ID, mapping_properties
+from jobsched_tools.local.streams import Checkpoints, StreamMapping, filtered
 from lambda_apps import FakeContext, load_app
 from moto import mock_aws
 
@@ -148,16 +149,10 @@ def runs_stream_mapping(env: Env, invoke: Any) -> StreamMapping:
     runs = env.store.table_name("runs")  # type: ignore[attr-defined]
     arn = env.dynamodb.describe_table(TableName=runs)["Table"]["LatestStreamArn"]
 
-    def filtered(event: dict[str, Any]) -> Any:
-        records = [
-            r
-            for r in event["Records"]
-            if r["dynamodb"].get("NewImage", {}).get("status", {}).get("S") in TERMINAL
-        ]
-        return invoke({"Records": records}) if records else {"batchItemFailures": []}
-
     streams = boto3.client("dynamodbstreams", region_name="us-east-1")
-    return StreamMapping(streams, arn, filtered, Checkpoints(arn), max_retries=10_000)
+    filters = mapping_properties(PUBLISHER_MAPPING_ID)["FilterCriteria"]["Filters"]
+    patterns = [json.loads(f["Pattern"]) for f in filters]
+    return StreamMapping(streams, arn, filtered(invoke, patterns), Checkpoints(arn), max_retries=10_000)
 
 
 def drain(mapping: StreamMapping, rounds: int = 200) -> None:
