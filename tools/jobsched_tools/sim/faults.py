@@ -249,7 +249,10 @@ class FaultyStore:
             if op.table == STATE and not isinstance(op, Check):
                 job_id = str(op.item["job_id"] if isinstance(op, Put) else op.key["job_id"])
                 if not is_snapshot({"job_id": job_id}):  # a definition snapshot is not a job's state
-                    self.note_state(job_id, self.inner.get(STATE, {"job_id": job_id}))
+                    # A registration's write dates its change (``changed_at``): when a late or
+                    # lost stream record's change took effect, which can be before this write.
+                    dated = op.set.get("changed_at") if isinstance(op, Update) else None
+                    self.note_state(job_id, self.inner.get(STATE, {"job_id": job_id}), dated)
             elif op.table == JOBS and self.on_job_write is not None:
                 self.on_job_write(str(op.item["job_id"] if isinstance(op, Put) else op.key["job_id"]))
         for op in ops:
@@ -359,14 +362,13 @@ class FaultyStore:
                     "live_lease_recovered", run_id, f"its lease ran to {renewed} ({renewed - now} ms ahead)"
                 )
 
-    def note_state(self, job_id: str, state: Item | None) -> None:
+    def note_state(self, job_id: str, state: Item | None, dated: int | None = None) -> None:
         if state is None:
             return
         timing = tuple(sorted((state.get("timing") or {}).items()))
         next_run = state.get("next_run_at")
-        mark = StateMark(
-            self.clock.now_ms(), str(state.get("status")), timing, next_run, state.get("last_scheduled_at")
-        )
+        at = self.clock.now_ms() if dated is None else min(self.clock.now_ms(), int(dated))
+        mark = StateMark(at, str(state.get("status")), timing, next_run, state.get("last_scheduled_at"))
         marks = self.ledger.states.setdefault(job_id, [])
         if not marks or (marks[-1].status, marks[-1].timing, marks[-1].next_run_at) != (
             mark.status,

@@ -20,7 +20,7 @@ must be settled (run or recorded) before the switch, so that no due occurrence d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -104,6 +104,9 @@ class RegistrationPlan:
     set: Item = field(default_factory=dict)
     remove: tuple[str, ...] = ()
     settle: Settlement | None = None
+    # When the change took effect (``change_time``): written beside ``set`` as the state's
+    # ``changed_at`` whenever the plan is written, never compared (it differs at every apply).
+    changed_at: int | None = None
 
     def changes(self, state: Item | None) -> bool:
         """Whether writing the plan would change the state item (else it is already applied)."""
@@ -145,7 +148,18 @@ def plan_registration(
     it: the old timing's occurrences due by then are settled, the new timing's from then on are
     due, also those that came due while the change travelled to the registrar (the trigger
     claims them late, or the miss detector settles them under the misfire policy)."""
-    now = change_time(state, now, changed_at)
+    at = change_time(state, now, changed_at)
+    return replace(_plan(state, definition, digest, at, shard_count, invalid_reason), changed_at=at)
+
+
+def _plan(
+    state: Item | None,
+    definition: JobDefinition | None,
+    digest: str | None,
+    now: int,
+    shard_count: int,
+    invalid_reason: str | None,
+) -> RegistrationPlan:
     behind = _behind(state, now)
     if digest is None:
         if state is None:

@@ -237,7 +237,7 @@ class Registrar:
             overdue_before=now - effective_grace_ms(misfire.grace_seconds, self._cfg),
             late_until=plan.settle.until,
             reason=plan.settle.reason,
-            switch=({**plan.set, "registered_at": now}, plan.remove),
+            switch=({**plan.set, **_dated(plan), "registered_at": now}, plan.remove),
         )
         settled = self._settler.settle(state, request, now, self._budget(deadline_ms))
         if settled.missed:
@@ -258,7 +258,7 @@ class Registrar:
         """Write the plan to the state: one conditional write on the version read. A claim
         that landed first moved the version, so this fails and the change is planned again
         from the state the claim left (its run runs as claimed, inside the chain)."""
-        self._store.update(register_ops(state, job_id, plan.set, plan.remove, now))
+        self._store.update(register_ops(state, job_id, {**plan.set, **_dated(plan)}, plan.remove, now))
 
     def _budget(self, deadline_ms: int | None) -> Callable[[int], bool]:
         def left(_written: int) -> bool:
@@ -297,3 +297,10 @@ def _says(job: Item, report: Update) -> bool:
     return all(
         job.get(name) == value for name, value in report.set.items() if name != "registered_at"
     ) and not any(name in job for name in report.remove)
+
+
+def _dated(plan: RegistrationPlan) -> dict[str, int]:
+    """The state's ``changed_at``: when the change this write applies took effect (a late
+    stream record's, or a lost one's, is earlier than the write). People read it with
+    ``jobsched show``; the chaos checker ends a job's stretch there."""
+    return {"changed_at": plan.changed_at} if plan.changed_at is not None else {}
