@@ -849,3 +849,22 @@ def test_the_table_keys_are_the_stores_keys(template: dict[str, Any]) -> None:
     assert {"runs-of-job"} == BASE_QUERIES
     for query in BASE_QUERIES:
         assert INDEX_KEYS[query] == TABLE_KEY[INDEX_TABLE[query]]
+
+
+def test_every_resource_made_for_the_outcome_publisher_exists_only_with_a_bus(
+    template: dict[str, Any],
+) -> None:
+    """After the SAM transform, every resource generated for the conditional function (its role,
+    version, alias and CodeDeploy deployment group) carries its condition: a deployment group
+    without it would name an alarm and an alias that a stack without an outcome bus lacks."""
+    from jobsched_tools.iam.policy import transform
+
+    output = transform(template, {"OutcomeEventBusName": ""}, "us-east-1")
+    made = {k: v for k, v in output["Resources"].items() if k.startswith("OutcomePublisher")}
+    assert {v["Type"] for v in made.values()} >= {
+        "AWS::Lambda::Function",
+        "AWS::Lambda::Alias",
+        "AWS::IAM::Role",
+        "AWS::CodeDeploy::DeploymentGroup",
+    }
+    assert {k: v.get("Condition") for k, v in made.items()} == dict.fromkeys(made, "HasOutcomeEventBus")
