@@ -868,3 +868,46 @@ def test_every_resource_made_for_the_outcome_publisher_exists_only_with_a_bus(
         "AWS::CodeDeploy::DeploymentGroup",
     }
     assert {k: v.get("Condition") for k, v in made.items()} == dict.fromkeys(made, "HasOutcomeEventBus")
+
+
+def _references(value: Any, guarded: bool = False) -> Iterator[tuple[str, bool]]:
+    """Every resource a value names (Ref, Fn::GetAtt, ${X} in Fn::Sub), and whether an Fn::If
+    guards it."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "Ref" and isinstance(inner, str):
+                yield inner.split(".")[0], guarded
+            elif key == "Fn::GetAtt":
+                target = inner[0] if isinstance(inner, list) else str(inner).split(".")[0]
+                yield str(target), guarded
+            elif key == "Fn::Sub":
+                text = inner[0] if isinstance(inner, list) else inner
+                for name in re.findall(r"\$\{([A-Za-z0-9]+)[.}]", str(text)):
+                    yield name, guarded
+                if isinstance(inner, list):
+                    yield from _references(inner[1], guarded)
+            else:
+                yield from _references(inner, guarded or key == "Fn::If")
+    elif isinstance(value, list):
+        for item in value:
+            yield from _references(item, guarded)
+
+
+def test_no_unconditional_resource_names_a_conditional_one_after_the_transform(
+    template: dict[str, Any],
+) -> None:
+    """What CloudFormation refuses at deploy time when a condition is false: an unconditional
+    resource (or output) that names a conditional one outside an Fn::If. Checked on the template
+    as SAM transforms it, since the transform makes resources of its own."""
+    from jobsched_tools.iam.policy import transform
+
+    output = transform(template, {}, "us-east-1")
+    conditional = {k for k, v in output["Resources"].items() if v.get("Condition")}
+    offenders = [
+        (owner, target)
+        for owner, resource in {**output["Resources"], **output.get("Outputs", {})}.items()
+        if not resource.get("Condition")
+        for target, guarded in _references({k: v for k, v in resource.items() if k != "Condition"})
+        if target in conditional and not guarded
+    ]
+    assert offenders == []
