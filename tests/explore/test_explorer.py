@@ -331,6 +331,8 @@ EXPLORER_MUTANTS = {
     "claim": ("backfill-tick", "stale_message_link"),
     "advance": ("tick-manual", "overlap"),
     "settle": ("manual-detector", "overlap"),
+    # issue 29: the reconcile pass's delete after completion, before the run has ended
+    "completion": ("completion-delete", "deleted_before_complete"),
 }
 
 
@@ -340,9 +342,10 @@ def test_the_explorer_catches_each_removed_condition(name: str) -> None:
 
     set_name, check = EXPLORER_MUTANTS[name]
     actor_set = {**CORE, **MORE}[set_name]
-    assert explore(actor_set, k=3).violations == []  # holds with the condition in place
+    k = 2 if len(actor_set.actors) > 2 else 3  # three actors at k=3: about a minute each
+    assert explore(actor_set, k=k).violations == []  # holds with the condition in place
     with mutant(name):
-        found = explore(actor_set, k=3)
+        found = explore(actor_set, k=k)
     assert check in {v.check for v in found.violations}, found.summary()
 
 

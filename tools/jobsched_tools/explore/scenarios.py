@@ -58,13 +58,20 @@ class ActorSet:
     budget: Budget = field(default_factory=Budget)
     overlap: str = "skip"
     schedule: str = OLD
+    after_completion: str = "none"  # action_after_completion (issue 29)
     note: str = ""
     # A check of the set's own, run after the drive (the toy protocols of the explorer's tests).
     check: Callable[[World], None] | None = None
 
 
-def job_item(schedule: str = OLD, overlap: str = "skip") -> dict[str, Any]:
-    return JobDefinition(job_id=JOB_ID, schedule=schedule, target="t", overlap=overlap).to_item()
+def job_item(schedule: str = OLD, overlap: str = "skip", after_completion: str = "none") -> dict[str, Any]:
+    return JobDefinition(
+        job_id=JOB_ID,
+        schedule=schedule,
+        target="t",
+        overlap=overlap,
+        action_after_completion=after_completion,
+    ).to_item()
 
 
 # --- programs: what each kind of actor does --------------------------------------------------
@@ -181,18 +188,18 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
 # --- building a world ----------------------------------------------------------------------------
 
 
-_SETUPS: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+_SETUPS: dict[tuple[str, str, str, str], tuple[Any, ...]] = {}
 
 
-def _setup(world: World, setup: str, overlap: str, schedule: str) -> None:
+def _setup(world: World, setup: str, overlap: str, schedule: str, after_completion: str = "none") -> None:
     """The world before the explored actors act, built once per set-up and copied after:
     "registered" (the job alone), "claimed" (a tick at 00:04 claimed 00:05), "claimed-manual"
     (and a manual run at 00:04:30 joined the chain behind it)."""
-    cached = _SETUPS.get((setup, overlap, schedule))
+    cached = _SETUPS.get((setup, overlap, schedule, after_completion))
     if cached is None:
         world.clock.set(T0)
         drive = Services(world, world.inner, world.mq, world.clock, "setup")
-        world.inner.write([Put(JOBS, job_item(schedule, overlap), (), "person puts job")])
+        world.inner.write([Put(JOBS, job_item(schedule, overlap, after_completion), (), "person puts job")])
         drive.registrar.apply(JOB_ID)
         world.after_write([])
         if setup in ("claimed", "claimed-manual"):
@@ -206,7 +213,7 @@ def _setup(world: World, setup: str, overlap: str, schedule: str) -> None:
         if setup not in ("registered", "claimed", "claimed-manual"):
             raise ValueError(f"unknown set-up {setup!r}")
         cached = (copy.deepcopy(world.inner.tables), world.mq.snapshot(), list(world.ledger.marks))
-        _SETUPS[(setup, overlap, schedule)] = cached
+        _SETUPS[(setup, overlap, schedule, after_completion)] = cached
         world.trace.clear()
         world.ledger.findings.clear()
         world.ledger.seen.clear()
@@ -222,7 +229,7 @@ def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, 
     world = World(CFG, actor_set.budget, invariants)
     world.overlap = actor_set.overlap
     world.extra_check = actor_set.check
-    _setup(world, actor_set.setup, actor_set.overlap, actor_set.schedule)
+    _setup(world, actor_set.setup, actor_set.overlap, actor_set.schedule, actor_set.after_completion)
     world.clock.set(actor_set.at)
     world.window_end = actor_set.window_end
     world.check_invariants()  # the tokens as set up
@@ -309,6 +316,16 @@ MORE: dict[str, ActorSet] = {
             "manual-worker-tick",
             (_a("manual", "manual"), _a("tick", "tick"), _a("worker", "worker", arg=2)),
             budget=Budget(crashes=0, reorder=True),
+        ),
+        ActorSet(
+            "completion-delete",
+            (_a("worker", "worker"), _a("detector", "detector"), _a("registrar", "registrar", arg="pause")),
+            setup="claimed",
+            at=T0 + 5 * MINUTE + SECOND,
+            schedule="at(2026-12-01T00:05:00)",
+            after_completion="delete",
+            note="a one-time job that deletes itself after completion: its run, the reconcile pass's "
+            "delete and a person's pause, in any order",
         ),
     )
 }

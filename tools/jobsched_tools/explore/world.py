@@ -23,7 +23,7 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.policies import UNFINISHED
 from jobsched.core.run import run_id_for
-from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Put, Update, WriteOp
+from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Delete, Item, Put, Update, WriteOp
 from jobsched.ports import INDEX_TABLE, IndexName, OutgoingMessage, Page, SendResult
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
@@ -200,15 +200,27 @@ class World:
                 # promotion of a run waiting behind it) overlaps nothing.
                 run_id = str(op.key["run_id"])
                 self.ledger.executing = [e for e in self.ledger.executing if e[1] != run_id]
-        self._mark(self.inner.tables[STATE].get(self.job_id))
+            if isinstance(op, Delete) and op.table == JOBS and op.label == "delete after completion":
+                # action_after_completion: the item goes only once every run of the job ended.
+                unfinished = [
+                    r["run_id"] for r in self.inner.tables[RUNS].values() if r["status"] in UNFINISHED
+                ]
+                if unfinished:
+                    self.find("deleted_before_complete", self.job_id, f"runs not ended: {unfinished}")
+        dated = next(
+            (op.set.get("changed_at") for op in ops if isinstance(op, Update) and op.table == STATE), None
+        )
+        self._mark(self.inner.tables[STATE].get(self.job_id), dated)
         self.check_invariants()
 
-    def _mark(self, state: Item | None) -> None:
+    def _mark(self, state: Item | None, dated: int | None = None) -> None:
+        """The state's history for the nothing-lost check; a registration's write dates its
+        change (``changed_at``), as in the chaos checker (sim/faults.py)."""
         if state is None:
             return
         timing = tuple(sorted((state.get("timing") or {}).items()))
         mark = StateMark(
-            self.clock.now_ms(),
+            self.clock.now_ms() if dated is None else min(self.clock.now_ms(), int(dated)),
             str(state.get("status")),
             timing,
             state.get("next_run_at"),
