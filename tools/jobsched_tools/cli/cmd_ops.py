@@ -471,6 +471,22 @@ def _selection(parser: argparse.ArgumentParser) -> None:
     )
 
 
+Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def action_command(subparsers: Subparsers, name: str, help_text: str, description: str) -> Subparsers:
+    """A command made of actions (``jobsched dlq redrive``, ``jobsched outcomes replay``): its
+    parser, which requires an ACTION; returns the subparsers to add the actions to."""
+    parser = subparsers.add_parser(name, help=help_text, description=description)
+
+    def usage(_args: argparse.Namespace) -> int:  # not reached: ACTION is required
+        parser.print_usage(sys.stderr)
+        return 2
+
+    parser.set_defaults(func=usage)
+    return parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     def command(
         name: str, func: Callable[[argparse.Namespace], int], help_text: str
@@ -523,18 +539,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "run the past occurrences in (FROM, TO], missed ones too, each at most once",
     )
     backfill.add_argument("job_id", metavar="JOB")
-    dlq = subparsers.add_parser(
+    actions = action_command(
+        subparsers,
         "dlq",
-        help="the work queue's dead-letter queue: redrive its messages to the work queue",
-        description="The work queue's dead-letter queue.",
+        "the work queue's dead-letter queue: redrive its messages to the work queue",
+        "The work queue's dead-letter queue.",
     )
-
-    def dlq_usage(_args: argparse.Namespace) -> int:  # not reached: ACTION is required
-        dlq.print_usage(sys.stderr)
-        return 2
-
-    dlq.set_defaults(func=dlq_usage)
-    actions = dlq.add_subparsers(dest="action", required=True, metavar="ACTION")
     redrive = actions.add_parser(
         "redrive",
         help="move the DLQ's messages back to the work queue (at least once; works locally too)",

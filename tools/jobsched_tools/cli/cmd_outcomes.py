@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
-from jobsched_tools.cli.cmd_ops import _count, _emit, _guarded, _parse_instant
+from jobsched_tools.cli.cmd_ops import _count, _emit, _guarded, _parse_instant, action_command
 from jobsched_tools.deployment import add_target_options, resolve_target
 
 PAGE = 500  # records a Scan page reads
@@ -63,18 +62,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    outcomes = subparsers.add_parser(
+    actions = action_command(
+        subparsers,
         "outcomes",
-        help="outcome events: replay the outcomes of a window on the outcome bus",
-        description="Outcome events (docs/operations.md).",
+        "outcome events: replay the outcomes of a window on the outcome bus",
+        "Outcome events (docs/operations.md).",
     )
-
-    def usage(_args: argparse.Namespace) -> int:  # not reached: ACTION is required
-        outcomes.print_usage(sys.stderr)
-        return 2
-
-    outcomes.set_defaults(func=usage)
-    actions = outcomes.add_subparsers(dest="action", required=True, metavar="ACTION")
     replay = actions.add_parser(
         "replay",
         help="put every terminal outcome recorded in [SINCE, UNTIL] on the bus again",
