@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jobsched.core.errors import QueueError, StoreError
@@ -471,7 +471,7 @@ def _selection(parser: argparse.ArgumentParser) -> None:
     )
 
 
-Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def action_command(subparsers: Subparsers, name: str, help_text: str, description: str) -> Subparsers:
