@@ -37,7 +37,7 @@ from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Outcome, Started
 from jobsched.targets.registry import RunContext
 from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
-from jobsched_tools.emulator.provision import load_template, provision
+from jobsched_tools.emulator.provision import FUNCTION_IDS, load_template, provision
 from jobsched_tools.iam.policy import (
     Call,
     CallRecorder,
@@ -54,13 +54,7 @@ from jobsched_tools.iam.policy import (
 from lambda_apps import NOW, ROOT, FakeContext, event, load_app
 from moto import mock_aws
 
-FUNCTIONS = (
-    "TriggerFunction",
-    "WorkerFunction",
-    "MissDetectorFunction",
-    "RegistrarFunction",
-    "OutcomePublisherFunction",
-)
+FUNCTIONS = FUNCTION_IDS
 ACCOUNT, REGION, STACK_NAME, PREFIX = "123456789012", "us-east-1", "jobsched", "iam"
 EFFECTS = f"{PREFIX}-effects"  # a handler's own table, for staged effects
 TARGET_QUEUE = f"{PREFIX}-target"  # a queue the built-in sqs_send may send to

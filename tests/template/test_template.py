@@ -20,18 +20,18 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.runtime.settings import Settings
 from jobsched.services.outcomes import TERMINAL
-from jobsched_tools.emulator.provision import find_template, load_template, provision, table_specs
+from jobsched_tools.emulator.provision import (
+    FUNCTION_IDS,
+    find_template,
+    load_template,
+    provision,
+    table_specs,
+)
 from moto import mock_aws
 
 ROOT = find_template().parent
 EVENTS = ROOT / "events"
-FUNCTIONS = (
-    "TriggerFunction",
-    "WorkerFunction",
-    "MissDetectorFunction",
-    "RegistrarFunction",
-    "OutcomePublisherFunction",
-)
+FUNCTIONS = FUNCTION_IDS
 
 # Environment variable -> the template parameter it carries (the settings model reads these names).
 SETTINGS_ENV = {

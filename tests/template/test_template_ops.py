@@ -10,19 +10,13 @@ import ast
 from typing import Any
 
 import pytest
-from jobsched_tools.emulator.provision import find_template, load_template
+from jobsched_tools.emulator.provision import FUNCTION_IDS, find_template, load_template
 from jobsched_tools.ops import alarms, dashboard
 
 ROOT = find_template().parent
 RUNTIME = ROOT / "layers" / "jobsched" / "jobsched"
 
-FUNCTIONS = (
-    "TriggerFunction",
-    "WorkerFunction",
-    "MissDetectorFunction",
-    "RegistrarFunction",
-    "OutcomePublisherFunction",
-)
+FUNCTIONS = FUNCTION_IDS
 LAYERS = ("JobschedLayer", "HandlersLayer")
 
 

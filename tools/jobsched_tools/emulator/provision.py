@@ -22,6 +22,15 @@ if TYPE_CHECKING:
 
 TEMPLATE_NAME = "template.yaml"
 
+# The template's functions, by logical id (the outcome publisher only with an outcome bus): what
+# the template and IAM tests hold the template to.
+FUNCTION_IDS = (
+    "TriggerFunction",
+    "WorkerFunction",
+    "MissDetectorFunction",
+    "RegistrarFunction",
+    "OutcomePublisherFunction",
+)
 JOBS_TABLE_ID = "JobsTable"
 STATE_TABLE_ID = "StateTable"
 RUNS_TABLE_ID = "RunsTable"
