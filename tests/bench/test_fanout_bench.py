@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from jobsched_tools.bench import fanout
-from jobsched_tools.bench.runner import BenchSettings, Servers, bench_config
+from jobsched_tools.bench.stack import BenchSettings, Servers, bench_config
 from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
 from jobsched_tools.emulator.local_moto import start_moto_process
 

@@ -41,7 +41,7 @@ from jobsched.services.worker import HandlerResult, Started, Worker
 from jobsched.targets.registry import HandlerRegistry, RunLogger
 
 if TYPE_CHECKING:
-    from jobsched_tools.bench.runner import Servers
+    from jobsched_tools.bench.stack import Servers
 
 # Lambda: one vCPU at 1,769 MB, proportional below (docs.aws.amazon.com/lambda/latest/dg/
 # configuration-memory.html); a Python process with the GIL uses about one core above it.
@@ -103,11 +103,11 @@ def _noop_logger(run_id: str) -> RunLogger:
 def measure(
     moto: Servers, runs: int = 400, bare_writes: int = 200, cfg: SchedulerConfig | None = None
 ) -> CpuFigures:
-    from jobsched_tools.bench.runner import NOOP, _now_ms, _Stack, scheduled_job
+    from jobsched_tools.bench.stack import NOOP, BenchStack, now_ms, scheduled_job
 
     cfg = cfg or SchedulerConfig(shard_count=8, max_claims_per_tick=1_000_000)
-    stack = _Stack(moto, "cpu")
-    due = _now_ms() + 500
+    stack = BenchStack(moto, "cpu")
+    due = now_ms() + 500
     stack.put_jobs([scheduled_job(f"p{i:06d}", due + i % 100, cfg, at=False) for i in range(runs)])
     trigger = Trigger(stack.store, stack.queue, _quiet_telemetry(), SystemClock(), cfg)
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -144,11 +144,11 @@ def measure(
             QueueUrl=stack.res.work_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
         )
         messages += [parse_run_message(m["Body"]) for m in got.get("Messages", [])]
-    while _now_ms() < due + 200:  # every run due: the worker does not wait (its wait is priced apart)
+    while now_ms() < due + 200:  # every run due: the worker does not wait (its wait is priced apart)
         time.sleep(0.05)
     cpu0 = time.process_time()
     for message in messages:
-        begun = worker.begin(message, _now_ms() + 60_000)
+        begun = worker.begin(message, now_ms() + 60_000)
         if isinstance(begun, Started):
             worker.finish(begun, HandlerResult(True))
     worker_cpu = time.process_time() - cpu0

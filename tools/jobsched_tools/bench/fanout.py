@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from multiprocessing.queues import Queue as MpQueue
     from multiprocessing.synchronize import Barrier as MpBarrier
 
-    from jobsched_tools.bench.runner import BenchSettings, Servers
+    from jobsched_tools.bench.stack import BenchSettings, Servers
 
 PROCESS_COUNTS = (1, 2, 4)
 CPU_CORES = os.cpu_count() or 1
@@ -143,10 +143,10 @@ def measure_processes(
     moto: Servers, settings: BenchSettings, cfg: SchedulerConfig, processes: int
 ) -> dict[str, Any]:
     """The dispatch phase with ``processes`` trigger processes, one shard group each."""
-    from jobsched_tools.bench.runner import _draining, _now_ms, _Stack, scheduled_job
+    from jobsched_tools.bench.stack import BenchStack, draining, now_ms, scheduled_job
 
-    stack = _Stack(moto, f"fanout{processes}")
-    due = _now_ms() + 500
+    stack = BenchStack(moto, f"fanout{processes}")
+    due = now_ms() + 500
     stack.put_jobs(
         [scheduled_job(f"f{i:06d}", due + i % 100, cfg, at=False) for i in range(settings.dispatch_runs)]
     )
@@ -170,7 +170,7 @@ def measure_processes(
     ]
     for child in children:
         child.start()
-    with _draining(stack):
+    with draining(stack):
         start.wait(timeout=120)
         watch = _CpuWatch({"moto_ddb": moto.dynamodb.pid, "moto_sqs": moto.sqs.pid})
         reports = [out.get(timeout=600) for _ in children]
@@ -240,7 +240,7 @@ def limit(phase: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from jobsched_tools.bench.runner import BenchSettings, Servers, bench_config
+    from jobsched_tools.bench.stack import BenchSettings, Servers, bench_config
     from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
     from jobsched_tools.emulator.local_moto import start_moto_process
 

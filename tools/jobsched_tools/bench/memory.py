@@ -81,7 +81,7 @@ class GeneratingStore:
         self._cfg = cfg
 
     def _job(self, job_id: str, due: int) -> tuple[Item, Item]:
-        from jobsched_tools.bench.runner import scheduled_job
+        from jobsched_tools.bench.stack import scheduled_job
 
         return scheduled_job(job_id, due, self._cfg, at=False)
 
@@ -166,7 +166,7 @@ def _run_worker_or_registrar(function: str) -> dict[str, Any]:
     from jobsched.services.worker import Worker
     from jobsched.targets.registry import HandlerRegistry
 
-    from jobsched_tools.bench.write_units import T0, _logger
+    from jobsched_tools.bench.write_units import T0, quiet_logger
     from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
     from jobsched_tools.fakes.memory_store import MemoryStore
 
@@ -191,7 +191,7 @@ def _run_worker_or_registrar(function: str) -> dict[str, Any]:
     clock.set(T0 + HOUR)
     registry = HandlerRegistry()
     registry.add("noop", lambda _ctx: None)
-    worker = Worker(store, queue, telemetry, clock, cfg, registry, "memory", logger_for=_logger)
+    worker = Worker(store, queue, telemetry, clock, cfg, registry, "memory", logger_for=quiet_logger)
     baseline = rss_mb()
     for _, body in queue.receive(10):
         worker.process(parse_run_message(body), clock.now_ms() + 900_000)

@@ -18,28 +18,23 @@ GSI queries scan the whole table and its SQS slows with depth):
 from __future__ import annotations
 
 import logging
-import math
 import statistics
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, cast
 
-from jobsched.adapters.aws import RequestCounter, make_client
-from jobsched.adapters.dynamodb_store import DynamoStore, serialize_item
-from jobsched.adapters.sqs_queue import SqsWorkQueue
-from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
+from jobsched.adapters.aws import RequestCounter
+from jobsched.core.clock import dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.job import JobDefinition, OverlapPolicy
+from jobsched.core.job import JobDefinition
 from jobsched.core.limits import item_size
 from jobsched.core.run import RunKind, run_id_for
-from jobsched.core.state import registered_state, state_schedule
+from jobsched.core.state import state_schedule
 from jobsched.core.transitions import claim_ops, new_run_item
-from jobsched.core.writes import RUNS, STATE
+from jobsched.core.writes import STATE
 from jobsched.runtime.clock import SystemClock
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
@@ -48,19 +43,27 @@ from jobsched.services.worker import Started, Worker
 from jobsched.targets.registry import HandlerRegistry, RunContext, RunLogger
 
 from jobsched_tools.bench import cold_import, cpu, fanout, first_lag, idle, memory, units, write_units
-from jobsched_tools.emulator.local_moto import MotoProcess, start_moto_process
-from jobsched_tools.emulator.provision import Resources, provision
+from jobsched_tools.bench.stack import (
+    CRASH,
+    NOOP,
+    BenchSettings,
+    BenchStack,
+    Servers,
+    bench_config,
+    draining,
+    now_ms,
+    percentile,
+    scheduled_job,
+)
+from jobsched_tools.emulator.local_moto import start_moto_process
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
 # The policy a job gets when it names none: the cost a user meets by default.
 DEFAULT_OVERLAP = JobDefinition.model_fields["overlap"].default.value
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_sqs import SQSClient
+    pass
 
-NOOP = "bench.noop"
-CRASH = "bench.crash"
 ESM_BATCH = 10
 DDB_WRITES = frozenset(
     f"dynamodb:{op}" for op in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
@@ -80,139 +83,6 @@ TARGETS = {
 }
 
 
-@dataclass(frozen=True)
-class BenchSettings:
-    raw_writes: int = 1500
-    dispatch_runs: int = 800
-    count_runs: int = 100
-    lag_seconds: float = 90.0
-    lag_occurrences_per_s: float = 3.0
-    crashes: int = 12
-    shard_count: int = 8
-    lease_seconds: int = 5
-    heartbeat_seconds: int = 2
-    detector_period_s: float = 1.0
-    tick_period_s: float = 2.0
-    lookahead_seconds: int = 10
-    clock_skew_allowance_ms: int = 500
-    pollers: int = 4
-    claim_concurrency: int = 16  # the trigger's parallel claimers (ClaimConcurrency)
-    fast_transactions: bool = True  # see emulator/moto_fast.py
-    cold_import_runs: int = 7  # fresh interpreters per function (bench/cold_import.py); the median
-
-    @classmethod
-    def quick(cls) -> BenchSettings:
-        return cls(
-            raw_writes=200,
-            dispatch_runs=150,
-            count_runs=20,
-            lag_seconds=12.0,
-            lag_occurrences_per_s=3.0,
-            crashes=3,
-            cold_import_runs=3,
-        )
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
-@dataclass(frozen=True)
-class Servers:
-    """DynamoDB and SQS on separate moto server processes, as they are separate services on AWS:
-    on one server, every message the trigger sends and the drainer receives would take server
-    time from the DynamoDB writes whose rate the dispatch efficiency compares against."""
-
-    dynamodb: MotoProcess
-    sqs: MotoProcess
-
-    def stop(self) -> None:
-        self.dynamodb.stop()
-        self.sqs.stop()
-
-
-class _Stack:
-    """One phase's tables and queue on the shared server, with counted clients."""
-
-    def __init__(self, moto: Servers, name: str, counter: RequestCounter | None = None) -> None:
-        self.ddb: DynamoDBClient = make_client("dynamodb", moto.dynamodb.endpoint_url, "us-east-1")
-        self.sqs: SQSClient = make_client("sqs", moto.sqs.endpoint_url, "us-east-1")
-        # Setup and inspection go through separate, uncounted clients.
-        self.admin_ddb: DynamoDBClient = make_client("dynamodb", moto.dynamodb.endpoint_url, "us-east-1")
-        self.admin_sqs: SQSClient = make_client("sqs", moto.sqs.endpoint_url, "us-east-1")
-        self.res: Resources = provision(
-            self.admin_ddb,
-            self.admin_sqs,
-            prefix=f"bench-{name}-{uuid.uuid4().hex[:6]}",
-            parameters={"WorkerTimeoutSeconds": "120"},
-        )
-        if counter is not None:
-            counter.attach(self.ddb)
-            counter.attach(self.sqs)
-        self.store = DynamoStore(self.ddb, self.res.jobs_table, self.res.state_table, self.res.runs_table)
-        self.admin_store = DynamoStore(
-            self.admin_ddb, self.res.jobs_table, self.res.state_table, self.res.runs_table
-        )
-        self.queue = SqsWorkQueue(self.sqs, self.res.work_queue_url)
-
-    def put_jobs(self, jobs: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-        """Job items and their state items, as the registrar leaves them (BatchWriteItem: at
-        most 25 requests each)."""
-        for table, items in (
-            (self.res.jobs_table, [j for j, _ in jobs]),
-            (self.res.state_table, [s for _, s in jobs]),
-        ):
-            for start in range(0, len(items), 25):
-                requests: list[Any] = [
-                    {"PutRequest": {"Item": serialize_item({k: v for k, v in item.items() if v is not None})}}
-                    for item in items[start : start + 25]
-                ]
-                pending: dict[str, Any] = {table: requests}
-                while pending:
-                    pending = dict(
-                        self.admin_ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
-                    )
-
-    def visible(self) -> int:
-        attrs = self.admin_sqs.get_queue_attributes(
-            QueueUrl=self.res.work_queue_url, AttributeNames=["ApproximateNumberOfMessages"]
-        )["Attributes"]
-        return int(attrs.get("ApproximateNumberOfMessages", "0"))
-
-    def runs(self, prefix: str = "") -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        cursor = None
-        while True:
-            page = self.admin_store.scan(RUNS, 500, cursor)
-            out += [item for item in page.items if str(item["run_id"]).startswith(prefix)]
-            if page.cursor is None:
-                return out
-            cursor = page.cursor
-
-
-def scheduled_job(
-    job_id: str,
-    due_ms: int,
-    cfg: SchedulerConfig,
-    target: str = NOOP,
-    overlap: str = "allow",
-    at: bool = True,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A job item and its state item as the registrar leaves them: active, in the next-run
-    index, due at ``due_ms``."""
-    schedule = f"at({iso_z(due_ms)[:-1]})" if at else "rate(1 hour)"
-    definition = JobDefinition(
-        job_id=job_id, schedule=schedule, target=target, overlap=OverlapPolicy(overlap)
-    )
-    item = {**definition.to_item(), "status": "active", "def_hash": definition.definition_hash()}
-    return item, registered_state(definition, due_ms, cfg.shard_count, due_ms)
-
-
 def _registry() -> HandlerRegistry:
     registry = HandlerRegistry()
 
@@ -228,7 +98,7 @@ def _run_logger(run_id: str) -> RunLogger:
     return cast(RunLogger, logging.getLogger(f"jobsched_tools.bench.{run_id}"))
 
 
-def _worker(stack: _Stack, cfg: SchedulerConfig, name: str) -> Worker:
+def _worker(stack: BenchStack, cfg: SchedulerConfig, name: str) -> Worker:
     def sleep(ms: int) -> None:
         time.sleep(ms / 1000)
 
@@ -245,15 +115,11 @@ def _worker(stack: _Stack, cfg: SchedulerConfig, name: str) -> Worker:
     )
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 # --- phase 1 ------------------------------------------------------------------------------------
 
 
 def measure_raw(moto: Servers, n: int) -> float:
-    stack = _Stack(moto, "raw")
+    stack = BenchStack(moto, "raw")
     table = stack.res.jobs_table
     stack.ddb.put_item(TableName=table, Item={"job_id": {"S": "raw"}, "version": {"N": "0"}})
     started = time.perf_counter()
@@ -272,43 +138,15 @@ def measure_raw(moto: Servers, n: int) -> float:
 # --- phase 2 ------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _draining(stack: _Stack) -> Iterator[None]:
-    """Keep the queue shallow while the trigger sends (moto's SQS slows with depth; PurgeQueue
-    is allowed once a minute): receive and delete, as a worker fleet would."""
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.is_set():
-            messages = stack.admin_sqs.receive_message(
-                QueueUrl=stack.res.work_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
-            ).get("Messages", [])
-            if messages:
-                stack.admin_sqs.delete_message_batch(
-                    QueueUrl=stack.res.work_queue_url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
-                    ],
-                )
-
-    thread = threading.Thread(target=loop, name="bench-drainer", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
 def measure_dispatch(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
-    stack = _Stack(moto, "dispatch")
+    stack = BenchStack(moto, "dispatch")
     # Due within the second: sent without delay, so the drainer keeps the queue shallow.
-    due = _now_ms() + 500
+    due = now_ms() + 500
     stack.put_jobs(
         [scheduled_job(f"d{i:06d}", due + i % 100, cfg, at=False) for i in range(settings.dispatch_runs)]
     )
     trigger = Trigger(stack.store, stack.queue, MemoryTelemetry(), SystemClock(), cfg)
-    with _draining(stack):
+    with draining(stack):
         started = time.perf_counter()
         result = trigger.tick("bench-dispatch")
         elapsed = time.perf_counter() - started
@@ -320,12 +158,12 @@ def measure_dispatch(moto: Servers, settings: BenchSettings, cfg: SchedulerConfi
     }
 
 
-def _prepared_claims(stack: _Stack, n: int, cfg: SchedulerConfig) -> list[list[Any]]:
+def _prepared_claims(stack: BenchStack, n: int, cfg: SchedulerConfig) -> list[list[Any]]:
     """``n`` due jobs on ``stack``, and the claim of each as the trigger makes it (``claim_ops``)."""
-    due = _now_ms() + 500
+    due = now_ms() + 500
     items = [scheduled_job(f"c{i:06d}", due + i % 100, cfg, at=False) for i in range(n)]
     stack.put_jobs(items)
-    now = _now_ms()
+    now = now_ms()
     prepared = []
     for item, state in items:
         definition = JobDefinition.from_item(item)
@@ -353,7 +191,7 @@ def measure_claim_ceiling(moto: Servers, n: int, cfg: SchedulerConfig) -> float:
     many threads as the trigger claims with. The dispatch rate over this is what the trigger's
     own work (index reads, schedule maths, sends) costs; this over raw writes is what the server
     charges for a claim against a bare conditional update."""
-    stack = _Stack(moto, "ceiling")
+    stack = BenchStack(moto, "ceiling")
     prepared = _prepared_claims(stack, n, cfg)
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=cfg.claim_concurrency) as claimers:
@@ -373,7 +211,7 @@ def measure_claim_shapes(moto: Servers, n: int, cfg: SchedulerConfig) -> dict[st
     so that the figures are the request's cost, not the server's contention."""
     figures: dict[str, float] = {}
     for shape in ("two_writes", "transaction"):
-        stack = _Stack(moto, f"shape-{shape.replace('_', '-')}")
+        stack = BenchStack(moto, f"shape-{shape.replace('_', '-')}")
         prepared = _prepared_claims(stack, n, cfg)
         cpu_started, wall_started = time.process_time(), time.perf_counter()
         for writes in prepared:
@@ -393,7 +231,7 @@ def measure_claim_shapes(moto: Servers, n: int, cfg: SchedulerConfig) -> dict[st
 # --- phase 3 ------------------------------------------------------------------------------------
 
 
-def _esm_drain(stack: _Stack, worker: Worker, expected: int, timeout_s: float = 60.0) -> int:
+def _esm_drain(stack: BenchStack, worker: Worker, expected: int, timeout_s: float = 60.0) -> int:
     """Feed the worker as the event source mapping does: receive 10, process, delete the batch."""
     deadline = time.monotonic() + timeout_s
     while stack.visible() < expected and time.monotonic() < deadline:
@@ -405,7 +243,7 @@ def _esm_drain(stack: _Stack, worker: Worker, expected: int, timeout_s: float = 
         )
         messages = response.get("Messages", [])
         for message in messages:
-            worker.process(parse_run_message(message["Body"]), _now_ms() + 60_000)
+            worker.process(parse_run_message(message["Body"]), now_ms() + 60_000)
         if messages:
             stack.sqs.delete_message_batch(
                 QueueUrl=stack.res.work_queue_url,
@@ -420,8 +258,8 @@ def _esm_drain(stack: _Stack, worker: Worker, expected: int, timeout_s: float = 
 
 def measure_counts(moto: Servers, n: int, overlap: str, cfg: SchedulerConfig) -> dict[str, Any]:
     counter = RequestCounter()
-    stack = _Stack(moto, f"counts-{overlap}", counter)
-    due = _now_ms() + 300
+    stack = BenchStack(moto, f"counts-{overlap}", counter)
+    due = now_ms() + 300
     stack.put_jobs([scheduled_job(f"c{i:05d}", due, cfg, overlap=overlap, at=False) for i in range(n)])
     trigger = Trigger(stack.store, stack.queue, MemoryTelemetry(), SystemClock(), cfg)
     counter.reset()
@@ -474,7 +312,7 @@ def measure_counts(moto: Servers, n: int, overlap: str, cfg: SchedulerConfig) ->
 class _Live:
     """Trigger, detector and worker pollers running in threads against one stack, in real time."""
 
-    def __init__(self, stack: _Stack, cfg: SchedulerConfig, settings: BenchSettings) -> None:
+    def __init__(self, stack: BenchStack, cfg: SchedulerConfig, settings: BenchSettings) -> None:
         self.stack = stack
         self.cfg = cfg
         self.settings = settings
@@ -505,12 +343,12 @@ class _Live:
         def handle(body: str) -> None:
             run_message = parse_run_message(body)
             if run_message.definition.get("target") == CRASH and run_message.attempt == 1:
-                begun = worker.begin(run_message, _now_ms() + 60_000)
+                begun = worker.begin(run_message, now_ms() + 60_000)
                 if isinstance(begun, Started):
                     with self._lock:
-                        self.crashed[run_message.run_id] = _now_ms()
+                        self.crashed[run_message.run_id] = now_ms()
                 return  # the worker is gone: no heartbeat, no commit
-            worker.process(run_message, _now_ms() + 60_000)
+            worker.process(run_message, now_ms() + 60_000)
 
         def poll() -> None:
             response = self.stack.sqs.receive_message(
@@ -573,10 +411,10 @@ def measure_live(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) -
 
 def measure_lag(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
     """Start lag of occurrences spread over ``lag_seconds``, on the live stack."""
-    stack = _Stack(moto, "lag")
+    stack = BenchStack(moto, "lag")
     live = _Live(stack, cfg, settings)
     # Occurrences on whole seconds (at() has second precision), spread over the lag window.
-    first = (_now_ms() // 1000 + 3) * 1000
+    first = (now_ms() // 1000 + 3) * 1000
     count = max(1, int(settings.lag_seconds * settings.lag_occurrences_per_s))
     span_s = max(1, int(settings.lag_seconds))
     stack.put_jobs(
@@ -601,9 +439,9 @@ def measure_recovery(moto: Servers, settings: BenchSettings, cfg: SchedulerConfi
     """Injected worker crashes holding a lease, and the time until each occurrence runs again.
     On its own tables: moto's index queries read the whole table, so the lag phase's runs would
     slow every detector sweep here (DynamoDB's read only what they return)."""
-    stack = _Stack(moto, "recovery")
+    stack = BenchStack(moto, "recovery")
     live = _Live(stack, cfg, settings)
-    crash_first = (_now_ms() // 1000 + 3) * 1000
+    crash_first = (now_ms() // 1000 + 3) * 1000
     stack.put_jobs(
         [
             scheduled_job(f"crash{i:03d}", crash_first + (i % 4) * 1000, cfg, target=CRASH)
@@ -638,21 +476,6 @@ def measure_recovery(moto: Servers, settings: BenchSettings, cfg: SchedulerConfi
 
 
 # --- the whole bench ----------------------------------------------------------------------------
-
-
-def bench_config(settings: BenchSettings) -> SchedulerConfig:
-    return SchedulerConfig(
-        shard_count=settings.shard_count,
-        lease_seconds=settings.lease_seconds,
-        # The detector first looks at a run at its dispatch lease: a worker that dies before its
-        # first heartbeat is recovered then (docs/design.md).
-        dispatch_lease_seconds=settings.lease_seconds,
-        heartbeat_seconds=settings.heartbeat_seconds,
-        lookahead_seconds=settings.lookahead_seconds,
-        clock_skew_allowance_ms=settings.clock_skew_allowance_ms,
-        max_claims_per_tick=100_000,
-        claim_concurrency=settings.claim_concurrency,
-    )
 
 
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:

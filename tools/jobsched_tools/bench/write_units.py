@@ -52,7 +52,7 @@ class _Quiet:
     warning = error = info
 
 
-def _logger(_run_id: str) -> _Quiet:
+def quiet_logger(_run_id: str) -> _Quiet:
     return _Quiet()
 
 
@@ -82,7 +82,7 @@ def measure(overlap: str = "skip", payload_bytes: int = 0, runs: int = 20, heart
     clock.set(T0 + HOUR)
     registry = HandlerRegistry()
     registry.add("noop", lambda _ctx: None)
-    worker = Worker(store, queue, telemetry, clock, cfg, registry, "units", logger_for=_logger)
+    worker = Worker(store, queue, telemetry, clock, cfg, registry, "units", logger_for=quiet_logger)
     started: list[Started] = []
     for _, body in queue.receive(runs):
         begun = worker.begin(parse_run_message(body), clock.now_ms() + 900_000)

@@ -15,7 +15,8 @@ import os
 import sys
 from typing import Any
 
-from jobsched_tools.bench.runner import TARGETS, BenchSettings, run_bench
+from jobsched_tools.bench.runner import TARGETS, run_bench
+from jobsched_tools.bench.stack import BenchSettings
 from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
 
 SUMMARY_KEYS = (

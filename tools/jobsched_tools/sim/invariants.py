@@ -33,7 +33,7 @@ from jobsched_tools.sim.faults import EFFECTS, StateMark
 from jobsched_tools.sim.report import ChaosReport, trace_for
 
 if TYPE_CHECKING:
-    from jobsched_tools.sim.world import World
+    from jobsched_tools.sim.observed import ObservedWorld
 
 COMMITTED = ("succeeded", "failed")
 LINE_MOVES_WITHIN_MS = 30 * 60_000
@@ -106,7 +106,7 @@ def occurrences(timing: tuple[tuple[str, str], ...], first: int, last: int) -> l
 
 @dataclass
 class Checker:
-    world: World
+    world: ObservedWorld
     report: ChaosReport
     runs: dict[str, dict[str, Any]]
     states: dict[str, dict[str, Any]]
@@ -364,7 +364,7 @@ class Checker:
         ]
 
 
-def check(world: World) -> ChaosReport:
+def check(world: ObservedWorld) -> ChaosReport:
     cfg = world.cfg
     report = ChaosReport(cfg.seed, cfg.jobs, cfg.hours, cfg.store, start=iso_z(world.start_ms))
     inner = world.store.inner
