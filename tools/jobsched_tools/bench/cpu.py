@@ -1,6 +1,6 @@
 """Client CPU per dispatched run, and what it costs as Lambda compute (issue 18, part 2).
 
-The moto servers run in their own processes (``runner.Servers``), so ``time.process_time`` in this
+The moto servers run in their own processes (``stack.Servers``), so ``time.process_time`` in this
 process counts only the client: the trigger's own work, botocore's serialising, signing and
 parsing, the claimers' and senders' threads (process time sums every thread). Nothing else runs in
 this process while a measurement is taken (no drainer thread; the queue is left to fill).
