@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jobsched_tools.bench import worker_wait, write_units
+from jobsched_tools.bench import units, worker_wait, write_units
 
 MB_PER_VCPU = 1_769
 LAMBDA_REGIONAL_CONCURRENCY = 1_000
@@ -268,6 +268,46 @@ def model(m: Measured, template: dict[str, Any]) -> dict[str, Any]:
         "modelled_runs_per_s_max": round(at_max, 1),
         "modelled_first_limit_max": max_limit,
         "modelled_plans": [plan_json(plan(m, target, default, largest)) for target in TARGETS],
+        "modelled_capacity": [capacity_plan(m, target) for target in CAPACITY_TARGETS],
+    }
+
+
+CAPACITY_TARGETS = (1_000, 10_000)
+HOURS_PER_MONTH = 730
+
+
+def capacity_plan(
+    m: Measured, target: int, prices: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """What ``target`` runs/s need of DynamoDB in each capacity mode, a month, steady: the write
+    capacity each table and index must have provisioned (its metered units per run times the rate,
+    over the utilisation target tracking holds), and the month's DynamoDB bill on-demand and
+    provisioned (writes and reads; storage, streams and the user's handler apart)."""
+    prices = prices or units.load_prices()[0]
+    provisioned = prices["dynamodb_provisioned"]
+    used = float(provisioned["utilization"])
+    wcu = {name: math.ceil(target * per_run / used) for name, per_run in sorted(m.units_by_table.items())}
+    rcu = math.ceil(target * m.read_units_per_run / used)
+    seconds = HOURS_PER_MONTH * 3600
+    write_units_month = target * sum(m.units_by_table.values()) * seconds
+    on_demand = write_units_month / 1e6 * float(prices["dynamodb"]["write_request_unit_usd_per_million"]) + (
+        target
+        * m.read_units_per_run
+        * seconds
+        / 1e6
+        * float(prices["dynamodb"]["read_request_unit_usd_per_million"])
+    )
+    provisioned_usd = HOURS_PER_MONTH * (
+        sum(wcu.values()) * float(provisioned["write_capacity_unit_hour_usd"])
+        + rcu * float(provisioned["read_capacity_unit_hour_usd"])
+    )
+    return {
+        "target_runs_per_s": target,
+        "utilization": used,
+        "provisioned_wcu": wcu,
+        "provisioned_rcu_total": rcu,
+        "dynamodb_usd_per_month_on_demand": round(on_demand),
+        "dynamodb_usd_per_month_provisioned": round(provisioned_usd),
     }
 
 

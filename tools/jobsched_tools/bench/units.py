@@ -21,6 +21,11 @@ READ_CHUNK = 4 * KB
 
 DEFAULT_PRICES: dict[str, dict[str, Any]] = {
     "dynamodb": {"write_request_unit_usd_per_million": 0.625, "read_request_unit_usd_per_million": 0.125},
+    "dynamodb_provisioned": {
+        "write_capacity_unit_hour_usd": 0.00065,
+        "read_capacity_unit_hour_usd": 0.00013,
+        "utilization": 0.70,
+    },
     "sqs": {"standard_request_usd_per_million": 0.40},
     "lambda": {
         "request_usd_per_million": 0.20,
@@ -77,12 +82,42 @@ class CostInputs:
     lambda_requests: float
 
 
-def usd_per_million_runs(inputs: CostInputs, prices: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """Cost of a million runs by service, and the total (Lambda duration excluded)."""
-    ddb = prices["dynamodb"]
+def unit_prices(
+    prices: dict[str, dict[str, Any]], mode: str = "on_demand", utilization: float | None = None
+) -> tuple[float, float]:
+    """USD per million write units and per million read units, on-demand or provisioned.
+
+    Provisioned: a capacity unit held for an hour serves 3,600 unit-seconds, of which auto scaling's
+    target tracking keeps ``utilization`` in use (the rest is headroom, paid all the same), so a
+    million units cost ``1e6 / 3600 / utilization`` unit-hours. A write capacity unit is one write of
+    up to 1 KB a second, and a transactional write takes two, as on-demand counts write request
+    units; a read capacity unit is one strongly consistent read of up to 4 KB a second, as a read
+    request unit (https://aws.amazon.com/dynamodb/pricing/provisioned/). So the same metered units
+    price both modes.
+    """
+    if mode == "on_demand":
+        ddb = prices["dynamodb"]
+        return float(ddb["write_request_unit_usd_per_million"]), float(
+            ddb["read_request_unit_usd_per_million"]
+        )
+    provisioned = prices["dynamodb_provisioned"]
+    used = float(provisioned["utilization"] if utilization is None else utilization)
+    unit_hours = 1e6 / 3600 / used
+    return (
+        unit_hours * float(provisioned["write_capacity_unit_hour_usd"]),
+        unit_hours * float(provisioned["read_capacity_unit_hour_usd"]),
+    )
+
+
+def usd_per_million_runs(
+    inputs: CostInputs, prices: dict[str, dict[str, Any]], mode: str = "on_demand"
+) -> dict[str, float]:
+    """Cost of a million runs by service, and the total (Lambda duration excluded), with the tables
+    on-demand or provisioned (``unit_prices``)."""
+    write_unit_usd, read_unit_usd = unit_prices(prices, mode)
     parts = {
-        "dynamodb_writes": inputs.write_units * float(ddb["write_request_unit_usd_per_million"]),
-        "dynamodb_reads": inputs.read_units * float(ddb["read_request_unit_usd_per_million"]),
+        "dynamodb_writes": inputs.write_units * write_unit_usd,
+        "dynamodb_reads": inputs.read_units * read_unit_usd,
         "sqs": inputs.sqs_requests * float(prices["sqs"]["standard_request_usd_per_million"]),
         "lambda_requests": inputs.lambda_requests * float(prices["lambda"]["request_usd_per_million"]),
     }

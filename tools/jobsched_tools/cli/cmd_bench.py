@@ -29,6 +29,7 @@ SUMMARY_KEYS = (
     "est_write_units_per_run",
     "est_read_units_per_run",
     "usd_per_million_runs",
+    "usd_per_million_runs_provisioned",
     "lag_ms_p50",
     "lag_ms_p99",
     "recovery_s_p50",
@@ -103,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
     for key in SUMMARY_KEYS:
         target = TARGETS.get(key, "")
         print(f"{key:<{width}}  {result[key]!s:>12}  {target}")
-    print(f"{'baseline usd_per_million_runs':<{width}}  {result['baseline_usd_per_million_runs']!s:>12}")
+    for mode in ("", "_provisioned"):
+        key = f"baseline_usd_per_million_runs{mode}"
+        print(f"{key:<{width}}  {result[key]!s:>12}  {result['baseline_description']}")
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=2, sort_keys=True)

@@ -116,12 +116,16 @@ def load_template(path: Path | None = None) -> dict[str, Any]:
     return document
 
 
-def table_specs(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def table_specs(
+    template: Mapping[str, Any], parameters: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
     """``dynamodb.create_table`` keyword arguments for every table in the template, by logical id
-    (the caller adds ``TableName``)."""
+    (the caller adds ``TableName``), under the template's parameter defaults and ``parameters``
+    (``{"CapacityMode": "PROVISIONED"}`` gives provisioned tables and indexes)."""
+    resolver = _Resolver(template, parameters or {})
     specs: dict[str, dict[str, Any]] = {}
     for logical_id, resource in _resources_of_type(template, "AWS::DynamoDB::Table").items():
-        props = resource.get("Properties", {})
+        props = resolver.resolve(resource.get("Properties", {}))
         spec: dict[str, Any] = {
             "KeySchema": props["KeySchema"],
             "AttributeDefinitions": props["AttributeDefinitions"],
@@ -129,14 +133,23 @@ def table_specs(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         }
         for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
             if props.get(key):
-                spec[key] = props[key]
+                spec[key] = [_capacity_as_numbers(index) for index in props[key]]
         if spec["BillingMode"] == "PROVISIONED":
-            spec["ProvisionedThroughput"] = props["ProvisionedThroughput"]
+            spec["ProvisionedThroughput"] = _capacity_as_numbers(props)["ProvisionedThroughput"]
         stream = props.get("StreamSpecification")
         if stream:
             spec["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream["StreamViewType"]}
         specs[logical_id] = spec
     return specs
+
+
+def _capacity_as_numbers(props: Mapping[str, Any]) -> dict[str, Any]:
+    """A table's or index's properties with its provisioned throughput as integers (a parameter's
+    value is text)."""
+    throughput = props.get("ProvisionedThroughput")
+    if throughput is None:
+        return dict(props)
+    return {**props, "ProvisionedThroughput": {key: int(value) for key, value in throughput.items()}}
 
 
 def provision(
@@ -160,7 +173,7 @@ def provision(
     tables: dict[str, str] = {}
     stream_arn: str | None = None
     runs_stream_arn: str | None = None
-    for logical_id, spec in table_specs(template).items():
+    for logical_id, spec in table_specs(template, parameters).items():
         if logical_id not in _TABLE_SUFFIXES:
             continue
         name = f"{prefix}-{_TABLE_SUFFIXES[logical_id]}"
@@ -217,6 +230,10 @@ def _resources_of_type(template: Mapping[str, Any], resource_type: str) -> dict[
     }
 
 
+# What ``Ref AWS::NoValue`` resolves to: the property that holds it is left out.
+_NO_VALUE = object()
+
+
 class _Resolver:
     """Resolves the few intrinsics the table and queue properties use: ``Ref`` of a parameter,
     ``Fn::FindInMap`` and ``Fn::GetAtt`` of a resource provisioned earlier."""
@@ -224,6 +241,7 @@ class _Resolver:
     def __init__(self, template: Mapping[str, Any], overrides: Mapping[str, str]) -> None:
         self._parameters = template.get("Parameters", {})
         self._mappings = template.get("Mappings", {})
+        self._conditions = template.get("Conditions", {})
         self._overrides = overrides
         unknown = set(overrides) - set(self._parameters)
         if unknown:
@@ -251,11 +269,40 @@ class _Resolver:
                     return self.attributes[resource][attribute]
                 except KeyError as exc:
                     raise TemplateError(f"Fn::GetAtt {resource}.{attribute} is not provisioned yet") from exc
+            if key == "Fn::If":
+                condition, when_true, when_false = argument
+                return self.resolve(when_true if self.condition(condition) else when_false)
             if key.startswith("Fn::") or key == "Condition":
                 raise TemplateError(f"provisioning cannot resolve {key}")
-        return {key: self.resolve(item) for key, item in value.items()}
+        resolved = {key: self.resolve(item) for key, item in value.items()}
+        return {key: item for key, item in resolved.items() if item is not _NO_VALUE}
+
+    def condition(self, name: str) -> bool:
+        """A template condition's value under the parameters (Fn::Equals, Fn::Not, Fn::And, Fn::Or
+        and Condition references: what the template's conditions are made of)."""
+        try:
+            return self._truth(self._conditions[name])
+        except KeyError as exc:
+            raise TemplateError(f"no condition {name}") from exc
+
+    def _truth(self, expression: Any) -> bool:
+        ((key, argument),) = expression.items()
+        if key == "Condition":
+            return self.condition(argument)
+        if key == "Fn::Equals":
+            left, right = (self.resolve(part) for part in argument)
+            return str(left) == str(right)
+        if key == "Fn::Not":
+            return not self._truth(argument[0])
+        if key == "Fn::And":
+            return all(self._truth(part) for part in argument)
+        if key == "Fn::Or":
+            return any(self._truth(part) for part in argument)
+        raise TemplateError(f"provisioning cannot evaluate {key} in a condition")
 
     def _ref(self, name: str) -> Any:
+        if name == "AWS::NoValue":
+            return _NO_VALUE
         if name in self._overrides:
             return self._overrides[name]
         if name in self._parameters:

@@ -1,0 +1,115 @@
+"""The template's auto scaling of provisioned capacity (``CapacityMode: PROVISIONED``, issue 37).
+
+Every table and every global secondary index gets two scalable targets (read and write capacity)
+with a target-tracking policy each, under the ``ProvisionedCapacity`` condition. A GSI has its own
+provisioned throughput and throttles its table's writes when it runs short, so leaving one out
+would cap the table at the index's minimum. ``python -m jobsched_tools.ops.capacity`` rewrites the
+block between the marker lines of template.yaml from ``SCALED``; ``--check`` only reports whether
+it is current (the template tests run it). Generated for the reason alarms.py gives: SAM CLI
+rejects ``Fn::ForEach``.
+
+Sources:
+- AWS::ApplicationAutoScaling::ScalableTarget, ``RoleARN``: omitted, Application Auto Scaling uses
+  its service-linked role for DynamoDB (AWSServiceRoleForApplicationAutoScaling_DynamoDBTable),
+  created on first use: https://docs.aws.amazon.com/autoscaling/application/userguide/application-auto-scaling-service-linked-roles.html
+- The resource ids and dimensions (``table/NAME``, ``table/NAME/index/INDEX``;
+  ``dynamodb:table:WriteCapacityUnits``, ``dynamodb:index:ReadCapacityUnits``, ...) and the
+  predefined metrics ``DynamoDBWriteCapacityUtilization``/``DynamoDBReadCapacityUtilization``:
+  https://docs.aws.amazon.com/autoscaling/application/APIReference/API_RegisterScalableTarget.html
+  and https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/AutoScaling.html
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+BEGIN = "  # BEGIN generated capacity: edit SCALED in tools/jobsched_tools/ops/capacity.py, then run"
+BEGIN_2 = "  # `python -m jobsched_tools.ops.capacity` (the template tests fail while they disagree)."
+END = "  # END generated capacity"
+CONDITION = "ProvisionedCapacity"
+
+
+@dataclass(frozen=True)
+class Scaled:
+    """One table, or one index of a table, whose read and write capacity auto scaling tracks."""
+
+    table: str  # the table's logical id
+    index: str | None = None  # a global secondary index's name
+
+    @property
+    def stem(self) -> str:
+        part = "".join(word.capitalize() for word in self.index.split("-")) + "Index" if self.index else ""
+        return f"{self.table}{part}"
+
+    def yaml(self, kind: str) -> str:
+        """The scalable target and its policy for ``kind`` (``Read`` or ``Write``)."""
+        level = "index" if self.index else "table"
+        resource = f"table/${{{self.table}}}" + (f"/index/{self.index}" if self.index else "")
+        target = f"{self.stem}{kind}Capacity"
+        return "\n".join(
+            [
+                f"  {target}:",
+                "    Type: AWS::ApplicationAutoScaling::ScalableTarget",
+                f"    Condition: {CONDITION}",
+                "    Properties:",
+                "      ServiceNamespace: dynamodb",
+                f"      ResourceId: !Sub {resource}",
+                f"      ScalableDimension: dynamodb:{level}:{kind}CapacityUnits",
+                f"      MinCapacity: !Ref {kind}CapacityMin",
+                f"      MaxCapacity: !Ref {kind}CapacityMax",
+                "",
+                f"  {target}Tracking:",
+                "    Type: AWS::ApplicationAutoScaling::ScalingPolicy",
+                f"    Condition: {CONDITION}",
+                "    Properties:",
+                f"      PolicyName: jobsched-{kind.lower()}-utilization",
+                "      PolicyType: TargetTrackingScaling",
+                f"      ScalingTargetId: !Ref {target}",
+                "      TargetTrackingScalingPolicyConfiguration:",
+                "        TargetValue: !Ref CapacityTargetUtilization",
+                "        PredefinedMetricSpecification:",
+                f"          PredefinedMetricType: DynamoDB{kind}CapacityUtilization",
+            ]
+        )
+
+
+SCALED = (
+    Scaled("JobsTable"),
+    Scaled("StateTable"),
+    Scaled("StateTable", "next-run"),
+    Scaled("RunsTable"),
+    Scaled("RunsTable", "lease"),
+)
+
+
+def render() -> str:
+    blocks = [scaled.yaml(kind) for scaled in SCALED for kind in ("Write", "Read")]
+    return "\n".join([BEGIN, BEGIN_2, "", "\n\n".join(blocks), END])
+
+
+def current(text: str) -> str:
+    start = text.index(BEGIN)
+    end = text.index(END, start) + len(END)
+    return text[start:end]
+
+
+def main(argv: list[str]) -> int:
+    from jobsched_tools.emulator.provision import find_template
+
+    path = Path(find_template())
+    text = path.read_text(encoding="utf-8")
+    block = current(text)
+    if block == render():
+        return 0
+    if "--check" in argv:
+        print(f"{path}: the capacity block is not what SCALED generates; run python -m {__name__}")
+        return 1
+    path.write_text(text.replace(block, render()), encoding="utf-8")
+    print(f"{path}: capacity block rewritten ({len(SCALED)} tables and indexes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
