@@ -14,9 +14,12 @@ under 1 KB, so a write request is one write unit and a read, if any, half a read
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from jobsched.adapters.aws import RequestCounter
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 READS = ("dynamodb:GetItem",)
@@ -54,9 +57,11 @@ def measure(invocations: int = 20) -> dict[str, float]:
         counter = RequestCounter().attach(client)
         persistence = DynamoDBPersistenceLayer(table_name="idempotency", boto3_client=client)
         config = IdempotencyConfig()
-        config.register_lambda_context(_LambdaContext())  # as a Lambda handler would
+        config.register_lambda_context(cast("LambdaContext", _LambdaContext()))  # as a handler would
 
-        @idempotent_function(data_keyword_argument="event", persistence_store=persistence, config=config)
+        @idempotent_function(  # type: ignore[untyped-decorator]  # Powertools' decorator is untyped
+            data_keyword_argument="event", persistence_store=persistence, config=config
+        )
         def target(event: dict[str, Any]) -> dict[str, Any]:
             return {"handled": event["run"]}
 
