@@ -125,13 +125,17 @@ class FaultyStore:
         self.before_recovery: Callable[[str], None] | None = None
         # How far any actor's clock may be off: a recovery of a lease renewed beyond it is live.
         self.skew_bound_ms = 0
+        # Set by the world: stretches in which capacity runs short (FaultRates.capacity_squeezes).
+        self.squeezes: list[tuple[int, int]] = []
 
     # --- faults --------------------------------------------------------------------------------
 
     def _before_call(self, what: str) -> None:
         if not self.enabled:
             return
-        if self.rng.random() < self.rates.store_throttle:
+        now = self.clock.now_ms()
+        squeezed = any(start <= now < end for start, end in self.squeezes)
+        if self.rng.random() < (self.rates.squeeze_throttle if squeezed else self.rates.store_throttle):
             self.counts["store_throttle"] += 1
             self.log(self.actor, "fault.store_throttle", what, "")
             raise Throttled(f"injected throttling on {what}")

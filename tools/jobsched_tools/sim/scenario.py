@@ -44,6 +44,11 @@ class FaultRates:
     worker_crash_in_heartbeat: float = 0.01  # per heartbeat
     zombie_worker: float = 0.02  # pauses past its lease, then resumes and tries to commit
     store_throttle: float = 0.005  # per store call
+    # Stretches of 5-20 minutes in which provisioned capacity runs short (a spike above it, before
+    # auto scaling catches up): each store call is throttled with ``squeeze_throttle`` (issue 37).
+    # Off by default (drawn only when set, so the fixed seeds' runs stay as they were).
+    capacity_squeezes: int = 0
+    squeeze_throttle: float = 0.6
     store_transient: float = 0.005  # per store call, before the write happens
     store_lost_response: float = 0.005  # per write: applied, then the response is lost
     worker_stall: float = 0.03  # per invocation: frozen past its lease, then goes on heartbeating
