@@ -105,3 +105,64 @@ def test_no_module_imports_itself_back() -> None:
 def test_the_checker_sees_a_loop() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# The layers, lowest first: a module imports only from its own folder and the folders before it
+# (README, "Code layout"). The runtime's: pure rules, the ports they are used through, the AWS
+# adapters, the targets (built-in handlers call AWS through the adapters), the use cases, the
+# Lambda wiring. The tooling's sit above the whole runtime, in their own order.
+RUNTIME_LAYERS = ("core", "ports", "adapters", "targets", "services", "runtime")
+TOOLS_LAYERS = (
+    "emulator",
+    "iam",
+    "fakes",
+    "importer",
+    "sim",
+    "explore",
+    "ops",
+    "bench",
+    "deployment",
+    "handlers",
+    "local",
+    "api",
+    "cli",
+)
+
+
+def _rank(module: str) -> tuple[int, str]:
+    package, _, rest = module.partition(".")
+    folder = rest.split(".")[0]
+    if package == "jobsched":
+        return RUNTIME_LAYERS.index(folder), folder
+    return len(RUNTIME_LAYERS) + TOOLS_LAYERS.index(folder), folder
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, imported in sorted(graph.items()):
+        if module.count(".") == 0:
+            continue
+        for other in sorted(imported):
+            if other.count(".") == 0:
+                continue
+            (low, folder), (high, other_folder) = _rank(module), _rank(other)
+            if high > low:
+                found.append(f"{module} ({folder}) imports {other} ({other_folder})")
+    return found
+
+
+def test_every_folder_has_its_place_in_the_layers() -> None:
+    folders = {m.split(".")[1] for m in import_graph() if m.count(".") >= 1}
+    assert folders <= {*RUNTIME_LAYERS, *TOOLS_LAYERS}, folders - {*RUNTIME_LAYERS, *TOOLS_LAYERS}
+
+
+def test_imports_point_down_the_layers() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    graph = {
+        "jobsched.core.job": {"jobsched.services.worker"},
+        "jobsched.services.worker": {"jobsched.core.job"},
+    }
+    assert upward_imports(graph) == ["jobsched.core.job (core) imports jobsched.services.worker (services)"]
