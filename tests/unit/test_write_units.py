@@ -89,3 +89,14 @@ def test_the_due_entry_proposal_saves_the_next_run_move_and_keeps_a_heartbeat_at
     assert proposal.write_units_per_run == product.write_units_per_run - 3 <= 7
     assert proposal.write_units_per_heartbeat == product.write_units_per_heartbeat == 1
     assert due_entry_proposal.measure(state_advance=False, runs=5).write_units_per_run == 6
+
+
+def test_the_due_entry_proposal_made_atomic_saves_nothing() -> None:
+    """Issue 37's decision (docs/proposals/due-entry-on-runs.md, "Decision"): with its claim as
+    one transaction, as every claim has been since issue 25, the proposal meters what the product
+    does (the transaction charges its three items twice); only the variant that drops the state's
+    advance, moving the job's fence onto run items, saves two units."""
+    product = measure("skip", runs=5, heartbeats=1)
+    atomic = due_entry_proposal.measure(state_advance=True, runs=5, atomic=True)
+    assert atomic.write_units_per_run == product.write_units_per_run == 10
+    assert due_entry_proposal.measure(state_advance=False, runs=5, atomic=True).write_units_per_run == 8

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from jobsched.core.writes import RUNS, STATE, Put, Update, eq, not_exists
+from jobsched.core.writes import RUNS, STATE, Put, Update, WriteOp, eq, not_exists
 
 from jobsched_tools.fakes.metering import Index, MeteringStore
 
@@ -31,6 +31,7 @@ DUE_INDEX = Index("due", RUNS, ("lease_shard", "check_at"), "KEYS_ONLY", (), ("j
 @dataclass(frozen=True)
 class ProposalUnits:
     state_advance: bool
+    atomic: bool
     write_units_per_run: float
     write_units_per_heartbeat: float
     by_step: dict[str, float]
@@ -61,9 +62,10 @@ def _scheduled_run(job_id: str, occurrence: int) -> dict[str, Any]:
     }
 
 
-def measure(state_advance: bool = True, runs: int = 20) -> ProposalUnits:
+def measure(state_advance: bool = True, runs: int = 20, atomic: bool = False) -> ProposalUnits:
     """``runs`` jobs, each with occurrence 1 scheduled: claim it (creating occurrence 2), start
-    it, heartbeat once, commit it; the units per run."""
+    it, heartbeat once, commit it; the units per run. ``atomic``: the claim's writes as one
+    transaction, as the product's claim has been since issue 25 (every item in it charged twice)."""
     store = MeteringStore()
     store.indexes = [DUE_INDEX]
     jobs = [f"u{index:04d}" for index in range(runs)]
@@ -78,17 +80,13 @@ def measure(state_advance: bool = True, runs: int = 20) -> ProposalUnits:
         run = {"job_id": job_id, "run_id": f"{job_id}@1"}
         # The conditions are the proposal's (docs/proposals/due-entry-on-runs.md), abridged: the
         # meter charges a write by the items it changes, not by its condition.
-        store.write(
-            [
-                Put(
-                    RUNS,
-                    _scheduled_run(job_id, 2),
-                    (not_exists("run_id", "made by a racer"),),
-                    "claim: create next",
-                )
-            ]
-        )
-        store.update(
+        claim: list[WriteOp] = [
+            Put(
+                RUNS,
+                _scheduled_run(job_id, 2),
+                (not_exists("run_id", "made by a racer"),),
+                "claim: create next",
+            ),
             Update(
                 RUNS,
                 run,
@@ -100,10 +98,10 @@ def measure(state_advance: bool = True, runs: int = 20) -> ProposalUnits:
                     "lease_expires_at": HOUR + 30_000,
                     "claimed_by": "tick-1",
                 },
-            )
-        )
+            ),
+        ]
         if state_advance:
-            store.update(
+            claim.append(
                 Update(
                     STATE,
                     {"job_id": job_id},
@@ -112,6 +110,11 @@ def measure(state_advance: bool = True, runs: int = 20) -> ProposalUnits:
                     set={"version": 2, "latest_run_id": run["run_id"], "last_scheduled_at": HOUR},
                 )
             )
+        if atomic:  # one TransactWriteItems, as the product's claim is since issue 25
+            store.write(claim)
+        else:
+            for op in claim:
+                store.write([op])
         store.update(
             Update(
                 RUNS,
@@ -150,6 +153,7 @@ def measure(state_advance: bool = True, runs: int = 20) -> ProposalUnits:
     total = store.total_write_units() - beats
     return ProposalUnits(
         state_advance,
+        atomic,
         total / runs,
         beats / runs,
         {label: units / runs for label, units in sorted(store.by_label.items()) if label != "heartbeat"},
@@ -158,4 +162,5 @@ def measure(state_advance: bool = True, runs: int = 20) -> ProposalUnits:
 
 
 if __name__ == "__main__":
-    print(json.dumps([measure(True).as_json(), measure(False).as_json()], indent=2))
+    shapes = [(advance, atomic) for atomic in (False, True) for advance in (True, False)]
+    print(json.dumps([measure(advance, atomic=atomic).as_json() for advance, atomic in shapes], indent=2))
