@@ -29,12 +29,16 @@ def test_a_dry_run_shows_the_plan_and_writes_nothing(
         "reports/hourly-rollup -> reports:hourly-rollup: would register (rate(1 hour) in UTC, "
         "target sfn_start_execution, paused)" in lines
     )
-    assert "default/stop-dev-instances: not imported" in lines
-    assert any(line.startswith("  - cannot: universal target aws-sdk:ec2:stopInstances") for line in lines)
+    # Issue 38: a universal target is an aws_sdk call now; the bad cron is still refused.
+    assert (
+        "default/stop-dev-instances -> stop-dev-instances: would register (cron(0 20 * * ? *) in UTC, "
+        "target aws_sdk)" in lines
+    )
+    assert "default/bad-cron: not imported" in lines
     assert any(
         line.startswith("  - note: FlexibleTimeWindow FLEXIBLE (15 min): not supported yet") for line in lines
     )
-    assert lines[-1] == "7 schedules: 3 not imported, 4 would register (dry run: nothing written)"
+    assert lines[-1] == "7 schedules: 1 not imported, 6 would register (dry run: nothing written)"
     code, out, _ = run_cli(capsys, resources, "list", "--json")
     assert code == 0 and json.loads(out) == []
 
@@ -52,8 +56,8 @@ def test_an_import_registers_the_mappable_schedules(
         "default/new-year-greeting": "scheduled",
         "default/nightly-report": "scheduled",
         "reports/hourly-rollup": "paused",
-        "default/stop-dev-instances": "not imported",
-        "default/heartbeat": "not imported",
+        "default/stop-dev-instances": "scheduled",
+        "default/heartbeat": "scheduled",
         "default/bad-cron": "not imported",
     }
     code, out, _ = run_cli(capsys, resources, "show", "reports:hourly-rollup", "--json")

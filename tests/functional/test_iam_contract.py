@@ -74,6 +74,11 @@ STATE_MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{PREFIX}-report
 TASK_DEFINITIONS = f"arn:aws:ecs:{REGION}:{ACCOUNT}:task-definition/{PREFIX}-report:*"
 TASK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/{PREFIX}-task"
 OUTCOME_BUS = f"{PREFIX}-outcomes"
+# Issue 38: any API (aws_sdk), SNS, Kinesis, and a job's own dead-letter queue.
+SDK_ACTION = "ec2:StopInstances"
+TOPIC = f"arn:aws:sns:{REGION}:{ACCOUNT}:{PREFIX}-topic"
+STREAM = f"arn:aws:kinesis:{REGION}:{ACCOUNT}:stream/{PREFIX}-stream"
+JOB_DLQ = f"{PREFIX}-job-failures"
 
 # The stack's parameters as the scenarios configure the functions: each list non-empty, so that
 # its conditional grant exists and is checked.
@@ -84,6 +89,10 @@ PARAMETERS = {
     "AllowedTaskDefinitionArns": TASK_DEFINITIONS,
     "AllowedTaskRoleArns": TASK_ROLE,
     "OutcomeEventBusName": OUTCOME_BUS,
+    "AllowedSdkActions": SDK_ACTION,
+    "AllowedTopicArns": TOPIC,
+    "AllowedStreamArns": STREAM,
+    "AllowedDeadLetterQueueArns": queue_arn(JOB_DLQ),
 }
 TRIGGER_ALIAS = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{STACK_NAME}-trigger:live"
 
@@ -277,6 +286,21 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     }
     ecs_payload = {"cluster": f"{PREFIX}-cluster", "task_definition": task_definition, "run_task": container}
     scenario.put_job(job_item("container", "ecs_run_task", payload=ecs_payload))
+    # Issue 38: an EC2 instance stopped through aws_sdk, an SNS publish, a Kinesis record; a
+    # failure sent to its job's dead-letter queue by the worker, and one by the detector.
+    ec2 = boto3.client("ec2", region_name=REGION)
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    instance = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    stop = {
+        "target_arn": "arn:aws:scheduler:::aws-sdk:ec2:stopInstances",
+        "input": {"InstanceIds": [instance]},
+    }
+    scenario.put_job(job_item("stopper", "aws_sdk", payload=stop))
+    scenario.put_job(job_item("notifier", "sns_publish", payload={"topic_arn": TOPIC, "message": "hi"}))
+    scenario.put_job(job_item("streamer", "kinesis_put_record", payload={"stream_arn": STREAM, "data": {}}))
+    dead_letter = {"dead_letter_queue_arn": queue_arn(JOB_DLQ), "retry": {"max_attempts": 1}}
+    scenario.put_job(job_item("lettered", "iam.fail", **dead_letter))
+    scenario.put_job(job_item("dies-lettered", "iam.noop", **dead_letter))
     scenario.put_job(job_item("buffered", "iam.noop", overlap="buffer_one", timeout_seconds=300))
     scenario.put_job(job_item("dying", "iam.noop"))
     # pause_on_failure (issue 29): a final failure in the worker, and one in the detector.
@@ -297,6 +321,13 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     # The worker: a staged effect, a send to an allowed queue, a failure that schedules a retry.
     for job_id in ("ledger", "sender", "flaky", "fragile", "workflow", "container", "once"):
         scenario.worker(scenario.take(job_id))
+    for job_id in ("stopper", "notifier", "streamer", "lettered"):
+        scenario.worker(scenario.take(job_id))
+    state = ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0]["State"]
+    assert state["Name"] in ("stopping", "stopped")
+    dead_letters = sqs.get_queue_url(QueueName=JOB_DLQ)["QueueUrl"]
+    (letter,) = sqs.receive_message(QueueUrl=dead_letters).get("Messages", [])
+    assert json.loads(letter["Body"])["job_id"] == "lettered"
     assert scenario.job("fragile")["enabled"] == {"BOOL": False}  # the worker paused it
     effects = scenario.dynamodb.scan(TableName=EFFECTS)["Items"]
     assert len(effects) == 2, effects  # the row and the counter: committed with the run
@@ -334,6 +365,11 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
         assert isinstance(
             wiring.app().worker("dies").begin(fragile, scenario.clock.now_ms() + MINUTE), Started
         )
+    lettered = parse_run_message(scenario.take("dies-lettered"))
+    with scenario.recorder.acting("WorkerFunction"):
+        assert isinstance(
+            wiring.app().worker("dies").begin(lettered, scenario.clock.now_ms() + MINUTE), Started
+        )
     scenario.advance_to(scenario.clock.now_ms() + 10 * MINUTE)
     detected = scenario.detector()
     assert detected["leases_recovered"] >= 1, detected
@@ -342,6 +378,8 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
         TableName=scenario.resources.jobs_table, Key={"job_id": {"S": "once"}}
     )
     assert scenario.job("dies-fragile")["enabled"] == {"BOOL": False}  # the detector paused it
+    (letter,) = sqs.receive_message(QueueUrl=dead_letters).get("Messages", [])  # the detector sent it
+    assert json.loads(letter["Body"])["run_id"] == lettered.run_id
 
     # A job whose stream record is lost: the detector's reconcile pass (a Scan of the jobs table,
     # BatchGetItem of the states, the bookkeeping's update) sees it, then reads it again a minute
@@ -408,6 +446,10 @@ def recorded() -> Iterator[CallRecorder]:
         "ALLOWED_TASK_DEFINITION_ARNS": TASK_DEFINITIONS,
         "ALLOWED_TASK_ROLE_ARNS": TASK_ROLE,
         "OUTCOME_EVENT_BUS_NAME": OUTCOME_BUS,
+        "ALLOWED_SDK_ACTIONS": SDK_ACTION,
+        "ALLOWED_TOPIC_ARNS": TOPIC,
+        "ALLOWED_STREAM_ARNS": STREAM,
+        "ALLOWED_DEAD_LETTER_QUEUE_ARNS": queue_arn(JOB_DLQ),
     }
     with pytest.MonkeyPatch.context() as patch:
         for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"):
@@ -434,6 +476,11 @@ def recorded() -> Iterator[CallRecorder]:
                 roleArn=f"arn:aws:iam::{ACCOUNT}:role/{PREFIX}-sfn",
             )
             boto3.client("events", region_name=REGION).create_event_bus(Name=OUTCOME_BUS)
+            boto3.client("sns", region_name=REGION).create_topic(Name=TOPIC.rsplit(":", 1)[1])
+            boto3.client("kinesis", region_name=REGION).create_stream(
+                StreamName=STREAM.rsplit("/", 1)[1], ShardCount=1
+            )
+            sqs.create_queue(QueueName=JOB_DLQ)
             ecs = boto3.client("ecs", region_name=REGION)
             ecs.create_cluster(clusterName=f"{PREFIX}-cluster")
             ecs.register_task_definition(

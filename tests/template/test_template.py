@@ -154,8 +154,9 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
                 assert otherwise == {"Ref": "AWS::NoValue"}
                 if condition == "HasOutcomeEventBus":
                     continue  # not a target: test_outcome_events_are_granted_...
-                actions = tuple(_as_list(statement["Action"]))
-                conditional[actions] = (condition, statement["Resource"])
+                action = statement["Action"]
+                actions = tuple(_as_list(action)) if not isinstance(action, dict) else (json.dumps(action),)
+                conditional[condition] = (actions, statement["Resource"])
                 if actions == ("iam:PassRole",):  # only to ECS tasks
                     assert statement["Condition"] == {
                         "StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}
@@ -164,25 +165,24 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
                     assert "Condition" not in statement
     # Staged effects commit in the worker's own transaction: each contained action on its table.
     staged = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
+    sdk_actions = (json.dumps({"Ref": "AllowedSdkActions"}),)
     assert conditional == {
-        ("sqs:SendMessage",): ("HasAllowedQueues", {"Ref": "AllowedTargetQueueArns"}),
-        ("events:PutEvents",): ("HasAllowedEventBuses", {"Ref": "AllowedEventBusArns"}),
-        ("lambda:InvokeFunction",): ("HasAllowedFunctions", {"Ref": "AllowedFunctionArns"}),
-        staged: ("HasStagedEffectTables", {"Ref": "StagedEffectTableArns"}),
-        ("states:StartExecution",): ("HasAllowedStateMachines", {"Ref": "AllowedStateMachineArns"}),
-        ("ecs:RunTask",): ("HasAllowedTaskDefinitions", {"Ref": "AllowedTaskDefinitionArns"}),
-        ("iam:PassRole",): ("HasAllowedTaskRoles", {"Ref": "AllowedTaskRoleArns"}),
+        "HasAllowedQueues": (("sqs:SendMessage",), {"Ref": "AllowedTargetQueueArns"}),
+        "HasAllowedEventBuses": (("events:PutEvents",), {"Ref": "AllowedEventBusArns"}),
+        "HasAllowedFunctions": (("lambda:InvokeFunction",), {"Ref": "AllowedFunctionArns"}),
+        "HasStagedEffectTables": (staged, {"Ref": "StagedEffectTableArns"}),
+        "HasAllowedStateMachines": (("states:StartExecution",), {"Ref": "AllowedStateMachineArns"}),
+        "HasAllowedTaskDefinitions": (("ecs:RunTask",), {"Ref": "AllowedTaskDefinitionArns"}),
+        "HasAllowedTaskRoles": (("iam:PassRole",), {"Ref": "AllowedTaskRoleArns"}),
+        # Issue 38: any API (exactly the listed actions, on any resource), SNS, Kinesis, and the
+        # jobs' dead-letter queues.
+        "HasAllowedSdkActions": (sdk_actions, "*"),
+        "HasAllowedTopics": (("sns:Publish",), {"Ref": "AllowedTopicArns"}),
+        "HasAllowedStreams": (("kinesis:PutRecord",), {"Ref": "AllowedStreamArns"}),
+        "HasAllowedDeadLetterQueues": (("sqs:SendMessage",), {"Ref": "AllowedDeadLetterQueueArns"}),
     }
-    conditions = (
-        "HasAllowedQueues",
-        "HasAllowedEventBuses",
-        "HasAllowedFunctions",
-        "HasStagedEffectTables",
-        "HasAllowedStateMachines",
-        "HasAllowedTaskDefinitions",
-        "HasAllowedTaskRoles",
-    )
-    for condition, (_, ref) in zip(conditions, conditional.values(), strict=True):
+    for condition, (_, ref) in conditional.items():
+        ref = {"Ref": "AllowedSdkActions"} if condition == "HasAllowedSdkActions" else ref
         assert template["Conditions"][condition] == {
             "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", ref]}, ""]}]
         }
@@ -328,7 +328,9 @@ def _grants(template: dict[str, Any], function: str) -> dict[str, list[Any]]:
         for statement in _statements(policy):
             if statement["Effect"] == "Allow":
                 for action in _as_list(statement["Action"]):
-                    grants.setdefault(action, []).extend(_as_list(statement["Resource"]))
+                    # An action list from a parameter (AllowedSdkActions) is keyed by its Ref.
+                    key = action if isinstance(action, str) else json.dumps(action, sort_keys=True)
+                    grants.setdefault(key, []).extend(_as_list(statement["Resource"]))
     return grants
 
 
@@ -410,6 +412,12 @@ def test_event_source_grants_are_scoped_to_the_exact_arns(template: dict[str, An
     for function in FUNCTIONS:
         for policy in template["Resources"][function]["Properties"]["Policies"]:
             for statement in _statements(policy):
+                if statement.get("Sid") == "BuiltinSdkTargets":
+                    # aws_sdk (issue 38): exactly the listed actions (the parameter's pattern
+                    # refuses a wildcard) on any resource, the worker's only.
+                    assert function == "WorkerFunction"
+                    assert statement["Action"] == {"Ref": "AllowedSdkActions"}, statement
+                    continue
                 if "*" in _as_list(statement.get("Resource")):
                     assert function in readers, function
                     assert statement["Action"] == "dynamodb:ListStreams", statement

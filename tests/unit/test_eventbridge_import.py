@@ -55,8 +55,10 @@ def test_an_sqs_schedule_keeps_its_expression_zone_start_input_and_retries() -> 
     assert plan.job.description == "nightly report request"
     notes = " | ".join(plan.notes)
     assert "jobsched makes at most 20 attempts" in notes
-    assert "MaximumEventAgeInSeconds 86400: not supported" in notes
-    assert "DeadLetterConfig arn:aws:sqs:eu-central-1:123456789012:reports-dlq: not supported" in notes
+    # Issue 38: the maximum event age and the dead-letter queue are the job's own now.
+    assert plan.job.max_event_age_seconds == 86400
+    assert plan.job.dead_letter_queue_arn == "arn:aws:sqs:eu-central-1:123456789012:reports-dlq"
+    assert "AllowedDeadLetterQueueArns" in notes and "not supported" not in notes
     assert "RoleArn is not used" in notes
     assert not plan.blockers
 
@@ -143,8 +145,6 @@ def test_a_one_time_lambda_schedule_ignores_its_start_date_as_eventbridge_does()
 @pytest.mark.parametrize(
     ("source", "reason"),
     [
-        ("default/stop-dev-instances", "universal target aws-sdk:ec2:stopInstances"),
-        ("default/heartbeat", "target type kinesis: jobsched has no built-in handler"),
         ("default/bad-cron", "not a valid job: schedule: hours 25 is out of range 0-23"),
     ],
 )
@@ -152,6 +152,49 @@ def test_what_cannot_be_imported_is_refused_with_the_reason(source: str, reason:
     plan = plans()[source]
     assert plan.job is None
     assert any(reason in blocker for blocker in plan.blockers), plan.blockers
+
+
+def test_a_universal_target_becomes_an_aws_sdk_call_with_its_input_as_the_request() -> None:
+    plan = plans()["default/stop-dev-instances"]
+    assert plan.job is not None and plan.job.target == "aws_sdk", plan.blockers
+    assert plan.job.payload == {
+        "target_arn": "arn:aws:scheduler:::aws-sdk:ec2:stopInstances",
+        "input": {"InstanceIds": ["i-0abc"]},
+    }
+    assert plan.job.max_event_age_seconds == 86400
+    assert any("list ec2:StopInstances in the stack's AllowedSdkActions" in note for note in plan.notes)
+
+
+def test_sns_and_kinesis_targets_become_their_built_ins() -> None:
+    plan = plans()["default/heartbeat"]
+    assert plan.job is not None and plan.job.target == "kinesis_put_record", plan.blockers
+    assert plan.job.payload == {
+        "stream_arn": "arn:aws:kinesis:eu-central-1:123456789012:stream/beats",
+        "data": "",
+        "partition_key": "beat",
+    }
+    sns = plan_schedule(
+        {
+            "Name": "n",
+            "ScheduleExpression": "rate(1 hour)",
+            "Target": {"Arn": "arn:aws:sns:eu-central-1:123456789012:t", "Input": "hi"},
+        }
+    )
+    assert sns.job is not None and (sns.job.target, sns.job.payload) == (
+        "sns_publish",
+        {"topic_arn": "arn:aws:sns:eu-central-1:123456789012:t", "message": "hi"},
+    )
+
+
+def test_a_universal_target_whose_input_is_not_an_object_is_refused() -> None:
+    plan = plan_schedule(
+        {
+            "Name": "n",
+            "ScheduleExpression": "rate(1 hour)",
+            "Target": {"Arn": "arn:aws:scheduler:::aws-sdk:ec2:stopInstances", "Input": "[1]"},
+        }
+    )
+    assert plan.job is None and any("must be a JSON object" in b for b in plan.blockers)
 
 
 def test_job_ids_of_grouped_schedules_cannot_collide() -> None:

@@ -51,6 +51,10 @@ _PLAUSIBLE: dict[str, st.SearchStrategy[Any]] = {
     "action_after_completion": st.sampled_from(["none", "delete", "DELETE", None]),
     "group": st.sampled_from(["billing", "a/b", "", "-x"]),
     "tags": st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3),
+    "max_event_age_seconds": st.sampled_from([59, 60, 3600, 86_400, 86_401, "600", None]),
+    "dead_letter_queue_arn": st.sampled_from(
+        ["arn:aws:sqs:us-east-1:123456789012:dlq", "arn:aws:sqs:us-east-1:123456789012:q.fifo", "dlq", None]
+    ),
 }
 
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("cmd_ops", "resume a paused job from its next occurrence"),
     "delete": ("cmd_ops", "delete a job; its run history stays"),
     "runs": ("cmd_ops", "a job's recent runs, newest first"),
+    "describe": ("cmd_describe", "one view of a job: its definition, state, last runs and next instants"),
     "top": ("cmd_ops", "a live status view, refreshed in place (bounded reads a refresh)"),
     "trigger": ("cmd_ops", "run a job now, outside its schedule"),
     "backfill": ("cmd_ops", "run the past occurrences in (FROM, TO], missed ones too, each at most once"),

@@ -101,6 +101,10 @@ def lambda_function_arn(function: str, qualifier: str | None, region: str, accou
     return f"{arn}:{qualifier}" if qualifier else arn
 
 
+# Services whose calls name their resource by ARN in one request parameter.
+_RESOURCE_PARAMETER = {"stepfunctions": "stateMachineArn", "sns": "TopicArn", "kinesis": "StreamARN"}
+
+
 def authorisations(
     service: str, operation: str, params: Mapping[str, Any], region: str, account: str
 ) -> list[tuple[str, str]]:
@@ -118,8 +122,9 @@ def authorisations(
     if service == "lambda" and "FunctionName" in params:
         qualifier = params.get("Qualifier")
         return [(action, lambda_function_arn(str(params["FunctionName"]), qualifier, region, account))]
-    if service == "stepfunctions" and "stateMachineArn" in params:
-        return [(action, str(params["stateMachineArn"]))]
+    named = _RESOURCE_PARAMETER.get(service)
+    if named is not None and named in params:
+        return [(action, str(params[named]))]
     if service == "ecs" and operation == "RunTask":
         definition = str(params["taskDefinition"])
         if not definition.startswith("arn:"):

@@ -9,8 +9,8 @@ onto a built-in handler) and the retry policy. What cannot be carried over is sa
 - ``blockers``: the schedule is not imported (a target type jobsched has no handler for, an
   expression or name jobsched refuses);
 - ``notes``: imported, but it behaves differently in a way a person should know (a flexible time
-  window, which jobsched does not have yet; a dead-letter queue; the maximum event age; the role;
-  when a schedule's ``ActionAfterCompletion: DELETE`` takes effect).
+  window, which jobsched does not have yet; the role; the allow-list a target, an AWS API call or
+  a dead-letter queue needs; when a schedule's ``ActionAfterCompletion: DELETE`` takes effect).
 """
 
 from __future__ import annotations
@@ -112,11 +112,11 @@ def _target(target: dict[str, Any], plan: PlannedImport) -> tuple[str, dict[str,
         return None
     partition, service, region, account, resource = parts[1], parts[2], parts[3], parts[4], parts[5]
     if service == "scheduler" and resource.startswith("aws-sdk:"):
-        plan.blockers.append(
-            f"universal target {resource}: jobsched has no handler for AWS SDK calls "
-            "(write one in layers/handlers/job_handlers.py)"
-        )
-        return None
+        return _universal_target(arn, target, plan)
+    if service == "sns":
+        return _sns_target(arn, target, plan)
+    if service == "kinesis":
+        return _kinesis_target(arn, target, plan)
     if service == "sqs":
         if target.get("SqsParameters", {}).get("MessageGroupId"):
             plan.blockers.append("SQS FIFO target (MessageGroupId): sqs_send sets no message group")
@@ -138,6 +138,47 @@ def _target(target: dict[str, Any], plan: PlannedImport) -> tuple[str, dict[str,
         return _ecs_target(arn, target, plan)
     plan.blockers.append(f"target type {service}: jobsched has no built-in handler for it")
     return None
+
+
+def _universal_target(
+    arn: str, target: dict[str, Any], plan: PlannedImport
+) -> tuple[str, dict[str, Any]] | None:
+    """A universal target (``arn:aws:scheduler:::aws-sdk:SERVICE:apiAction``) as ``aws_sdk``, with
+    the schedule's Input as the request (issue 38)."""
+    from jobsched.targets.universal import boto3_service, iam_action, parse_universal_arn
+
+    try:
+        service, action = parse_universal_arn(arn)
+    except ValueError as exc:
+        plan.blockers.append(str(exc))
+        return None
+    request = _input(target, plan)
+    if not isinstance(request, dict):
+        plan.blockers.append(
+            f"universal target {service}:{action}: its Input (the request) must be a JSON object"
+        )
+        return None
+    allowed = iam_action(boto3_service(service), action[:1].upper() + action[1:])
+    plan.notes.append(f"AWS API call: list {allowed} in the stack's AllowedSdkActions (the worker's grant)")
+    return "aws_sdk", {"target_arn": arn, "input": request}
+
+
+def _sns_target(arn: str, target: dict[str, Any], plan: PlannedImport) -> tuple[str, dict[str, Any]]:
+    """An SNS topic (EventBridge's templated Publish target) as ``sns_publish``."""
+    plan.notes.append("SNS target: list the topic in the stack's AllowedTopicArns")
+    payload: dict[str, Any] = {"topic_arn": arn, "message": target.get("Input") or ""}
+    return "sns_publish", payload
+
+
+def _kinesis_target(arn: str, target: dict[str, Any], plan: PlannedImport) -> tuple[str, dict[str, Any]]:
+    """A Kinesis stream (EventBridge's templated PutRecord target) as ``kinesis_put_record``,
+    with KinesisParameters.PartitionKey."""
+    plan.notes.append("Kinesis target: list the stream in the stack's AllowedStreamArns")
+    payload: dict[str, Any] = {"stream_arn": arn, "data": target.get("Input") or ""}
+    key = (target.get("KinesisParameters") or {}).get("PartitionKey")
+    if key:
+        payload["partition_key"] = key
+    return "kinesis_put_record", payload
 
 
 def _eventbridge_target(
@@ -178,12 +219,27 @@ def _retry(target: dict[str, Any], plan: PlannedImport) -> dict[str, int]:
     if attempts > MAX_ATTEMPTS:
         plan.notes.append(f"MaximumRetryAttempts {retries}: jobsched makes at most {MAX_ATTEMPTS} attempts")
         attempts = MAX_ATTEMPTS
-    if "MaximumEventAgeInSeconds" in policy:
-        plan.notes.append(
-            f"MaximumEventAgeInSeconds {policy['MaximumEventAgeInSeconds']}: not supported; "
-            "retries stop at max_attempts, whatever their age"
-        )
     return {"max_attempts": attempts}
+
+
+def _max_event_age(target: dict[str, Any]) -> int | None:
+    """``RetryPolicy.MaximumEventAgeInSeconds`` (60-86,400, as ``max_event_age_seconds``'s own
+    bounds) as the job's ``max_event_age_seconds``; EventBridge's default, 86,400, too."""
+    age = (target.get("RetryPolicy") or {}).get("MaximumEventAgeInSeconds")
+    return int(age) if age is not None else None
+
+
+def _dead_letter(target: dict[str, Any], plan: PlannedImport) -> str | None:
+    """``DeadLetterConfig.Arn`` (an SQS queue) as the job's ``dead_letter_queue_arn``."""
+    arn = (target.get("DeadLetterConfig") or {}).get("Arn")
+    if not arn:
+        return None
+    plan.notes.append(
+        f"DeadLetterConfig {arn}: dead_letter_queue_arn; list the queue in the stack's "
+        "AllowedDeadLetterQueueArns. The message is jobsched's ({job_id, run_id, scheduled_at, "
+        "failed_at, attempts, error}), not EventBridge's"
+    )
+    return str(arn)
 
 
 def _action_after_completion(schedule: dict[str, Any], plan: PlannedImport) -> str:
@@ -220,12 +276,7 @@ def plan_schedule(schedule: dict[str, Any]) -> PlannedImport:
             f"FlexibleTimeWindow FLEXIBLE ({window.get('MaximumWindowInMinutes')} min): not supported "
             "yet; each occurrence runs at its instant, the window's start"
         )
-    if target.get("DeadLetterConfig", {}).get("Arn"):
-        plan.notes.append(
-            f"DeadLetterConfig {target['DeadLetterConfig']['Arn']}: not supported; a run that fails "
-            "its last attempt is recorded failed (jobsched runs JOB) and, with OutcomeEventBusName, "
-            "put on that bus as Run Failed"
-        )
+    dead_letter = _dead_letter(target, plan)
     if target.get("RoleArn"):
         plan.notes.append(
             "RoleArn is not used: the worker's role calls the target; list it in the stack's "
@@ -250,6 +301,12 @@ def plan_schedule(schedule: dict[str, Any]) -> PlannedImport:
         "description": str(schedule.get("Description") or ""),
         "action_after_completion": action,
     }
+    for name_, value in (
+        ("max_event_age_seconds", _max_event_age(target)),
+        ("dead_letter_queue_arn", dead_letter),
+    ):
+        if value is not None:
+            item[name_] = value
     one_time = str(schedule.get("ScheduleExpression", "")).startswith("at(")
     for source, name_ in (("StartDate", "start"), ("EndDate", "end")):
         if schedule.get(source) is None:

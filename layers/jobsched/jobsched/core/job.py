@@ -74,6 +74,12 @@ GROUP_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$"
 MAX_TAGS = 50
 MAX_TAG_KEY_CHARS = 128
 MAX_TAG_VALUE_CHARS = 256
+# ``max_event_age_seconds``: EventBridge Scheduler's MaximumEventAgeInSeconds bounds, 60 s to 24 h.
+MIN_EVENT_AGE_SECONDS = 60
+MAX_EVENT_AGE_SECONDS = 86_400
+# ``dead_letter_queue_arn``: an SQS queue's ARN (names are 1-80 characters of A-Z a-z 0-9 - _, a
+# FIFO queue's ending in .fifo), as EventBridge Scheduler's DeadLetterConfig.Arn.
+DEAD_LETTER_QUEUE_ARN_PATTERN = r"^arn:aws[a-z-]*:sqs:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,80}(\.fifo)?$"
 
 DEFINITION_FIELDS = (
     "job_id",
@@ -95,6 +101,8 @@ DEFINITION_FIELDS = (
     "action_after_completion",
     "group",
     "tags",
+    "max_event_age_seconds",
+    "dead_letter_queue_arn",
 )
 # The definition fields added by issue 29: written into the item form (and so into the digest)
 # only when set, so a job that uses none of them keeps the digest it had before they existed.
@@ -105,6 +113,9 @@ OPTIONAL_FIELDS: dict[str, Any] = {
     "action_after_completion": "none",
     "group": None,
     "tags": {},
+    # Issue 38, as EventBridge Scheduler's RetryPolicy.MaximumEventAgeInSeconds and DeadLetterConfig.
+    "max_event_age_seconds": None,
+    "dead_letter_queue_arn": None,
 }
 # Attributes jobsched itself writes on a job item (docs/data-model.md). Any other attribute is
 # neither definition nor state: most likely a misspelled field, reported instead of ignored.
@@ -211,6 +222,17 @@ class JobDefinition(_Strict):
     )
     group: str | None = Field(None, pattern=GROUP_PATTERN, description="For list/pause/resume by group.")
     tags: dict[str, str] = Field(default_factory=dict, description="For list/pause/resume by tag.")
+    max_event_age_seconds: int | None = Field(
+        None,
+        ge=MIN_EVENT_AGE_SECONDS,
+        le=MAX_EVENT_AGE_SECONDS,
+        description="No retry starts once the run is older than this (from its scheduled instant).",
+    )
+    dead_letter_queue_arn: str | None = Field(
+        None,
+        pattern=DEAD_LETTER_QUEUE_ARN_PATTERN,
+        description="An SQS queue a run that fails for good is reported to, at least once.",
+    )
 
     @field_validator("tags")
     @classmethod

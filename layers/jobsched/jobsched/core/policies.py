@@ -25,6 +25,23 @@ def attempts_left(policy: RetryPolicy, attempt: int) -> bool:
     return attempt < policy.max_attempts
 
 
+def past_event_age(max_age_seconds: int | None, origin_ms: int | None, retry_at_ms: int) -> str | None:
+    """Why a retry starting at ``retry_at_ms`` may not run (``max_event_age_seconds``, as
+    EventBridge Scheduler's ``MaximumEventAgeInSeconds``), or None. The age counts from
+    ``origin_ms``, the run's instant; None (a backfill, whose instant is past on purpose) or no
+    limit never stops a retry. A retry is refused when it would *start* past the limit, so no
+    attempt of the run begins after it."""
+    if max_age_seconds is None or origin_ms is None:
+        return None
+    limit_at = origin_ms + max_age_seconds * 1000
+    if retry_at_ms <= limit_at:
+        return None
+    return (
+        f"maximum event age reached: the retry would start {(retry_at_ms - origin_ms) // 1000} s after "
+        f"the run's instant, past max_event_age_seconds {max_age_seconds}"
+    )
+
+
 class OverlapDecision(StrEnum):
     RUN = "run"  # the job's turn is free (or the policy allows overlap): run
     BUFFER = "buffer"  # wait behind the run holding the turn

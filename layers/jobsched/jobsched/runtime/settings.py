@@ -63,6 +63,13 @@ class _RuntimeSettings(BaseModel):
     allowed_state_machine_arns: list[str] = Field(default_factory=list)
     allowed_task_definition_arns: list[str] = Field(default_factory=list)
     allowed_task_role_arns: list[str] = Field(default_factory=list)
+    # Issue 38: the IAM actions aws_sdk may call (``ec2:StopInstances``: no wildcards, each is the
+    # worker's grant), the SNS topics of sns_publish, the Kinesis streams of kinesis_put_record, and
+    # the SQS queues jobs may name as their dead-letter queue (``dead_letter_queue_arn``).
+    allowed_sdk_actions: list[str] = Field(default_factory=list)
+    allowed_topic_arns: list[str] = Field(default_factory=list)
+    allowed_stream_arns: list[str] = Field(default_factory=list)
+    allowed_dead_letter_queue_arns: list[str] = Field(default_factory=list)
     # The outcome publisher's EventBridge bus (services/outcomes.py); only that function has one.
     outcome_event_bus_name: str = ""
 
@@ -74,6 +81,10 @@ class _RuntimeSettings(BaseModel):
         "allowed_state_machine_arns",
         "allowed_task_definition_arns",
         "allowed_task_role_arns",
+        "allowed_sdk_actions",
+        "allowed_topic_arns",
+        "allowed_stream_arns",
+        "allowed_dead_letter_queue_arns",
         mode="before",
     )
     @classmethod
@@ -81,6 +92,21 @@ class _RuntimeSettings(BaseModel):
         if isinstance(value, list | tuple):
             return [str(v) for v in value if str(v)]
         return [part.strip() for part in str(value or "").split(",") if part.strip()]
+
+    @field_validator("allowed_sdk_actions")
+    @classmethod
+    def _no_wildcard_actions(cls, value: list[str]) -> list[str]:
+        """Each entry is one IAM action, ``service:Operation``: the grant is exactly the list, so a
+        wildcard would grant what nobody listed."""
+        from jobsched.targets.universal import SDK_ACTION_ENTRY
+
+        wrong = [entry for entry in value if not SDK_ACTION_ENTRY.match(entry)]
+        if wrong:
+            raise ValueError(
+                "AllowedSdkActions entries must be IAM actions without wildcards "
+                f"(ec2:StopInstances), got {wrong}"
+            )
+        return value
 
 
 _WithScheduler: type[_RuntimeSettings] = create_model(

@@ -25,6 +25,7 @@ from jobsched.targets.registry import EffectTables, HandlerRegistry, RunLogger
 
 if TYPE_CHECKING:
     from jobsched.ports import GroupInvoker, Telemetry
+    from jobsched.services.dead_letters import DeadLetterSender
     from jobsched.services.detector import MissDetector
     from jobsched.services.fanout import TriggerInvocation
     from jobsched.services.operations import Operations
@@ -72,6 +73,13 @@ class App:
         return SqsWorkQueue(make_client("sqs", session=self.session), self.settings.work_queue_url)
 
     @cached_property
+    def dead_letter_sender(self) -> DeadLetterSender:
+        """The jobs' dead-letter queues (issue 38), through the SQS client of the work queue."""
+        from jobsched.adapters.dead_letter_queue import SqsDeadLetterSender
+
+        return SqsDeadLetterSender(self.queue.client)
+
+    @cached_property
     def telemetry(self) -> Telemetry:
         return PowertoolsTelemetry(logger, metrics)
 
@@ -110,7 +118,15 @@ class App:
     def detector(self) -> MissDetector:
         from jobsched.services.detector import MissDetector
 
-        return MissDetector(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
+        return MissDetector(
+            self.store,
+            self.queue,
+            self.telemetry,
+            SystemClock(),
+            self.cfg,
+            dead_letter_sender=self.dead_letter_sender,
+            dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
+        )
 
     def registrar(self) -> Registrar:
         from jobsched.services.registrar import Registrar
@@ -148,6 +164,8 @@ class App:
             sleep_ms=sleep_ms,
             # Always the stack's list, empty or not: on AWS the role is granted nothing else.
             effect_tables=EffectTables(self.settings.staged_effect_table_arns),
+            dead_letter_sender=self.dead_letter_sender,
+            dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
         )
 
 

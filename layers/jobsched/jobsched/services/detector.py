@@ -12,12 +12,13 @@ Overload degrades in a defined way (see docs/operations.md, "Degradation order")
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
+from jobsched.core.dead_letter import PENDING
 from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.job import WAITING_POLICIES, OverlapPolicy
 from jobsched.core.run import RunStatus, run_key
@@ -26,6 +27,7 @@ from jobsched.core.transitions import recheck_buffered_ops, recheck_op, recover_
 from jobsched.core.writes import RUNS
 from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
 from jobsched.services.chain import Chain
+from jobsched.services.dead_letters import DeadLetters, DeadLetterSender
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.loaded_job import load_job
@@ -83,6 +85,8 @@ class MissDetector:
         cfg: SchedulerConfig,
         parallel_queries: bool = True,
         registrar: Registrar | None = None,
+        dead_letter_sender: DeadLetterSender | None = None,
+        dead_letter_queues: Collection[str] | None = None,
     ) -> None:
         self._store = store
         self._parallel = parallel_queries
@@ -97,6 +101,7 @@ class MissDetector:
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
         self._chain = Chain(store, cfg)
         self._pauser = Pauser(store, telemetry, clock)
+        self._dead_letters = DeadLetters(store, dead_letter_sender, telemetry, clock, cfg, dead_letter_queues)
 
     def sweep(
         self, invocation_id: str, deadline_ms: int, every_ms: int, sleep_ms: Callable[[int], None]
@@ -273,6 +278,9 @@ class MissDetector:
         run = self._store.get(RUNS, run_key(entry["run_id"]))
         if run is None or "check_at" not in run or int(run["check_at"]) > expired_before:
             return None  # finished or moved on since the (eventually consistent) index read
+        if run.get("dead_letter") == PENDING:
+            self._dead_letters.deliver(run)  # a failed run whose dead letter is still owed
+            return None
         if run.get("status") == RunStatus.BUFFERED.value:
             return self._recheck_buffered(run, now, result)
         if int(run["lease_expires_at"]) > expired_before:
@@ -290,6 +298,8 @@ class MissDetector:
     def _recover(self, run: dict[str, Any], now: int, result: DetectResult) -> dict[str, Any] | None:
         max_attempts = _max_attempts(run)
         update, after = recover_op(run, now, self._cfg, max_attempts)
+        if after["status"] == RunStatus.FAILED.value:
+            update = self._dead_letters.mark_recovered(update, run, now)
         try:
             self._store.write([update])
         except ConditionFailed as lost:
@@ -304,6 +314,7 @@ class MissDetector:
             result.runs_failed += 1
             self._telemetry.event("run.failed", run["run_id"], error=after["last_error"], by="miss_detector")
             self._telemetry.metric("Failures", 1)
+            self._dead_letters.deliver({**after, **update.set})
             # pause_on_failure: one read of the job item, only when a run failed for good.
             self._pauser.after_final_failure(
                 str(run["job_id"]), run["run_id"], str(run.get("def_hash")), str(after["last_error"])

@@ -14,7 +14,7 @@ import itertools
 import random
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -29,6 +29,7 @@ from jobsched.core.policies import (
     OverlapDecision,
     attempts_left,
     decide_overlap,
+    past_event_age,
     retry_delay_ms,
     skipped_for,
 )
@@ -46,6 +47,7 @@ from jobsched.core.transitions import (
 from jobsched.core.writes import RUNS, WriteOp
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.chain import Chain
+from jobsched.services.dead_letters import DeadLetters, DeadLetterSender
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage
@@ -128,9 +130,13 @@ class Worker:
         rng: random.Random | None = None,
         waiter: Waiter | None = None,
         effect_tables: EffectTables | None = None,
+        dead_letter_sender: DeadLetterSender | None = None,
+        dead_letter_queues: Collection[str] | None = None,
     ) -> None:
         """``effect_tables``: the tables handlers may stage effects on (the Lambda wiring passes
-        the stack's list; None allows any, for tests and simulations on their own stores)."""
+        the stack's list; None allows any, for tests and simulations on their own stores).
+        ``dead_letter_sender`` and ``dead_letter_queues``: the jobs' dead-letter queues and the
+        stack's allow-list of them (services/dead_letters.py)."""
         self._store = store
         self._effect_tables = effect_tables
         self._telemetry = telemetry
@@ -145,6 +151,7 @@ class Worker:
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
         self._chain = Chain(store, cfg)
         self._pauser = Pauser(store, telemetry, clock)
+        self._dead_letters = DeadLetters(store, dead_letter_sender, telemetry, clock, cfg, dead_letter_queues)
         # Records of one batch run on concurrent threads: next() on a count is atomic in CPython,
         # so every takeover gets its own owner tag (it tells a worker's own write from a racer's).
         self._takeovers = itertools.count(1)
@@ -427,6 +434,10 @@ class Worker:
             commit = finish_ops(
                 message.run_id, started.token, RunStatus.RUNNING, status, now, self._cfg, error
             )
+            # A run failed for good owes its job's dead-letter queue its outcome, in this write.
+            owed = status is RunStatus.FAILED and started.cancel_requested_by is None
+            if owed:
+                commit = self._dead_letters.mark(commit, message.run_id, started.definition, now)
             ops: list[WriteOp] = [commit, *staged]
             try:
                 self._write_unsure(ops, functools.partial(self._is_own_commit, started, status))
@@ -465,6 +476,8 @@ class Worker:
             self._telemetry.metric("Successes" if status is RunStatus.SUCCEEDED else "Failures", 1)
             self._telemetry.metric("RunDuration", duration, "Milliseconds")
             self._after_end(message, now)
+            if owed and "dead_letter" in commit.set:
+                self._dead_letters.deliver({**message.as_run_item(), **commit.set})
             if (
                 status is RunStatus.FAILED
                 and started.definition.pause_on_failure
@@ -493,6 +506,10 @@ class Worker:
         message = started.message
         now = self._clock.now_ms()
         delay = retry_delay_ms(started.definition.retry, message.attempt, self._rng)
+        origin = None if _is_backfill(message) else message.scheduled_at
+        too_old = past_event_age(started.definition.max_event_age_seconds, origin, now + delay)
+        if too_old is not None:
+            return self._commit(started, RunStatus.FAILED, f"{too_old}; last error: {error}", [])
         op = retry_op(message.run_id, started.token, message.attempt, delay, error, now, self._cfg)
         try:
             self._write_unsure([op], lambda: self._is_own_retry(started))

@@ -7,6 +7,8 @@
 - ``lambda_invoke``: invokes ``payload["function"]`` asynchronously with ``payload["input"]``.
 - ``sfn_start_execution``: starts ``payload["state_machine"]`` with ``payload["input"]`` as the
   execution's input, named after the run's idempotency key (``execution_name``).
+- ``aws_sdk``, ``sns_publish``, ``kinesis_put_record``: any allow-listed AWS API call, an SNS
+  publish, a Kinesis record (``targets/universal.py``).
 - ``ecs_run_task``: runs ``payload["task_definition"]`` on ``payload["cluster"]`` with the run's
   idempotency key as RunTask's ``clientToken`` (``client_token``), and ``payload["run_task"]``'s
   further RunTask parameters.
@@ -30,6 +32,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from jobsched.targets import universal
 from jobsched.targets.registry import HandlerRegistry, RunContext
 
 
@@ -294,3 +297,9 @@ def register_builtins(registry: HandlerRegistry, allow: AllowLists, clients: Any
     registry.add("lambda_invoke", lambda_invoke)
     registry.add("sfn_start_execution", lambda ctx: start_execution(ctx, client("stepfunctions"), current()))
     registry.add("ecs_run_task", lambda ctx: run_task(ctx, client("ecs"), current()))
+    # Issue 38: any allow-listed AWS API (universal targets), SNS and Kinesis (targets/universal.py).
+    registry.add("aws_sdk", lambda ctx: universal.sdk_call(ctx, client, current()))
+    registry.add("sns_publish", lambda ctx: universal.sns_publish(ctx, client("sns"), current()))
+    registry.add(
+        "kinesis_put_record", lambda ctx: universal.kinesis_put_record(ctx, client("kinesis"), current())
+    )
