@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobsched.core.limits import DEDUPLICATION_ID_MAX, fit
+
 
 def queue_url(queue_arn: str) -> str:
     """The queue URL of an SQS queue ARN (``arn:PARTITION:sqs:REGION:ACCOUNT:NAME``). SQS's JSON
@@ -24,8 +26,6 @@ class SqsDeadLetterSender:
     def send(self, queue_arn: str, body: str, deduplication_id: str) -> None:
         request: dict[str, Any] = {"QueueUrl": queue_url(queue_arn), "MessageBody": body}
         if queue_arn.endswith(".fifo"):
-            from jobsched.targets.universal import DEDUPLICATION_ID_MAX, fit
-
             # A FIFO queue deduplicates on this for 5 minutes; one group per job keeps its order.
             request["MessageDeduplicationId"] = fit(deduplication_id, DEDUPLICATION_ID_MAX)
             request["MessageGroupId"] = deduplication_id.split("@", 1)[0]

@@ -28,6 +28,7 @@ Sources (checked 2026-12):
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -143,3 +144,21 @@ def chunks_by_size(
     if current:
         chunks.append(current)
     return chunks
+
+
+# SNS FIFO and SQS FIFO MessageDeduplicationId: at most 128 characters.
+DEDUPLICATION_ID_MAX = 128
+
+
+def fit(key: str, limit: int) -> str:
+    """The idempotency key within ``limit`` characters, printable ASCII: the key itself when it
+    fits, else its printable characters cut and hex digits of its SHA-256 (as ``client_token``),
+    so two keys that differ beyond the cut still differ."""
+    if all(33 <= ord(c) <= 126 for c in key) and 0 < len(key) <= limit:
+        return key
+    tail = hashlib.sha256(key.encode()).hexdigest()[: min(16, limit)]
+    room = limit - len(tail) - 1
+    if room <= 0:
+        return tail
+    readable = "".join(c if 33 <= ord(c) <= 126 else "-" for c in key)[:room]
+    return f"{readable}-{tail}"

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from jobsched.targets import universal
-from jobsched.targets.registry import HandlerRegistry, RunContext
+from jobsched.targets.registry import HandlerRegistry, NotAllowed, RunContext
 
 
 class AllowLists(Protocol):
@@ -43,10 +43,6 @@ class AllowLists(Protocol):
     allowed_state_machine_arns: list[str]
     allowed_task_definition_arns: list[str]
     allowed_task_role_arns: list[str]
-
-
-class NotAllowed(PermissionError):
-    pass
 
 
 def log_payload(ctx: RunContext) -> dict[str, Any]:

@@ -26,6 +26,10 @@ MAX_STAGED_EFFECTS = DYNAMODB_MAX_TRANSACTION_ITEMS - COMMIT_OPS
 MAX_STAGED_BYTES = DYNAMODB_MAX_TRANSACTION_BYTES - SAFETY_BYTES
 
 
+class NotAllowed(PermissionError):
+    """A target refused its destination: not on the stack's allow-list (a permanent error)."""
+
+
 class RunLogger(Protocol):
     def info(self, msg: object, *args: object, **kwargs: Any) -> None: ...
     def warning(self, msg: object, *args: object, **kwargs: Any) -> None: ...

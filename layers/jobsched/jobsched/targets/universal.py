@@ -26,7 +26,6 @@ carries the key as its partition key and in ``idempotency_key`` of a JSON object
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -34,7 +33,8 @@ from datetime import date, datetime
 from fnmatch import fnmatchcase
 from typing import Any
 
-from jobsched.targets.registry import RunContext
+from jobsched.core.limits import DEDUPLICATION_ID_MAX, fit
+from jobsched.targets.registry import NotAllowed, RunContext
 
 # The universal target's ARN (EventBridge Scheduler's user guide, "Using universal targets").
 UNIVERSAL_ARN = re.compile(
@@ -68,7 +68,6 @@ FIFO_DEDUPLICATION = {
     ("sns", "Publish"): ("MessageDeduplicationId", "TopicArn"),
     ("sqs", "SendMessage"): ("MessageDeduplicationId", "QueueUrl"),
 }
-DEDUPLICATION_ID_MAX = 128
 # An idempotency token member without a length limit in its model gets at most this many.
 DEFAULT_TOKEN_MAX = 64
 
@@ -106,20 +105,6 @@ def sdk_action_allowed(allowed: list[str], action: str) -> bool:
     refused by the settings and the template), so the match is exact."""
     wanted = action.lower()
     return any(entry.lower() == wanted for entry in allowed if SDK_ACTION_ENTRY.match(entry))
-
-
-def fit(key: str, limit: int) -> str:
-    """The idempotency key within ``limit`` characters, printable ASCII: the key itself when it
-    fits, else its printable characters cut and hex digits of its SHA-256 (as ``client_token``),
-    so two keys that differ beyond the cut still differ."""
-    if all(33 <= ord(c) <= 126 for c in key) and 0 < len(key) <= limit:
-        return key
-    tail = hashlib.sha256(key.encode()).hexdigest()[: min(16, limit)]
-    room = limit - len(tail) - 1
-    if room <= 0:
-        return tail
-    readable = "".join(c if 33 <= ord(c) <= 126 else "-" for c in key)[:room]
-    return f"{readable}-{tail}"
 
 
 def with_idempotency(
@@ -197,7 +182,6 @@ def sdk_call(ctx: RunContext, client_for: Callable[[str], Any], allow: Any) -> d
 
 
 def _require_listed(allow: Any, name: str, parameter: str, arn: str, what: str) -> None:
-    from jobsched.targets.builtin import NotAllowed
 
     entries = listed(allow, name)
     if not any(fnmatchcase(arn, entry) for entry in entries):
