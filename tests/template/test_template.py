@@ -160,6 +160,11 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
                     assert statement["Condition"] == {
                         "StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}
                     }
+                elif actions == ("kms:GenerateDataKey", "kms:Decrypt"):  # only through the target services
+                    services = statement["Condition"]["StringLike"]["kms:ViaService"]
+                    assert services == [
+                        {"Fn::Sub": f"{s}.*.${{AWS::URLSuffix}}"} for s in ("sqs", "events", "dynamodb")
+                    ]
                 else:
                     assert "Condition" not in statement
     # Staged effects commit in the worker's own transaction: each contained action on its table.
@@ -172,6 +177,7 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         ("states:StartExecution",): ("HasAllowedStateMachines", {"Ref": "AllowedStateMachineArns"}),
         ("ecs:RunTask",): ("HasAllowedTaskDefinitions", {"Ref": "AllowedTaskDefinitionArns"}),
         ("iam:PassRole",): ("HasAllowedTaskRoles", {"Ref": "AllowedTaskRoleArns"}),
+        ("kms:GenerateDataKey", "kms:Decrypt"): ("HasTargetKmsKeys", {"Ref": "TargetKmsKeyArns"}),
     }
     conditions = (
         "HasAllowedQueues",
@@ -181,6 +187,7 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         "HasAllowedStateMachines",
         "HasAllowedTaskDefinitions",
         "HasAllowedTaskRoles",
+        "HasTargetKmsKeys",
     )
     for condition, (_, ref) in zip(conditions, conditional.values(), strict=True):
         assert template["Conditions"][condition] == {
@@ -215,6 +222,7 @@ def test_only_the_outcome_publisher_puts_outcomes_and_only_when_a_bus_is_named(
         "OutcomePublisherIteratorAgeAlarm",
         "OutcomeEventsRejectedAlarm",
         "OutcomeFailureQueueAlarm",
+        "OutcomePublisherLogGroup",
     }
     assert template["Conditions"]["HasOutcomeEventBus"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "OutcomeEventBusName"}, ""]}]
