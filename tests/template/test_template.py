@@ -180,6 +180,7 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         ("kms:GenerateDataKey", "kms:Decrypt"): ("HasTargetKmsKeys", {"Ref": "TargetKmsKeyArns"}),
     }
     conditions = (
+        "HasTargetKmsKeys",
         "HasAllowedQueues",
         "HasAllowedEventBuses",
         "HasAllowedFunctions",
@@ -187,7 +188,6 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         "HasAllowedStateMachines",
         "HasAllowedTaskDefinitions",
         "HasAllowedTaskRoles",
-        "HasTargetKmsKeys",
     )
     for condition, (_, ref) in zip(conditions, conditional.values(), strict=True):
         assert template["Conditions"][condition] == {
