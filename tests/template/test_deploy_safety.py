@@ -125,6 +125,41 @@ def test_each_deployment_alarm_watches_the_version_being_deployed(
     assert Stack(output, ON, attributes).resolve(dimensions["Resource"]) == "name:live"
 
 
+@pytest.mark.parametrize(
+    ("deployment_type", "detector_config"),
+    [
+        ("Canary10Percent5Minutes", "Linear10PercentEvery1Minute"),
+        ("Linear10PercentEvery2Minutes", "Linear10PercentEvery1Minute"),
+        ("AllAtOnce", "AllAtOnce"),
+    ],
+)
+def test_the_detector_s_deployment_runs_its_new_version(
+    template: dict[str, Any], deployment_type: str, detector_config: str
+) -> None:
+    """Invoked once a minute, the detector's new version runs 0.1 x 5 = 0.5 times on average in
+    the default 5-minute canary, and not at all with probability 0.9^5 = 59%. Shifting 10% a
+    minute for 10 minutes, it runs 0.1 + 0.2 + ... + 0.9 = 4.5 times on average and at least once
+    with probability 1 - 0.9 x 0.8 x ... x 0.1 > 99.9%, then takes all the traffic while its
+    alarm still watches. AllAtOnce (dev) stays at once. The other functions keep DeploymentType."""
+    parameters = {"DeploymentType": deployment_type}
+    output = transform(template, parameters)
+    stack = Stack(output, parameters)
+    groups = {
+        function: stack.resolve(
+            output["Resources"][f"{function}DeploymentGroup"]["Properties"]["DeploymentConfigName"]
+        )
+        for function in FUNCTION_IDS
+        if f"{function}DeploymentGroup" in output["Resources"]
+    }
+    assert groups.pop("MissDetectorFunction") == f"CodeDeployDefault.Lambda{detector_config}"
+    assert set(groups.values()) == {f"CodeDeployDefault.Lambda{deployment_type}"}
+    never = 1.0
+    for step in range(1, 10):
+        never *= 1 - step / 10
+    assert sum(step / 10 for step in range(1, 10)) == pytest.approx(4.5)
+    assert 1 - never > 0.999 and 1 - 0.9**5 < 0.5
+
+
 # ---------------------------------------------------------------------------- 10. partitions
 
 
