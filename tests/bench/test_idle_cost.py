@@ -38,3 +38,29 @@ def test_the_idle_trigger_reads_one_shard_per_group(figures: dict[str, idle.Invo
     cfg = SchedulerConfig()
     assert figures["trigger_group"].queries == cfg.shard_count // cfg.groups_per_tick
     assert figures["trigger_tick"].invokes == cfg.groups_per_tick - 1
+
+
+def test_the_idle_stack_all_in_costs_at_most_5_usd_a_month(figures: dict[str, idle.Invocation]) -> None:
+    """Issue 35, item 13: with what the stack costs by being there, each part named. The alarms
+    are counted from template.yaml at its defaults; the dashboard is off by default; an idle stack
+    publishes no zero count (it was Claims, Backlog, LeasesRecovered, ... every minute)."""
+    prices, _ = units.load_prices()
+    cost = idle.usd_per_month(figures, prices)
+    parts = cost["idle_usd_per_month_all_in_parts"]
+    assert set(parts) == {"invocations", "alarms", "dashboard", "custom_metrics"}
+    assert parts["invocations"] == pytest.approx(cost["idle_usd_per_month"], abs=1e-3)
+    assert cost["idle_usd_per_month_all_in"] == pytest.approx(sum(parts.values()), abs=1e-3)
+    assert cost["idle_usd_per_month_all_in"] <= 5.0, cost
+    counts = cost["idle_usd_per_month_all_in_counts"]
+    assert counts["alarms"] == idle.template_resources()["AWS::CloudWatch::Alarm"] >= 16
+    assert parts["alarms"] == pytest.approx(counts["alarms"] * prices["cloudwatch"]["alarm_usd_per_month"])
+    assert counts["dashboards"] == 0 and parts["dashboard"] == 0
+    # Only what an idle minute really counts: the fan-out's group invocations.
+    assert cost["idle_custom_metrics"] == ["GroupsInvoked"], cost["idle_custom_metrics"]
+
+
+def test_the_dashboard_and_the_outcome_alarms_count_when_turned_on() -> None:
+    on = idle.template_resources({"DashboardEnabled": "true", "OutcomeEventBusName": "outcomes"})
+    off = idle.template_resources()
+    assert (off.get("AWS::CloudWatch::Dashboard", 0), on["AWS::CloudWatch::Dashboard"]) == (0, 1)
+    assert on["AWS::CloudWatch::Alarm"] == off["AWS::CloudWatch::Alarm"] + 4

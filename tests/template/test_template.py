@@ -161,6 +161,12 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
                     assert statement["Condition"] == {
                         "StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}
                     }
+                elif actions == ("kms:GenerateDataKey", "kms:Decrypt"):  # only through the target services
+                    services = statement["Condition"]["StringLike"]["kms:ViaService"]
+                    assert services == [
+                        {"Fn::Sub": f"{s}.*.${{AWS::URLSuffix}}"}
+                        for s in ("sqs", "events", "dynamodb", "sns", "kinesis")
+                    ]
                 else:
                     assert "Condition" not in statement
     # Staged effects commit in the worker's own transaction: each contained action on its table.
@@ -180,6 +186,7 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         "HasAllowedTopics": (("sns:Publish",), {"Ref": "AllowedTopicArns"}),
         "HasAllowedStreams": (("kinesis:PutRecord",), {"Ref": "AllowedStreamArns"}),
         "HasAllowedDeadLetterQueues": (("sqs:SendMessage",), {"Ref": "AllowedDeadLetterQueueArns"}),
+        "HasTargetKmsKeys": (("kms:GenerateDataKey", "kms:Decrypt"), {"Ref": "TargetKmsKeyArns"}),
     }
     for condition, (_, ref) in conditional.items():
         ref = {"Ref": "AllowedSdkActions"} if condition == "HasAllowedSdkActions" else ref
@@ -215,6 +222,7 @@ def test_only_the_outcome_publisher_puts_outcomes_and_only_when_a_bus_is_named(
         "OutcomePublisherIteratorAgeAlarm",
         "OutcomeEventsRejectedAlarm",
         "OutcomeFailureQueueAlarm",
+        "OutcomePublisherLogGroup",
     }
     assert template["Conditions"]["HasOutcomeEventBus"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "OutcomeEventBusName"}, ""]}]

@@ -69,7 +69,11 @@ def test_every_function_publishes_a_live_alias_with_a_guarded_deployment(
     shared = template["Globals"]["Function"]["DeploymentPreference"]
     own = template["Resources"][function]["Properties"]["DeploymentPreference"]
     preference = {**shared, **own}  # SAM merges a function's map over the Globals' one
-    assert preference["Type"] == {"Ref": "DeploymentType"}
+    # The detector shifts linearly unless AllAtOnce (issue 35, item 8: test_deploy_safety.py).
+    shifting = {"Fn::If": ["DeployAllAtOnce", "AllAtOnce", "Linear10PercentEvery1Minute"]}
+    assert preference["Type"] == (
+        shifting if function == "MissDetectorFunction" else {"Ref": "DeploymentType"}
+    )
     assert "AllAtOnce" in template["Parameters"]["DeploymentType"]["AllowedValues"]
     assert template["Parameters"]["DeploymentType"]["Default"].startswith(("Canary", "Linear"))
     alarms = [alarm["Ref"] for alarm in preference["Alarms"]]

@@ -16,8 +16,11 @@ Per function, a month (730 hours, AWS's pricing month) of:
 - the worker: no invocation, but Lambda's SQS poller long-polls the empty queue (billed SQS
   requests); the registrar and the outcome publisher: nothing (Lambda's reads of a DynamoDB
   stream are free, and a stack with no jobs writes no record to invoke them with).
-Fixed costs that do not depend on invocations (alarms, the dashboard, custom metrics) are
-reported beside it, not in it: ``idle_fixed_usd_per_month``.
+Fixed costs that do not depend on invocations are added for ``idle_usd_per_month_all_in``
+(issue 35, item 13), each part named: the CloudWatch alarms the template makes at its defaults
+(counted from template.yaml, conditions evaluated), the dashboard (off by default:
+DashboardEnabled), and the custom metrics an idle invocation publishes (none: a zero count is not
+published). What costs nothing idle is listed with its reason. Prices: config/prices.toml.
 """
 
 from __future__ import annotations
@@ -54,12 +57,6 @@ BOTOCORE_CPU_MS_PER_REQUEST = 2.8
 PLATFORM_LOG_BYTES = 450
 # Lambda's SQS poller on an empty queue: five long polls of 20 s each at a time.
 SQS_POLLS_PER_MINUTE = 5 * 3
-PRICES_EXTRA = {
-    "logs_ingestion_usd_per_gb": 0.50,
-    "alarm_usd_per_month": 0.10,
-    "dashboard_usd_per_month": 3.00,  # beyond an account's first three
-    "custom_metric_usd_per_month": 0.30,
-}
 
 
 class CountingStore(MemoryStore):
@@ -173,7 +170,7 @@ def usd_per_month(
     gb_s = float(lam["arm64_gb_second_usd"])
     per_request = float(lam["request_usd_per_million"]) / 1e6
     per_read_unit = float(ddb["read_request_unit_usd_per_million"]) / 1e6
-    per_log_byte = PRICES_EXTRA["logs_ingestion_usd_per_gb"] / 1024**3
+    per_log_byte = float(prices["cloudwatch"]["logs_ingestion_usd_per_gb"]) / 1024**3
     trigger_mb = cpu.template_memory_mb("TriggerMemorySize")
     detector_mb = cpu.FUNCTION_MEMORY_MB
 
@@ -244,9 +241,59 @@ def usd_per_month(
             for name, call in invocations.items()
         },
         "idle_custom_metrics": metrics,
-        "idle_fixed_usd_per_month_note": "not in idle_usd_per_month: CloudWatch alarms ($0.10 each), "
-        "the dashboard ($3 beyond an account's first three) and each custom metric published "
-        "($0.30 a month, pro rata by the hour) are per stack whatever it runs",
+        **all_in(round(sum(by_function.values()), 4), metrics, prices),
+    }
+
+
+def template_resources(parameters: dict[str, str] | None = None) -> dict[str, int]:
+    """How many of each resource type template.yaml makes with ``parameters`` (the defaults
+    otherwise), each resource's Condition evaluated as CloudFormation would."""
+    from jobsched_tools.emulator.provision import load_template
+    from jobsched_tools.iam.policy import Stack
+
+    template = load_template()
+    stack = Stack(template, parameters or {})
+    counts: dict[str, int] = {}
+    for resource in template["Resources"].values():
+        condition = resource.get("Condition")
+        if condition is None or stack.condition(condition):
+            counts[resource["Type"]] = counts.get(resource["Type"], 0) + 1
+    return counts
+
+
+def all_in(
+    invocations_usd: float, custom_metrics: list[str], prices: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """``idle_usd_per_month_all_in``: the invocations' cost plus what the stack costs by being
+    there, at the template's defaults, each part named."""
+    cloudwatch = prices["cloudwatch"]
+    made = template_resources()
+    alarms = made.get("AWS::CloudWatch::Alarm", 0)
+    dashboards = made.get("AWS::CloudWatch::Dashboard", 0)
+    parts = {
+        "invocations": invocations_usd,  # idle_usd_per_month: Lambda, DynamoDB reads, logs, SQS polls
+        "alarms": round(alarms * float(cloudwatch["alarm_usd_per_month"]), 4),
+        # Beyond an account's first three; off at the defaults (DashboardEnabled).
+        "dashboard": round(dashboards * float(cloudwatch["dashboard_usd_per_month"]), 4),
+        "custom_metrics": round(len(custom_metrics) * float(cloudwatch["custom_metric_usd_per_month"]), 4),
+    }
+    return {
+        "idle_usd_per_month_all_in": round(sum(parts.values()), 4),
+        "idle_usd_per_month_all_in_parts": parts,
+        "idle_usd_per_month_all_in_counts": {
+            "alarms": alarms,
+            "dashboards": dashboards,
+            "custom_metrics": len(custom_metrics),
+        },
+        "idle_usd_per_month_all_in_free": {
+            "dynamodb": "on-demand tables bill requests and storage: no item, no charge beyond the "
+            "idle reads counted; point-in-time recovery bills per GB of table size",
+            "eventbridge_rules": "scheduled rules invoking Lambda are not charged "
+            "(https://aws.amazon.com/eventbridge/pricing/)",
+            "codedeploy": "deployments to Lambda are not charged (https://aws.amazon.com/codedeploy/pricing/)",
+            "streams": "Lambda's reads of DynamoDB streams are not charged; no job, no record",
+            "log_storage": "the few MB a month idle at $0.03 per GB-month, kept LogRetentionDays",
+        },
     }
 
 

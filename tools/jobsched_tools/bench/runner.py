@@ -91,6 +91,7 @@ TARGETS = {
     "recovery_s_max": "<= lease + detector period",
     "recovery_s_p50": "<= 1.5 x lease",
     "idle_usd_per_month": "<= 2 (a stack with no jobs, at the template's defaults)",
+    "idle_usd_per_month_all_in": "<= 5 (the same, with its alarms, dashboard and custom metrics)",
 }
 
 

@@ -33,6 +33,12 @@ DEFAULT_PRICES: dict[str, dict[str, Any]] = {
         "arm64_gb_second_usd": 0.0000133334,
     },
     "eventbridge_scheduler": {"invocation_usd_per_million": 1.00},
+    "cloudwatch": {
+        "alarm_usd_per_month": 0.10,
+        "dashboard_usd_per_month": 3.00,
+        "custom_metric_usd_per_month": 0.30,
+        "logs_ingestion_usd_per_gb": 0.50,
+    },
     "baseline": {"usd_per_million_runs": 2.45, "description": "EventBridge Scheduler + Lambda + idempotency"},
 }
 

@@ -203,11 +203,18 @@ class CallRecorder:
         finally:
             self._acting = before
 
-    def declare(self, function: str, action: str, resource: str, origin: str) -> None:
+    def declare(
+        self,
+        function: str,
+        action: str,
+        resource: str,
+        origin: str,
+        context: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         """A call AWS makes with the function's role on its behalf (an event source mapping's
-        polling), which no code here makes."""
+        polling, a service's use of a customer-managed key), which no code here makes."""
         with self._lock:
-            self.calls.append(Call(function, action, resource, origin))
+            self.calls.append(Call(function, action, resource, origin, context))
 
     def record(self, service: str, region: str, operation: str, params: Mapping[str, Any]) -> None:
         function = self._acting
@@ -293,6 +300,8 @@ class Stack:
     region: str = "us-east-1"
     partition: str = "aws"
     name: str = "jobsched"
+    # The UUID that ends the stack's id (AWS::StackId: arn:...:stack/<name>/<uuid>).
+    uuid: str = "1c2fa620-982a-11e3-aff7-50e2416294e0"
 
     def parameter(self, name: str) -> Any:
         spec = self.template.get("Parameters", {}).get(name)
@@ -311,7 +320,9 @@ class Stack:
             "AWS::Region": self.region,
             "AWS::Partition": self.partition,
             "AWS::StackName": self.name,
-            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::URLSuffix": {"aws-cn": "amazonaws.com.cn"}.get(self.partition, "amazonaws.com"),
+            "AWS::StackId": f"arn:{self.partition}:cloudformation:{self.region}:{self.account}:stack/"
+            f"{self.name}/{self.uuid}",
         }
         if name in pseudo:
             return pseudo[name]
@@ -394,7 +405,11 @@ _INTRINSICS: dict[str, Callable[[Stack, Any], Any]] = {
     "Fn::If": _if,
     "Fn::Select": lambda stack, value: stack.resolve(value[1])[int(stack.resolve(value[0]))],
     "Fn::Split": lambda stack, value: str(stack.resolve(value[1])).split(value[0]),
-    "Fn::Equals": lambda stack, value: stack.resolve(value[0]) == stack.resolve(value[1]),
+    # CloudFormation compares the two values as strings: a Number parameter's 0 equals "0".
+    "Fn::Equals": lambda stack, value: str(stack.resolve(value[0])) == str(stack.resolve(value[1])),
+    "Fn::FindInMap": lambda stack, value: stack.template["Mappings"][str(stack.resolve(value[0]))][
+        str(stack.resolve(value[1]))
+    ][str(stack.resolve(value[2]))],
     "Fn::Not": lambda stack, value: not stack.resolve(value[0]),
     "Fn::And": lambda stack, value: all(stack.resolve(item) for item in value),
     "Fn::Or": lambda stack, value: any(stack.resolve(item) for item in value),

@@ -19,6 +19,7 @@ BEGIN_2 = "  # `python -m jobsched_tools.ops.alarms` (the template tests fail wh
 END = "  # END generated alarms"
 
 SQS, LAMBDA, JOBSCHED = "AWS/SQS", "AWS/Lambda", "Jobsched"
+BREACHING, NOT_BREACHING = "breaching", "notBreaching"
 
 
 def queue(logical_id: str) -> tuple[str, str]:
@@ -27,6 +28,19 @@ def queue(logical_id: str) -> tuple[str, str]:
 
 def function(logical_id: str) -> tuple[str, str]:
     return ("FunctionName", f"!Ref {logical_id}")
+
+
+def executed_live_version(logical_id: str) -> tuple[tuple[str, str], ...]:
+    """The function's metrics for invocations through its `live` alias that ran the version this
+    deployment published (Lambda's Resource and ExecutedVersion dimensions, which it sets for alias
+    invocations only: https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-view.html).
+    Everything invokes the alias, so between deployments this is all of the function's traffic;
+    during a canary or linear shift it is only the new version's, so an old version's error cannot
+    roll back a good deployment. The version number is the last field of the version's ARN."""
+    return (
+        ("Resource", f'!Sub "${{{logical_id}}}:live"'),
+        ("ExecutedVersion", f'!Select [7, !Split [":", !Ref {logical_id}.Version]]'),
+    )
 
 
 # The one dimension Powertools EMF metrics carry here: the stack's name (POWERTOOLS_SERVICE_NAME),
@@ -47,6 +61,11 @@ class Alarm:
     period: int = 60
     evaluations: int = 1  # consecutive periods that must all breach
     condition: str | None = None  # the template condition its resource exists under
+    extra_dimensions: tuple[tuple[str, str], ...] = ()
+    comparison: str = "GreaterThanThreshold"
+    # Missing data: no datapoint means nothing to count (not breaching), except for an alarm on
+    # invocations, where no datapoint is the failure it watches for (breaching).
+    missing: str = NOT_BREACHING
 
     def yaml(self) -> str:
         name, value = self.dimension
@@ -59,8 +78,11 @@ class Alarm:
             f"      Namespace: {self.namespace}",
             f"      MetricName: {self.metric}",
             "      Dimensions:",
-            f"        - Name: {name}",
-            f"          Value: {value}",
+            *[
+                line
+                for name, value in ((name, value), *self.extra_dimensions)
+                for line in (f"        - Name: {name}", f"          Value: {value}")
+            ],
             f"      Statistic: {self.statistic}",
             f"      Period: {self.period}",
             f"      EvaluationPeriods: {self.evaluations}",
@@ -69,8 +91,8 @@ class Alarm:
             lines.append(f"      DatapointsToAlarm: {self.evaluations}")
         lines += [
             f"      Threshold: {self.threshold}",
-            "      ComparisonOperator: GreaterThanThreshold",
-            "      TreatMissingData: notBreaching",
+            f"      ComparisonOperator: {self.comparison}",
+            f"      TreatMissingData: {self.missing}",
             "      AlarmActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref AWS::NoValue]",
             "      OKActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref AWS::NoValue]",
         ]
@@ -93,12 +115,19 @@ ALARMS = (
     # group past MaximumEventAgeInSeconds (60), or a failed one (no retries): issue 27 item 11a.
     Alarm("TriggerAsyncEventsDroppedAlarm", "Lambda dropped trigger invocations (ticks or fan-out groups) without running them", LAMBDA, "AsyncEventsDropped", function("TriggerFunction")),  # noqa: E501
     Alarm("MissDetectorAsyncEventsDroppedAlarm", "Lambda dropped miss-detector invocations without running them", LAMBDA, "AsyncEventsDropped", function("MissDetectorFunction")),  # noqa: E501
-    Alarm("TriggerErrorsAlarm", "The trigger function failed", LAMBDA, "Errors", function("TriggerFunction")),
-    Alarm("WorkerErrorsAlarm", "The worker function failed a whole invocation", LAMBDA, "Errors", function("WorkerFunction")),  # noqa: E501
-    Alarm("MissDetectorErrorsAlarm", "The miss detector function failed", LAMBDA, "Errors", function("MissDetectorFunction")),  # noqa: E501
-    Alarm("RegistrarErrorsAlarm", "The registrar function failed a stream batch", LAMBDA, "Errors", function("RegistrarFunction")),  # noqa: E501
+    # The schedules stopped: a disabled rule, a broken deploy, a throttled account. Each function
+    # is invoked every minute (TickRate and DetectorRate are at most 5 minutes), so two 5-minute
+    # periods in a row with no invocation, or no datapoint at all, is the failure (issue 35, item 7).
+    Alarm("TriggerInvocationsAlarm", "The trigger has not been invoked for 10 minutes (its schedule, a deploy, the account's concurrency)", LAMBDA, "Invocations", function("TriggerFunction"), threshold="1", period=300, evaluations=2, comparison="LessThanThreshold", missing=BREACHING),  # noqa: E501
+    Alarm("MissDetectorInvocationsAlarm", "The miss detector has not been invoked for 10 minutes (its schedule, a deploy, the account's concurrency)", LAMBDA, "Invocations", function("MissDetectorFunction"), threshold="1", period=300, evaluations=2, comparison="LessThanThreshold", missing=BREACHING),  # noqa: E501
+    # The deployment alarms (each function's DeploymentPreference): the errors of the version the
+    # deployment published, invoked through the alias (executed_live_version).
+    Alarm("TriggerErrorsAlarm", "The trigger function failed", LAMBDA, "Errors", function("TriggerFunction"), extra_dimensions=executed_live_version("TriggerFunction")),  # noqa: E501
+    Alarm("WorkerErrorsAlarm", "The worker function failed a whole invocation", LAMBDA, "Errors", function("WorkerFunction"), extra_dimensions=executed_live_version("WorkerFunction")),  # noqa: E501
+    Alarm("MissDetectorErrorsAlarm", "The miss detector function failed", LAMBDA, "Errors", function("MissDetectorFunction"), extra_dimensions=executed_live_version("MissDetectorFunction")),  # noqa: E501
+    Alarm("RegistrarErrorsAlarm", "The registrar function failed a stream batch", LAMBDA, "Errors", function("RegistrarFunction"), extra_dimensions=executed_live_version("RegistrarFunction")),  # noqa: E501
     # Outcome events (with an OutcomeEventBusName): late, refused, or expired from the stream.
-    Alarm("OutcomePublisherErrorsAlarm", "The outcome publisher function failed a stream batch", LAMBDA, "Errors", function("OutcomePublisherFunction"), condition=OUTCOMES),  # noqa: E501
+    Alarm("OutcomePublisherErrorsAlarm", "The outcome publisher function failed a stream batch", LAMBDA, "Errors", function("OutcomePublisherFunction"), condition=OUTCOMES, extra_dimensions=executed_live_version("OutcomePublisherFunction")),  # noqa: E501
     Alarm("OutcomePublisherIteratorAgeAlarm", "Outcome events are over 5 minutes late, the bus is not taking them", LAMBDA, "IteratorAge", function("OutcomePublisherFunction"), "Maximum", "300000", evaluations=5, condition=OUTCOMES),  # noqa: E501
     Alarm("OutcomeEventsRejectedAlarm", "The outcome bus refused an outcome event for its content", JOBSCHED, "OutcomeEventsRejected", SERVICE, condition=OUTCOMES),  # noqa: E501
     Alarm("OutcomeFailureQueueAlarm", "Outcome events expired from the runs stream unpublished", SQS, "ApproximateNumberOfMessagesVisible", queue("OutcomeFailureQueue"), "Maximum", condition=OUTCOMES),  # noqa: E501

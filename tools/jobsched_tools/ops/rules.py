@@ -145,6 +145,41 @@ def evaluate(template: Mapping[str, Any], parameters: Mapping[str, Any]) -> list
     return failed
 
 
+def parameter_refusals(template: Mapping[str, Any], parameters: Mapping[str, Any]) -> list[str]:
+    """Why CloudFormation refuses ``parameters`` (each as written; missing ones take the default)
+    before it makes or changes any resource: each parameter's own constraints (``AllowedValues``,
+    ``AllowedPattern`` on the whole value of a String and on each item of a CommaDelimitedList,
+    ``MinValue``/``MaxValue``), then the Rules (``evaluate``).
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/parameters-section-structure.html
+    ("When applied to a parameter of type CommaDelimitedList, the pattern must match each value in
+    the list"). Python's ``re`` stands in for CloudFormation's regular expressions: the patterns
+    use only what both share (classes, groups, alternation, counts, one negative lookahead)."""
+    import re
+
+    refused = []
+    for name, spec in template["Parameters"].items():
+        value = str(parameters.get(name, spec.get("Default", "")))
+        items = (
+            [part.strip() for part in value.split(",")] if spec["Type"] == "CommaDelimitedList" else [value]
+        )
+        allowed = spec.get("AllowedValues")
+        if allowed is not None and value not in [str(v) for v in allowed]:
+            refused.append(f"{name}: {value!r} is not one of its AllowedValues")
+        pattern = spec.get("AllowedPattern")
+        for item in items if pattern else []:
+            if re.fullmatch(pattern, item) is None:
+                refused.append(f"{name}: {item!r} does not match its AllowedPattern")
+        if spec["Type"] == "Number":
+            try:
+                number = float(value)
+            except ValueError:
+                refused.append(f"{name}: {value!r} is not a number")
+                continue
+            if number < spec.get("MinValue", float("-inf")) or number > spec.get("MaxValue", float("inf")):
+                refused.append(f"{name}: {value} is outside its MinValue and MaxValue")
+    return refused + evaluate(template, parameters)
+
+
 def main(argv: list[str]) -> int:
     from jobsched_tools.emulator.provision import find_template
 
