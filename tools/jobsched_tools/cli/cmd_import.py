@@ -19,9 +19,9 @@ from jobsched_tools.deployment import add_target_options
 
 def _cmd_import(args: argparse.Namespace) -> int:
     """Exit status 2 when a schedule could not be imported (or its job was marked invalid)."""
-    from jobsched_tools.importer.eventbridge import plan_schedule, read_schedules
+    from jobsched_tools.importer.eventbridge import load_plans, refuse_shared_job_ids
 
-    plans = [plan_schedule(schedule) for schedule in read_schedules(Path(args.path))]
+    plans = refuse_shared_job_ids(load_plans(Path(args.path)))
     results: list[dict[str, Any]] = []
     ops = None if args.dry_run else _operations(args)
     failed = False
@@ -33,8 +33,17 @@ def _cmd_import(args: argparse.Namespace) -> int:
         elif ops is None:
             entry["action"] = "would register"
         else:
-            entry["action"] = ops.register(plan.job).value
-            job = ops.get(plan.job.job_id)
+            try:
+                entry["action"] = ops.register(plan.job).value
+                job = ops.get(plan.job.job_id)
+            except BrokenPipeError:
+                raise
+            except Exception as exc:  # this schedule's write failed: said, and the others go on
+                entry["action"] = "not imported"
+                entry["blockers"] = [f"the write failed: {type(exc).__name__}: {exc!s:.300}"]
+                failed = True
+                results.append(entry)
+                continue
             if job.get("status") == Registration.INVALID.value:
                 entry["action"] = Registration.INVALID.value
                 entry["blockers"] = list(job.get("invalid_reasons") or [])
