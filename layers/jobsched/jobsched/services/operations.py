@@ -16,7 +16,7 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
 from jobsched.core.run import NOT_RUN, RunKind, check_request_id, manual_run_id, run_id_for, run_key
-from jobsched.core.state import Registration
+from jobsched.core.state import JobStatus, Registration
 from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Update, eq, exists, not_exists
 from jobsched.ports import Store, Telemetry, WorkQueue
@@ -115,7 +115,17 @@ class Operations:
                 remove=absent,
             )
         )
-        return self._registrar.apply(definition.job_id)
+        outcome = self._registrar.apply(definition.job_id)
+        if outcome is Registration.UNCHANGED and _rewrites(current, fields):
+            # Our write changed the job, and the registrar function applied it first (from the
+            # write's stream record): say what the registration now is, not that nothing changed.
+            outcome = self._registration_now(definition.job_id)
+        return outcome
+
+    def _registration_now(self, job_id: str) -> Registration:
+        state = self._store.get(STATE, {"job_id": job_id})
+        status = state.get("status") if state is not None else None
+        return STATUS_REGISTRATION.get(str(status), Registration.UNCHANGED)
 
     def set_enabled(self, job_id: str, enabled: bool) -> Registration:
         try:
@@ -362,6 +372,23 @@ class Operations:
             return JobDefinition.from_item(item)
         except InvalidJob as exc:
             raise ValueError(f"job {job_id} is invalid: {'; '.join(exc.reasons)}") from exc
+
+
+# What a registration is, by the status it left on the job's state item.
+STATUS_REGISTRATION = {
+    JobStatus.ACTIVE.value: Registration.SCHEDULED,
+    JobStatus.PAUSED.value: Registration.PAUSED,
+    JobStatus.INVALID.value: Registration.INVALID,
+    JobStatus.FINISHED.value: Registration.FINISHED,
+    JobStatus.DELETED.value: Registration.DELETED,
+}
+
+
+def _rewrites(current: Item | None, fields: Item) -> bool:
+    """Whether writing ``fields`` (a whole definition) over the job item ``current`` changes it."""
+    if current is None:
+        return True
+    return any(current.get(name) != fields.get(name) for name in {*DEFINITION_FIELDS, *fields})
 
 
 def _view(item: Item, state: Item | None) -> dict[str, Any]:
