@@ -30,7 +30,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from jobsched.targets.registry import HandlerRegistry, RunContext
+from jobsched.targets.registry import HandlerRegistry, PermanentHandlerError, RunContext
 
 
 class AllowLists(Protocol):
@@ -42,8 +42,8 @@ class AllowLists(Protocol):
     allowed_task_role_arns: list[str]
 
 
-class NotAllowed(PermissionError):
-    pass
+class NotAllowed(PermanentHandlerError, PermissionError):
+    """A destination the stack's allow-lists do not name: permanent (the run fails at once)."""
 
 
 def log_payload(ctx: RunContext) -> dict[str, Any]:
@@ -82,20 +82,25 @@ def _queue_arn(queue_url: str) -> str:
     return f"arn:{_partition(region)}:sqs:{region}:{account}:{name}"
 
 
-def _require(allowed: list[str], arn: str, what: str) -> None:
+def _require(allowed: list[str], arn: str, what: str, parameter: str) -> None:
+    """``arn`` must be on ``allowed`` as it is (or the list holds ``*``)."""
     if arn not in allowed and "*" not in allowed:
-        raise NotAllowed(f"{what} {arn} is not in the allowed list; add it to the stack's parameters")
+        raise NotAllowed(_not_allowed(allowed, arn, what, parameter))
 
 
 def _require_match(allowed: list[str], arn: str, what: str, parameter: str) -> None:
     """``arn`` must match an entry of ``allowed`` (IAM's wildcards ``*`` and ``?``, as in the grant
     the same parameter makes)."""
     if not any(fnmatchcase(arn, entry) for entry in allowed):
-        listed = ", ".join(allowed) or "empty: none is allowed"
-        raise NotAllowed(
-            f"{what} {arn} is not allowed: add it to the stack's {parameter} parameter (now {listed}), "
-            "which also grants the worker's role the call"
-        )
+        raise NotAllowed(_not_allowed(allowed, arn, what, parameter))
+
+
+def _not_allowed(allowed: list[str], arn: str, what: str, parameter: str) -> str:
+    listed = ", ".join(allowed) or "empty: none is allowed"
+    return (
+        f"{what} {arn} is not allowed: add it to the stack's {parameter} parameter (now {listed}), "
+        "which also grants the worker's role the call"
+    )
 
 
 def _digest(key: str, length: int) -> str:
@@ -247,7 +252,7 @@ def register_builtins(registry: HandlerRegistry, allow: AllowLists, clients: Any
 
     def sqs_send(ctx: RunContext) -> dict[str, Any]:
         queue_url = str(ctx.payload["queue_url"])
-        _require(current().allowed_queue_arns, _queue_arn(queue_url), "queue")
+        _require(current().allowed_queue_arns, _queue_arn(queue_url), "queue", "AllowedTargetQueueArns")
         response = client("sqs").send_message(
             QueueUrl=queue_url,
             MessageBody=json.dumps(ctx.payload.get("message", {})),
@@ -259,7 +264,7 @@ def register_builtins(registry: HandlerRegistry, allow: AllowLists, clients: Any
         bus = str(ctx.payload.get("event_bus", "default"))
         if not bus.startswith("arn:"):
             raise NotAllowed("event_bus must be an ARN so it can be checked against the allowed list")
-        _require(current().allowed_event_bus_arns, bus, "event bus")
+        _require(current().allowed_event_bus_arns, bus, "event bus", "AllowedEventBusArns")
         detail = {**ctx.payload.get("detail", {}), "idempotency_key": ctx.idempotency_key}
         response = client("events").put_events(
             Entries=[
@@ -277,7 +282,7 @@ def register_builtins(registry: HandlerRegistry, allow: AllowLists, clients: Any
 
     def lambda_invoke(ctx: RunContext) -> dict[str, Any]:
         function = str(ctx.payload["function"])
-        _require(current().allowed_function_arns, function, "function")
+        _require(current().allowed_function_arns, function, "function", "AllowedFunctionArns")
         body = {
             "input": ctx.payload.get("input", {}),
             "idempotency_key": ctx.idempotency_key,

@@ -32,7 +32,14 @@ class RunLogger(Protocol):
     def error(self, msg: object, *args: object, **kwargs: Any) -> None: ...
 
 
-class EffectNotAllowed(PermissionError):
+class PermanentHandlerError(Exception):
+    """A handler's failure no retry can mend: the stack's own configuration refuses the call (a
+    destination or a table not in its allow-lists, which are also the worker's IAM grant). Raised
+    out of a handler, it fails the run at once, with its message, without the retries its job's
+    ``retry`` would give: they would all fail alike until the stack is changed."""
+
+
+class EffectNotAllowed(PermanentHandlerError, PermissionError):
     """A handler staged an effect on a table the stack does not allow (nor grant)."""
 
 
