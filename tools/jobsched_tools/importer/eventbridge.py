@@ -158,11 +158,7 @@ def job_id_for(group: str, name: str) -> str:
       SHA-256 of ``GROUP/NAME``: two ``::``, unique up to a 64-bit digest.
 
     Raises ``Refused`` for names EventBridge Scheduler does not accept."""
-    for what, value in (("GroupName", group), ("Name", name)):
-        if not isinstance(value, str) or not EVENTBRIDGE_NAME.fullmatch(value):
-            raise Refused(
-                f"{what} {value!r:.80} is not an EventBridge Scheduler name (1-64 of 0-9 a-z A-Z - _ .)"
-            )
+    group, name = eventbridge_name(group, "GroupName"), eventbridge_name(name, "Name")
     readable = name if group == DEFAULT_GROUP else f"{group}:{name}"
     if is_job_id(readable):
         return readable
@@ -173,6 +169,14 @@ def job_id_for(group: str, name: str) -> str:
     digest = hashlib.sha256(f"{group}/{name}".encode()).hexdigest()[:_DIGEST_HEX]
     keep = MAX_JOB_ID_CHARS - len(ESCAPE) - 2 - _DIGEST_HEX
     return f"{ESCAPE}{readable[:keep]}::{digest}"
+
+
+def eventbridge_name(value: object, what: str) -> str:
+    """``value`` when it is a name EventBridge Scheduler accepts, else ``Refused``."""
+    if not isinstance(value, str) or not EVENTBRIDGE_NAME.fullmatch(value):
+        rule = "1-64 of 0-9 a-z A-Z - _ ."
+        raise Refused(f"{what} {value!r:.80} is not an EventBridge Scheduler name ({rule})")
+    return value
 
 
 def group_for(group: str) -> str:
@@ -327,9 +331,9 @@ def _one_time(schedule: dict[str, Any]) -> bool:
 def map_names(schedule: dict[str, Any], item: dict[str, Any], plan: PlannedImport) -> None:
     """``Name`` and ``GroupName``: the job id (``job_id_for``) and the job's ``group``, so that
     ``jobsched list --group G`` finds the schedules of group G."""
-    group = schedule.get("GroupName")
-    group = DEFAULT_GROUP if group is None else group
-    item["job_id"] = job_id_for(group, schedule.get("Name"))
+    found = schedule.get("GroupName")
+    group = eventbridge_name(DEFAULT_GROUP if found is None else found, "GroupName")
+    item["job_id"] = job_id_for(group, eventbridge_name(schedule.get("Name"), "Name"))
     item["group"] = group_for(group)
     if item["group"] != group:
         plan.notes.append(f"group {group!r} starts with {group[0]!r}: the job's group is {item['group']!r}")
