@@ -138,8 +138,15 @@ def test_import_and_register_check_the_stack_s_allow_lists(
         shard_count=4,
         allow_lists=ALLOWED,
     )
-    monkeypatch.setattr(cmd_ops, "resolve_target", lambda _args: target)
+    from jobsched_tools.cli import cmd_import
+
+    for module in (cmd_ops, cmd_import):
+        monkeypatch.setattr(module, "resolve_target", lambda _args: target)
     fixtures = Path(__file__).parents[1] / "unit" / "eventbridge_schedules"
+    code, out, _ = run_cli(capsys, resources, "import", str(fixtures / "nightly-sqs.json"), "--dry-run")
+    lines = out.splitlines()
+    assert code == 2 and lines[0].startswith("default/nightly-report -> nightly-report: would be invalid (")
+    assert f"  - cannot: {NOT_ALLOWED}" in lines
     code, out, _ = run_cli(capsys, resources, "import", str(fixtures / "nightly-sqs.json"))
     lines = out.splitlines()
     assert code == 2
