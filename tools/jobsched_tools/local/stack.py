@@ -358,6 +358,7 @@ class LocalStack:
 
     def state(self) -> dict[str, Any]:
         assert self.moto is not None and self.resources is not None
+        settings = self.settings()
         return {
             "endpoint_url": self.moto.endpoint_url,
             "region": REGION,
@@ -376,9 +377,7 @@ class LocalStack:
             "shard_count": self.config().shard_count,
             # The stack's allow-lists: the CLI's --local and the Python API check a job's
             # destination at registration, as this stack's registrar does.
-            "allow_lists": {
-                name: list(getattr(self.settings(), name)) for name in ALLOW_LIST_PARAMETERS.values()
-            },
+            "allow_lists": {name: list(getattr(settings, name)) for name in ALLOW_LIST_PARAMETERS.values()},
             "settings": {
                 k: v for k, v in self.env.items() if k in LOCAL_SETTINGS or k in self.options.settings
             },
