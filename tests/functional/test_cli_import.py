@@ -36,7 +36,8 @@ def test_a_dry_run_shows_the_plan_and_writes_nothing(
     )
     assert "default/bad-cron: not imported" in lines
     assert any(
-        line.startswith("  - note: FlexibleTimeWindow FLEXIBLE (15 min): not supported yet") for line in lines
+        line.startswith("  - note: FlexibleTimeWindow FLEXIBLE (15 min): jitter_seconds 600")
+        for line in lines
     )
     assert lines[-1] == "7 schedules: 1 not imported, 6 would register (dry run: nothing written)"
     code, out, _ = run_cli(capsys, resources, "list", "--json")
@@ -66,3 +67,40 @@ def test_an_import_registers_the_mappable_schedules(
     # Importing again changes nothing, and says so.
     code, out, _ = run_cli(capsys, resources, "import", str(FIXTURES / "nightly-sqs.json"))
     assert code == 0 and out.splitlines()[-1] == "1 schedule: 1 unchanged"
+
+
+def test_a_malformed_schedule_among_good_ones_is_refused_alone_without_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+    resources: Resources,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    good = json.loads((FIXTURES / "nightly-sqs.json").read_text())
+    tags = [{"Key": "team", "Value": "ar"}]
+    billing = {**good, "GroupName": "billing", "Name": "invoice-run", "Tags": tags}
+    many = {**good["Target"], "RetryPolicy": {"MaximumRetryAttempts": "many"}}
+    schedules = [
+        good,
+        {**good, "Name": "bad-start", "StartDate": "soon"},
+        {**good, "Name": "huge-epoch", "StartDate": 1e20},
+        {**good, "Name": "many", "Target": many},
+        {**good, "Name": "window-text", "FlexibleTimeWindow": "OFF"},
+        billing,
+    ]
+    (tmp_path / "all.json").write_text(json.dumps(schedules))
+    (tmp_path / "broken.json").write_text('{"Name": ')
+    code, out, err = run_cli(capsys, resources, "import", str(tmp_path))
+    assert code == 2 and "Traceback" not in out + err and err == ""
+    lines = out.splitlines()
+    assert lines[-1] == "7 schedules: 5 not imported, 2 scheduled"
+    assert "default/bad-start: not imported" in lines
+    assert (
+        "  - cannot: StartDate 'soon': not a date jobsched can read (Invalid isoformat string: 'soon')"
+    ) in lines
+    assert "  - cannot: Target.RetryPolicy.MaximumRetryAttempts 'many': expected a whole number 0-185" in (
+        lines
+    )
+    # The group carries over: list --group finds the job, with its tags.
+    code, out, _ = run_cli(capsys, resources, "list", "--group", "billing", "--json")
+    assert [job["job_id"] for job in json.loads(out)] == ["billing:invoice-run"]
+    code, out, _ = run_cli(capsys, resources, "show", "billing:invoice-run", "--json")
+    assert json.loads(out)["tags"] == {"team": "ar"}

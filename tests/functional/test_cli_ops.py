@@ -89,8 +89,8 @@ def test_register_and_show_action_after_completion(
     code, out, _ = run_cli(capsys, resources, "show", "once")
     assert code == 0 and "action_after_completion: delete" in out.splitlines()
     spec.write_text(json.dumps({**JOB, "job_id": "bad", "action_after_completion": "Delete"}))
-    code, _, err = run_cli(capsys, resources, "register", str(spec))
-    assert code == 2 and 'action_after_completion: must be "none" (keep the job item) or "delete"' in err
+    code, out, _ = run_cli(capsys, resources, "register", str(spec))  # written, marked invalid
+    assert code == 2 and 'action_after_completion: must be "none" (keep the job item) or "delete"' in out
 
 
 def test_trigger_twice_with_one_request_id_runs_once(
@@ -146,18 +146,19 @@ def test_register_accepts_ranges_that_wrap_around(
     assert as_json(out)["status"] == "active" and "next_run_at" in as_json(out)
     # A reversed year range is the one range that cannot wrap.
     spec.write_text(json.dumps({**JOB, "job_id": "years", "schedule": "cron(0 3 * * ? 2030-2026)"}))
-    code, _, err = run_cli(capsys, resources, "register", str(spec))
-    assert code == 2 and "year range 2030-2026 is reversed" in err
+    code, out, _ = run_cli(capsys, resources, "register", str(spec))
+    assert code == 2 and "year range 2030-2026 is reversed" in out
 
 
-def test_invalid_job_is_refused_with_reasons(
+def test_invalid_job_is_marked_invalid_with_every_reason(
     capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
 ) -> None:
     spec = tmp_path / "bad.json"
     spec.write_text(json.dumps({**JOB, "schedule": "cron(0 3 * * 8 *)", "timezone": "Europe/Berln"}))
-    code, _, err = run_cli(capsys, resources, "register", str(spec))
-    assert code == 2
-    assert "timezone: unknown time zone 'Europe/Berln'" in err
+    code, out, err = run_cli(capsys, resources, "register", str(spec))
+    assert (code, err) == (2, "")
+    assert out.splitlines()[0] == "nightly-report: invalid"
+    assert "  - timezone: unknown time zone 'Europe/Berln'" in out.splitlines()
 
 
 def test_unknown_job_and_missing_deployment_are_errors_not_tracebacks(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from harness import MINUTE, T0, Counter, Env, job
 from jobsched.core.clock import ms_to_dt
 from jobsched.core.run import manual_run_id, run_id_for
 from jobsched.core.state import Registration
+from jobsched.core.writes import JOBS
 from jobsched.services.operations import JobNotFound
 
 HOUR = 60 * MINUTE
@@ -114,3 +116,23 @@ def test_delete_stops_the_job_and_keeps_history(env: Env) -> None:
         ops.delete("j1")
     with pytest.raises(JobNotFound):
         ops.trigger("j1")
+
+
+def test_a_new_job_is_never_unchanged_when_the_registrar_function_got_there_first(env: Env) -> None:
+    """The registrar function's stream record for the write can be applied before the API's own
+    registrar step (issue 36, item 7): the API then finds nothing left to change, but the job is
+    new, so it reports what the registration is, never ``unchanged``."""
+    ops = env.ops()
+    stream_registrar = env.registrar()
+    write = env.store.update
+
+    def write_then_stream(op: Any) -> Any:
+        result = write(op)
+        if op.table == JOBS:
+            stream_registrar.apply(op.key["job_id"])  # the registrar function, first
+        return result
+
+    env.store.update = write_then_stream  # type: ignore[method-assign]
+    assert ops.register(job("new")) is Registration.SCHEDULED
+    assert ops.register(job("new", enabled=False)) is Registration.PAUSED  # a change, also first
+    assert ops.register(job("new", enabled=False)) is Registration.UNCHANGED  # nothing written

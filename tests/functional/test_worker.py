@@ -444,3 +444,36 @@ def test_a_handler_that_ignores_its_cancellation_is_abandoned_with_its_sandbox(e
     finally:
         release.set()
         worker_module.SANDBOX_MUST_END.clear()
+
+
+class _AllowNothing:
+    allowed_queue_arns: list[str] = []
+    allowed_event_bus_arns: list[str] = []
+    allowed_function_arns: list[str] = []
+    allowed_state_machine_arns: list[str] = []
+    allowed_task_definition_arns: list[str] = []
+    allowed_task_role_arns: list[str] = []
+
+
+def test_a_destination_the_stack_does_not_allow_fails_the_run_at_once(env: Env) -> None:
+    """``NotAllowed`` is permanent (issue 36, item 2): no attempt can pass the allow-list, so the
+    run fails on its first attempt, with the parameter and the value to add, and no retry."""
+    from jobsched.targets.builtin import register_builtins
+
+    register_builtins(env.registry, _AllowNothing(), clients=lambda _service: None)
+    url = "https://sqs.eu-central-1.amazonaws.com/123456789012/reports"
+    definition = job(
+        "to-queue",
+        "rate(1 hour)",
+        target="sqs_send",
+        payload={"queue_url": url, "message": {}},
+        retry=RetryPolicy(max_attempts=5),
+    )
+    message = one_run(env, definition)
+    assert env.worker().process(message, env.clock.now_ms() + DEADLINE) is Outcome.FAILED
+    run = env.run(message.run_id)
+    assert run["status"] == "failed" and run["attempt"] == 1
+    assert run["last_error"].startswith(
+        "NotAllowed: queue arn:aws:sqs:eu-central-1:123456789012:reports is not allowed: add it to "
+        "the stack's AllowedTargetQueueArns parameter"
+    )

@@ -75,7 +75,9 @@ def test_a_grouped_disabled_flexible_step_functions_schedule() -> None:
         "state_machine": "arn:aws:states:eu-central-1:123456789012:stateMachine:rollup",
         "input": {"window": "1h"},
     }
-    assert any("FlexibleTimeWindow FLEXIBLE (15 min): not supported yet" in note for note in plan.notes)
+    # A 15-minute window: jobsched's longest start window, 10 minutes, said in a note.
+    assert plan.job.jitter_seconds == 600
+    assert any("FlexibleTimeWindow FLEXIBLE (15 min): jitter_seconds 600" in note for note in plan.notes)
 
 
 @pytest.mark.parametrize(

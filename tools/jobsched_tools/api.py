@@ -7,21 +7,29 @@
     ops.register(JobDefinition(job_id="nightly-report", schedule="cron(0 3 * * ? *)",
                                timezone="Europe/Berlin", target="log", payload={"report": "daily"}))
     ops.runs("nightly-report")
+    ops.get("nightly-report")["next_run_at"]  # a datetime (UTC), as the CLI shows it
     # A one-time job whose item is deleted once its run has ended (the runs stay):
     ops.register(JobDefinition(job_id="migrate-once", schedule="at(2026-12-24T18:00:00)",
                                target="log", action_after_completion="delete"))
 
-The CLI's commands are thin wrappers over the same object.
+The CLI's commands are thin wrappers over the same object; what the API returns gives instants
+as ``datetime`` (UTC), where the tables keep epoch milliseconds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from jobsched.core.clock import ms_to_dt
 from jobsched.services.operations import Operations
 
 from jobsched_tools.deployment import LOCAL_STATE_FILE, Target, TargetError, local_target, stack_target
+
+OperationsT = TypeVar("OperationsT", bound=Operations)
 
 
 def connect(
@@ -35,7 +43,7 @@ def connect(
     queue_url: str | None = None,
     shard_count: int | None = None,
     endpoint_url: str | None = None,
-) -> Operations:
+) -> Api:
     """Operations on a deployment: the local stack (``local=True``: the running ``jobsched local``
     that wrote ``state_file``), a CloudFormation stack, or its resources. The shard count must be
     the stack's ShardCount (read from the stack or the state file when omitted). A deployment that
@@ -52,13 +60,51 @@ def connect(
             "which deployment? pass local=True, stack_name=, or jobs_table, state_table, runs_table "
             "and queue_url"
         )
-    return operations_for(target, shard_count)
+    return _build(Api, target, shard_count)
+
+
+class Api(Operations):
+    """``Operations`` whose views give instants as ``datetime``: every ``*_at`` attribute (epoch
+    milliseconds in the tables: ``next_run_at``, ``registered_at``, a run's ``scheduled_at``,
+    ...) and a job's ``start`` and ``end`` (ISO 8601 text in the job item), as ``jobsched show``
+    prints them."""
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        return with_datetimes(super().get(job_id))
+
+    def list_jobs(self, limit: int = 1000) -> list[dict[str, Any]]:
+        return [with_datetimes(view) for view in super().list_jobs(limit)]
+
+    def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        return [with_datetimes(run) for run in super().runs(job_id, limit)]
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        run = super().get_run(run_id)
+        return None if run is None else with_datetimes(run)
+
+
+def with_datetimes(view: dict[str, Any]) -> dict[str, Any]:
+    """``view`` with its instants as aware ``datetime``s (UTC); every other value as it was."""
+    converted = dict(view)
+    for name, value in view.items():
+        if name.endswith("_at") and isinstance(value, int | float) and not isinstance(value, bool):
+            converted[name] = ms_to_dt(int(value))
+        elif name in ("start", "end") and isinstance(value, str):
+            with contextlib.suppress(ValueError):  # an invalid job's text stays, beside its reasons
+                converted[name] = datetime.fromisoformat(value)
+    return converted
 
 
 def operations_for(target: Target, shard_count: int | None = None) -> Operations:
+    """The Operations the CLI uses (the tables' own values: epoch milliseconds)."""
+    return _build(Operations, target, shard_count)
+
+
+def _build(kind: type[OperationsT], target: Target, shard_count: int | None) -> OperationsT:
     from jobsched.adapters.sqs_queue import SqsWorkQueue
     from jobsched.core.config import SchedulerConfig
     from jobsched.runtime.clock import SystemClock
+    from jobsched.targets.builtin import destination_problems
 
     from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
     from jobsched_tools.handlers import checkout_targets
@@ -69,13 +115,18 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
         raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
     store = store_for(target)
     queue = SqsWorkQueue(_client("sqs", target), target.queue_url)
-    return Operations(
+    return kind(
         store,
         queue,
         MemoryTelemetry(),
         SystemClock(),
         SchedulerConfig(shard_count=shards),
         known_targets=checkout_targets(),
+        target_problems=(
+            functools.partial(destination_problems, allow=target.allow_lists)
+            if target.allow_lists is not None
+            else None
+        ),
     )
 
 

@@ -7,7 +7,7 @@ import argparse
 import json
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +19,42 @@ LOCAL_STATE_FILE = ".jobsched-local.json"
 
 class TargetError(RuntimeError):
     pass
+
+
+# The stack's allow-list parameters, as the functions' settings name them (ALLOWED_QUEUE_ARNS is
+# AllowedTargetQueueArns: template.yaml's Globals).
+ALLOW_LIST_PARAMETERS = {
+    "AllowedTargetQueueArns": "allowed_queue_arns",
+    "AllowedEventBusArns": "allowed_event_bus_arns",
+    "AllowedFunctionArns": "allowed_function_arns",
+    "AllowedStateMachineArns": "allowed_state_machine_arns",
+    "AllowedTaskDefinitionArns": "allowed_task_definition_arns",
+    "AllowedTaskRoleArns": "allowed_task_role_arns",
+}
+
+
+@dataclass(eq=False)
+class AllowListValues:
+    """A deployment's allow-lists (targets/builtin.py ``AllowLists``), so the CLI and the Python API
+    check a job's destination at registration as the registrar function does."""
+
+    allowed_queue_arns: list[str] = field(default_factory=list)
+    allowed_event_bus_arns: list[str] = field(default_factory=list)
+    allowed_function_arns: list[str] = field(default_factory=list)
+    allowed_state_machine_arns: list[str] = field(default_factory=list)
+    allowed_task_definition_arns: list[str] = field(default_factory=list)
+    allowed_task_role_arns: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_lists(cls, lists: dict[str, Any]) -> AllowListValues:
+        """From ``{attribute: list or comma-separated text}``; other keys are ignored."""
+
+        def entries(value: Any) -> list[str]:
+            items = value.split(",") if isinstance(value, str) else list(value or [])
+            return [str(item).strip() for item in items if str(item).strip()]
+
+        names = set(ALLOW_LIST_PARAMETERS.values())
+        return cls(**{name: entries(value) for name, value in lists.items() if name in names})
 
 
 @dataclass(frozen=True)
@@ -37,6 +73,9 @@ class Target:
     credentials: tuple[str, str] | None = None
     # The work queue's dead-letter queue (`jobsched dlq redrive`); None when not known.
     dlq_url: str | None = None
+    # The stack's allow-lists (from its parameters or the local stack's state); None when not known
+    # (then only the registrar function checks destinations).
+    allow_lists: AllowListValues | None = None
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -105,12 +144,18 @@ def local_target(path: Path | str = LOCAL_STATE_FILE) -> Target:
                 str(data.get("aws_secret_access_key") or DUMMY_SECRET_ACCESS_KEY),
             ),
             str(data["dead_letter_queue_url"]) if data.get("dead_letter_queue_url") else None,
+            _allow_lists(data.get("allow_lists")),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise TargetError(f"{path} is not a local stack's state file ({exc}): {start}") from exc
     if not _listening(endpoint):
         raise TargetError(f"the local stack in {path} ({endpoint}) is not running: {start}")
     return target
+
+
+def _allow_lists(value: Any) -> AllowListValues | None:
+    """The local stack's allow-lists from its state file (None from a file written before they were)."""
+    return AllowListValues.from_lists(value) if isinstance(value, dict) else None
 
 
 def _listening(endpoint: str) -> bool:
@@ -163,6 +208,11 @@ def stack_target(stack_name: str) -> Target:
             None,
             shards,
             dlq_url=outputs.get("DeadLetterQueueUrl"),
+            allow_lists=AllowListValues.from_lists(
+                {name: parameters[key] for key, name in ALLOW_LIST_PARAMETERS.items() if key in parameters}
+            )
+            if any(key in parameters for key in ALLOW_LIST_PARAMETERS)
+            else None,
         )
     except KeyError as exc:
         raise TargetError(f"stack {stack_name} has no output {exc}: is it a jobsched stack?") from exc

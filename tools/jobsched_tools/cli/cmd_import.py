@@ -14,16 +14,19 @@ from typing import Any
 from jobsched.core.state import Registration
 
 from jobsched_tools.cli.cmd_ops import _guarded, _operations
-from jobsched_tools.deployment import add_target_options
+from jobsched_tools.deployment import TargetError, add_target_options, resolve_target
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
     """Exit status 2 when a schedule could not be imported (or its job was marked invalid)."""
-    from jobsched_tools.importer.eventbridge import plan_schedule, read_schedules
+    from jobsched.targets.builtin import destination_problems
 
-    plans = [plan_schedule(schedule) for schedule in read_schedules(Path(args.path))]
+    from jobsched_tools.importer.eventbridge import load_plans, refuse_shared_job_ids
+
+    plans = refuse_shared_job_ids(load_plans(Path(args.path)))
     results: list[dict[str, Any]] = []
     ops = None if args.dry_run else _operations(args)
+    allow = _allow_lists_if_named(args) if args.dry_run else None
     failed = False
     for plan in plans:
         entry = plan.as_dict()
@@ -31,10 +34,22 @@ def _cmd_import(args: argparse.Namespace) -> int:
             entry["action"] = "not imported"
             failed = True
         elif ops is None:
-            entry["action"] = "would register"
+            problems = destination_problems(plan.job.target, plan.job.payload, allow) if allow else []
+            entry["action"] = "would be invalid" if problems else "would register"
+            entry["blockers"] = problems
+            failed = failed or bool(problems)
         else:
-            entry["action"] = ops.register(plan.job).value
-            job = ops.get(plan.job.job_id)
+            try:
+                entry["action"] = ops.register(plan.job).value
+                job = ops.get(plan.job.job_id)
+            except BrokenPipeError:
+                raise
+            except Exception as exc:  # this schedule's write failed: said, and the others go on
+                entry["action"] = "not imported"
+                entry["blockers"] = [f"the write failed: {type(exc).__name__}: {exc!s:.300}"]
+                failed = True
+                results.append(entry)
+                continue
             if job.get("status") == Registration.INVALID.value:
                 entry["action"] = Registration.INVALID.value
                 entry["blockers"] = list(job.get("invalid_reasons") or [])
@@ -45,6 +60,15 @@ def _cmd_import(args: argparse.Namespace) -> int:
     else:
         print(_human(results, args.dry_run))
     return 2 if failed else 0
+
+
+def _allow_lists_if_named(args: argparse.Namespace) -> Any:
+    """The allow-lists of the deployment the options name, for a dry run to check destinations
+    against; None when no deployment is named or its lists are not known (nothing is checked)."""
+    try:
+        return resolve_target(args).allow_lists
+    except TargetError:
+        return None
 
 
 def _human(results: list[dict[str, Any]], dry_run: bool) -> str:

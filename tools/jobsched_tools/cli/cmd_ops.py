@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jobsched.core.errors import QueueError, StoreError
-from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.job import InvalidJob
 from jobsched.core.state import Registration
 from jobsched.services.operations import JobNotFound, Operations, describe_time
 
@@ -43,30 +43,33 @@ def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> i
 
 
 def _cmd_register(args: argparse.Namespace) -> int:
-    """Each job's registration as the registrar makes it (the same checks, the target's too):
-    ``JOB: scheduled``, or ``JOB: invalid`` with the reasons. Exit status 2 when any job is
-    invalid."""
+    """Each job's registration as the registrar makes it (the same checks, the target's and its
+    destination's too): ``JOB: scheduled``, or ``JOB: invalid`` with every reason at once. An
+    invalid job is written and marked invalid, as put-item's would be; only an item without a
+    valid job id is not written. Each job on its own; exit status 2 when any job is invalid."""
     raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
     items = json.loads(raw)
     results: dict[str, str] = {}
     reasons: dict[str, list[str]] = {}
     ops = _operations(args)
-    for item in items if isinstance(items, list) else [items]:
+    for index, item in enumerate(items if isinstance(items, list) else [items]):
+        if not isinstance(item, dict):
+            results[f"#{index + 1}"] = Registration.INVALID.value
+            reasons[f"#{index + 1}"] = [f"not a job item (a JSON object): {item!r:.80}"]
+            continue
         if isinstance(item.get("payload"), dict):
             item = {**item, "payload": json.dumps(item["payload"])}
+        job_id = str(item.get("job_id", f"#{index + 1}"))
         try:
-            definition = JobDefinition.from_item(item)
-        except InvalidJob as exc:
-            print(f"error: job {item.get('job_id', '?')} is invalid:", file=sys.stderr)
-            for reason in exc.reasons:
-                print(f"  - {reason}", file=sys.stderr)
-            return 2
-        outcome = ops.register(definition).value
-        status = ops.get(definition.job_id).get("status")
-        if status == Registration.INVALID.value:
+            outcome = ops.register(item).value
+        except InvalidJob as exc:  # no valid job id: nothing written
+            results[job_id], reasons[job_id] = Registration.INVALID.value, [*exc.reasons, "(nothing written)"]
+            continue
+        job = ops.get(job_id)
+        if job.get("status") == Registration.INVALID.value:
             outcome = Registration.INVALID.value
-            reasons[definition.job_id] = list(ops.get(definition.job_id).get("invalid_reasons") or [])
-        results[definition.job_id] = outcome
+            reasons[job_id] = list(job.get("invalid_reasons") or [])
+        results[job_id] = outcome
 
     def human(r: dict[str, str]) -> str:
         lines = []

@@ -35,6 +35,7 @@ from jobsched.runtime.clock import SystemClock
 from jobsched.runtime.settings import Settings
 from jobsched.services.operations import Operations
 
+from jobsched_tools.deployment import ALLOW_LIST_PARAMETERS
 from jobsched_tools.emulator.credentials import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, LOCAL_REGION
 from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
 from jobsched_tools.emulator.provision import Resources, load_template, provision
@@ -357,6 +358,7 @@ class LocalStack:
 
     def state(self) -> dict[str, Any]:
         assert self.moto is not None and self.resources is not None
+        settings = self.settings()
         return {
             "endpoint_url": self.moto.endpoint_url,
             "region": REGION,
@@ -373,6 +375,9 @@ class LocalStack:
             "ledger_table": self.ledger_table,
             # The CLI's --local writes jobs with the stack's own shard count (see deployment.py).
             "shard_count": self.config().shard_count,
+            # The stack's allow-lists: the CLI's --local and the Python API check a job's
+            # destination at registration, as this stack's registrar does.
+            "allow_lists": {name: list(getattr(settings, name)) for name in ALLOW_LIST_PARAMETERS.values()},
             "settings": {
                 k: v for k, v in self.env.items() if k in LOCAL_SETTINGS or k in self.options.settings
             },

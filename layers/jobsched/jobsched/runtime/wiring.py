@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger, Metrics
@@ -20,7 +20,7 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.runtime.clock import SystemClock, sleep_ms
 from jobsched.runtime.settings import Settings
 from jobsched.runtime.telemetry import PowertoolsTelemetry, bind_run
-from jobsched.targets.builtin import register_builtins
+from jobsched.targets.builtin import destination_problems, register_builtins
 from jobsched.targets.registry import EffectTables, HandlerRegistry, RunLogger
 
 if TYPE_CHECKING:
@@ -141,6 +141,7 @@ class App:
             self.queue,
             known_targets=registry.names(),
             claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
+            target_problems=partial(destination_problems, allow=self.settings),
         )
 
     def operations(self) -> Operations:

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from jobsched.core.clock import Clock, dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
+from jobsched.core.job import DEFINITION_FIELDS, STATE_FIELDS, InvalidJob, JobDefinition, is_job_id
 from jobsched.core.run import NOT_RUN, RunKind, check_request_id, manual_run_id, run_id_for, run_key
-from jobsched.core.state import Registration
+from jobsched.core.state import JobStatus, Registration
 from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Update, eq, exists, not_exists
 from jobsched.ports import Store, Telemetry, WorkQueue
@@ -81,20 +82,31 @@ class Operations:
         clock: Clock,
         cfg: SchedulerConfig,
         known_targets: Collection[str] | None = None,
+        target_problems: Callable[[str, Mapping[str, Any]], list[str]] | None = None,
     ) -> None:
-        """``known_targets``: the handlers the deployment ships, checked at registration as the
-        registrar function checks them (None: not checked here, only by the registrar)."""
+        """``known_targets``: the handlers the deployment ships, and ``target_problems``: what its
+        allow-lists refuse (targets/builtin.py ``destination_problems`` with the stack's lists),
+        checked at registration as the registrar function checks them (None: not checked here,
+        only by the registrar function)."""
         self._store = store
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
-        self._registrar = Registrar(store, telemetry, clock, cfg, queue, known_targets=known_targets)
+        self._registrar = Registrar(
+            store, telemetry, clock, cfg, queue, known_targets=known_targets, target_problems=target_problems
+        )
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
 
-    def register(self, definition: JobDefinition) -> Registration:
-        """Create or replace a job's definition, keeping its scheduler state and history."""
-        current = self._store.get(JOBS, {"job_id": definition.job_id})
-        fields = definition.to_item()
+    def register(self, definition: JobDefinition | Mapping[str, Any]) -> Registration:
+        """Create or replace a job's definition, keeping its scheduler state and history.
+
+        A job item (a mapping: what ``jobsched register`` reads) that is not a valid definition is
+        written as given and marked invalid by the registrar step with every reason at once (its
+        fields', its target's handler's and its destination's), as the same item written with
+        put-item is. Only an item without a valid ``job_id`` is refused (``InvalidJob``, nothing
+        written): there is no job to mark."""
+        job_id, fields = _definition_fields(definition)
+        current = self._store.get(JOBS, {"job_id": job_id})
         absent = tuple(name for name in DEFINITION_FIELDS if name not in fields)
         why = "someone else changed the definition since we read it: re-run to apply on top of theirs"
         condition: tuple[Cond, ...]
@@ -108,14 +120,24 @@ class Operations:
         self._store.update(
             Update(
                 JOBS,
-                {"job_id": definition.job_id},
+                {"job_id": job_id},
                 condition=condition,
                 label="write definition",
                 set={k: v for k, v in fields.items() if k != "job_id"},
                 remove=absent,
             )
         )
-        return self._registrar.apply(definition.job_id)
+        outcome = self._registrar.apply(job_id)
+        if outcome is Registration.UNCHANGED and _rewrites(current, fields):
+            # Our write changed the job, and the registrar function applied it first (from the
+            # write's stream record): say what the registration now is, not that nothing changed.
+            outcome = self._registration_now(job_id)
+        return outcome
+
+    def _registration_now(self, job_id: str) -> Registration:
+        state = self._store.get(STATE, {"job_id": job_id})
+        status = state.get("status") if state is not None else None
+        return STATUS_REGISTRATION.get(str(status), Registration.UNCHANGED)
 
     def set_enabled(self, job_id: str, enabled: bool) -> Registration:
         try:
@@ -362,6 +384,53 @@ class Operations:
             return JobDefinition.from_item(item)
         except InvalidJob as exc:
             raise ValueError(f"job {job_id} is invalid: {'; '.join(exc.reasons)}") from exc
+
+
+# What a registration is, by the status it left on the job's state item.
+STATUS_REGISTRATION = {
+    JobStatus.ACTIVE.value: Registration.SCHEDULED,
+    JobStatus.PAUSED.value: Registration.PAUSED,
+    JobStatus.INVALID.value: Registration.INVALID,
+    JobStatus.FINISHED.value: Registration.FINISHED,
+    JobStatus.DELETED.value: Registration.DELETED,
+}
+
+
+def _definition_fields(definition: JobDefinition | Mapping[str, Any]) -> tuple[str, Item]:
+    """The job id and the attributes ``register`` writes: a definition's canonical item, a valid
+    job item's too, an invalid one's as given (without the scheduler's own attributes)."""
+    if isinstance(definition, JobDefinition):
+        return definition.job_id, definition.to_item()
+    try:
+        parsed = JobDefinition.from_item(definition)
+    except InvalidJob:
+        job_id = definition.get("job_id")
+        if not is_job_id(job_id):
+            raise
+        fields = {k: _storable(v) for k, v in definition.items() if k not in STATE_FIELDS and v is not None}
+        return str(job_id), fields
+    return parsed.job_id, parsed.to_item()
+
+
+def _storable(value: Any) -> Any:
+    """A JSON value as DynamoDB stores it: a float as an int when whole, else a Decimal (not a
+    number: as text). The registrar reads it back and gives its reasons."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return str(value)
+        return int(value) if value.is_integer() else Decimal(repr(value))
+    if isinstance(value, dict):
+        return {str(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    return value
+
+
+def _rewrites(current: Item | None, fields: Item) -> bool:
+    """Whether writing ``fields`` (a whole definition) over the job item ``current`` changes it."""
+    if current is None:
+        return True
+    return any(current.get(name) != fields.get(name) for name in {*DEFINITION_FIELDS, *fields})
 
 
 def _view(item: Item, state: Item | None) -> dict[str, Any]:

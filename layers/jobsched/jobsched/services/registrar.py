@@ -10,7 +10,7 @@ so its writes cannot start a loop. The rules for each kind of change are ``plan_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from jobsched.core.clock import Clock
@@ -57,6 +57,7 @@ class Registrar:
         known_targets: Collection[str] | None = None,
         report: bool = True,
         claim_now: Callable[[str], object] | None = None,
+        target_problems: Callable[[str, Mapping[str, Any]], list[str]] | None = None,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
@@ -70,6 +71,9 @@ class Registrar:
         # The handlers this deployment ships (the worker's registry): a target naming none of
         # them is invalid at registration, instead of failing every attempt of every run.
         self._known_targets = frozenset(known_targets) if known_targets is not None else None
+        # Why the stack would refuse a valid job's destination at call time (its allow-lists:
+        # targets/builtin.py destination_problems), made an invalid reason here instead.
+        self._target_problems = target_problems
         # The trigger and the miss detector apply the registrar inline when a job item changed
         # unseen; they leave the report on the job item to the registrar function (least
         # privilege: they may only read job items).
@@ -183,15 +187,22 @@ class Registrar:
     def _parse(self, job: Item | None) -> tuple[JobDefinition | None, list[str] | None]:
         if job is None:
             return None, None
+        """The job's definition, or every reason it is invalid at once: the item's own (fields,
+        schedule, zone), its target's handler, and its destination's allow-list."""
+        definition: JobDefinition | None = None
+        reasons: list[str] = []
         try:
             definition = JobDefinition.from_item(job)
         except InvalidJob as exc:
-            return None, exc.reasons
-        if self._known_targets is not None and definition.target not in self._known_targets:
+            reasons += exc.reasons
+        target = definition.target if definition is not None else job.get("target")
+        if self._known_targets is not None and isinstance(target, str) and target not in self._known_targets:
             known = ", ".join(sorted(self._known_targets)) or "none"
-            return None, bound_reasons(
-                [f"target: no handler named {definition.target!r} in this deployment (it has: {known})"]
-            )
+            reasons.append(f"target: no handler named {target!r} in this deployment (it has: {known})")
+        if definition is not None and self._target_problems is not None:
+            reasons += self._target_problems(definition.target, definition.payload)
+        if reasons:
+            return None, bound_reasons(reasons)
         return definition, None
 
     def _switch_definition(

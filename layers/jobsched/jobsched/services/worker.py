@@ -52,7 +52,13 @@ from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage
 from jobsched.services.pausing import Pauser
-from jobsched.targets.registry import EffectTables, HandlerRegistry, RunContext, RunLogger
+from jobsched.targets.registry import (
+    EffectTables,
+    HandlerRegistry,
+    PermanentHandlerError,
+    RunContext,
+    RunLogger,
+)
 
 # A message may arrive up to a second early (SQS delays are whole seconds); within this bound the
 # worker waits out the remainder so the start is on time, beyond it the message is re-sent.
@@ -94,7 +100,8 @@ class HandlerResult:
     ok: bool
     error: str | None = None
     staged: list[WriteOp] = field(default_factory=list)
-    # No attempt can succeed (the target names no handler here): fail now, without retries.
+    # No attempt can succeed (the target names no handler here, or the handler raised a
+    # PermanentHandlerError such as NotAllowed): fail now, without retries.
     permanent: bool = False
     # The worker lost its lease while the handler ran: nothing may be committed.
     fenced: bool = False
@@ -369,6 +376,8 @@ class Worker:
                 outcome["value"] = handler(started.context)
             except Exception as exc:  # a handler's failure is data for the retry policy
                 outcome["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+                # ... unless no retry can mend it (the stack's allow-lists refuse the call).
+                outcome["permanent"] = isinstance(exc, PermanentHandlerError)
             finally:
                 done.set()
 
@@ -404,7 +413,7 @@ class Worker:
             # No attempt could commit what it staged: fail now, never retry.
             return HandlerResult(False, started.context.staging_error, permanent=True)
         if "error" in outcome:
-            return HandlerResult(False, str(outcome["error"]))
+            return HandlerResult(False, str(outcome["error"]), permanent=bool(outcome.get("permanent")))
         return HandlerResult(True, staged=list(started.context.staged))
 
     def finish(self, started: Started, result: HandlerResult) -> Outcome:

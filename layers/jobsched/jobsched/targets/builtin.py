@@ -28,6 +28,7 @@ import os
 import re
 import threading
 import weakref
+from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -81,20 +82,25 @@ def _queue_arn(queue_url: str) -> str:
     return f"arn:{_partition(region)}:sqs:{region}:{account}:{name}"
 
 
-def _require(allowed: list[str], arn: str, what: str) -> None:
+def _require(allowed: list[str], arn: str, what: str, parameter: str) -> None:
+    """``arn`` must be on ``allowed`` as it is (or the list holds ``*``)."""
     if arn not in allowed and "*" not in allowed:
-        raise NotAllowed(f"{what} {arn} is not in the allowed list; add it to the stack's parameters")
+        raise NotAllowed(_not_allowed(allowed, arn, what, parameter))
 
 
 def _require_match(allowed: list[str], arn: str, what: str, parameter: str) -> None:
     """``arn`` must match an entry of ``allowed`` (IAM's wildcards ``*`` and ``?``, as in the grant
     the same parameter makes)."""
     if not any(fnmatchcase(arn, entry) for entry in allowed):
-        listed = ", ".join(allowed) or "empty: none is allowed"
-        raise NotAllowed(
-            f"{what} {arn} is not allowed: add it to the stack's {parameter} parameter (now {listed}), "
-            "which also grants the worker's role the call"
-        )
+        raise NotAllowed(_not_allowed(allowed, arn, what, parameter))
+
+
+def _not_allowed(allowed: list[str], arn: str, what: str, parameter: str) -> str:
+    listed = ", ".join(allowed) or "empty: none is allowed"
+    return (
+        f"{what} {arn} is not allowed: add it to the stack's {parameter} parameter (now {listed}), "
+        "which also grants the worker's role the call"
+    )
 
 
 def _digest(key: str, length: int) -> str:
@@ -163,13 +169,81 @@ def _task_definition_arn_allowed(allowed: list[str], arn: str) -> None:
     _require_match(allowed, candidate, "task definition", "AllowedTaskDefinitionArns")
 
 
-def start_execution(ctx: RunContext, sfn: Any, allow: AllowLists) -> dict[str, Any]:
-    """``sfn_start_execution``: start ``payload["state_machine"]`` with ``payload["input"]``,
-    named after the occurrence (``execution_name``)."""
-    machine = str(ctx.payload["state_machine"])
+# --- destinations: each built-in's allow-list check, made by its handler at call time and by the
+# registrar at registration (``destination_problems``), so both say the same.
+
+
+def check_queue(payload: Mapping[str, Any], allow: AllowLists) -> str:
+    queue_url = str(payload["queue_url"])
+    _require(allow.allowed_queue_arns, _queue_arn(queue_url), "queue", "AllowedTargetQueueArns")
+    return queue_url
+
+
+def check_event_bus(payload: Mapping[str, Any], allow: AllowLists) -> str:
+    bus = str(payload.get("event_bus", "default"))
+    if not bus.startswith("arn:"):
+        raise NotAllowed("event_bus must be an ARN so it can be checked against the allowed list")
+    _require(allow.allowed_event_bus_arns, bus, "event bus", "AllowedEventBusArns")
+    return bus
+
+
+def check_function(payload: Mapping[str, Any], allow: AllowLists) -> str:
+    function = str(payload["function"])
+    _require(allow.allowed_function_arns, function, "function", "AllowedFunctionArns")
+    return function
+
+
+def check_state_machine(payload: Mapping[str, Any], allow: AllowLists) -> str:
+    machine = str(payload["state_machine"])
     if not machine.startswith("arn:"):
         raise NotAllowed("state_machine must be an ARN so it can be checked against the allowed list")
     _require_match(allow.allowed_state_machine_arns, machine, "state machine", "AllowedStateMachineArns")
+    return machine
+
+
+def check_task(payload: Mapping[str, Any], allow: AllowLists) -> str:
+    """The task definition, and the roles ``run_task.overrides`` names."""
+    definition = str(payload["task_definition"])
+    if not definition.startswith("arn:"):
+        raise NotAllowed("task_definition must be an ARN so it can be checked against the allowed list")
+    _task_definition_arn_allowed(allow.allowed_task_definition_arns, definition)
+    overrides = dict(payload.get("run_task") or {}).get("overrides") or {}
+    for field_name in ("taskRoleArn", "executionRoleArn"):
+        if field_name in overrides:
+            role = str(overrides[field_name])
+            _require_match(allow.allowed_task_role_arns, role, "role", "AllowedTaskRoleArns")
+    return definition
+
+
+DESTINATION_CHECKS: dict[str, Callable[[Mapping[str, Any], AllowLists], str]] = {
+    "sqs_send": check_queue,
+    "eventbridge_put": check_event_bus,
+    "lambda_invoke": check_function,
+    "sfn_start_execution": check_state_machine,
+    "ecs_run_task": check_task,
+}
+
+
+def destination_problems(target: str, payload: Mapping[str, Any], allow: AllowLists) -> list[str]:
+    """Why the stack would refuse a built-in target's destination (``NotAllowed``), known before
+    any run: the registrar makes the job invalid with these reasons. A payload without its
+    destination, or another target, has none here (its handler says what is wrong when it runs)."""
+    check = DESTINATION_CHECKS.get(target)
+    if check is None:
+        return []
+    try:
+        check(payload, allow)
+    except NotAllowed as refused:
+        return [f"target: {target}: {refused}"]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return []
+    return []
+
+
+def start_execution(ctx: RunContext, sfn: Any, allow: AllowLists) -> dict[str, Any]:
+    """``sfn_start_execution``: start ``payload["state_machine"]`` with ``payload["input"]``,
+    named after the occurrence (``execution_name``)."""
+    machine = check_state_machine(ctx.payload, allow)
     name = execution_name(ctx.idempotency_key)
     # The same input on every attempt (the definition the run was claimed with), serialised the
     # same way: a Standard workflow then answers a retry with the execution it started.
@@ -190,19 +264,11 @@ def run_task(ctx: RunContext, ecs: Any, allow: AllowLists) -> dict[str, Any]:
     """``ecs_run_task``: run ``payload["task_definition"]`` on ``payload["cluster"]`` with the
     occurrence's ``client_token`` and ``payload["run_task"]``'s other RunTask parameters."""
     cluster = str(ctx.payload["cluster"])
-    definition = str(ctx.payload["task_definition"])
-    if not definition.startswith("arn:"):
-        raise NotAllowed("task_definition must be an ARN so it can be checked against the allowed list")
-    _task_definition_arn_allowed(allow.allowed_task_definition_arns, definition)
+    definition = check_task(ctx.payload, allow)
     extra = dict(ctx.payload.get("run_task", {}))
     unknown = sorted(set(extra) - RUN_TASK_PARAMETERS)
     if unknown:
         raise ValueError(f"run_task: unsupported RunTask parameters {unknown}")
-    overrides = extra.get("overrides") or {}
-    for field_name in ("taskRoleArn", "executionRoleArn"):
-        if field_name in overrides:
-            role = str(overrides[field_name])
-            _require_match(allow.allowed_task_role_arns, role, "role", "AllowedTaskRoleArns")
     token = client_token(ctx.idempotency_key)
     response = ecs.run_task(cluster=cluster, taskDefinition=definition, clientToken=token, **extra)
     tasks = [task["taskArn"] for task in response.get("tasks", [])]
@@ -245,8 +311,7 @@ def register_builtins(registry: HandlerRegistry, allow: AllowLists, clients: Any
             return cache[service]
 
     def sqs_send(ctx: RunContext) -> dict[str, Any]:
-        queue_url = str(ctx.payload["queue_url"])
-        _require(current().allowed_queue_arns, _queue_arn(queue_url), "queue")
+        queue_url = check_queue(ctx.payload, current())
         response = client("sqs").send_message(
             QueueUrl=queue_url,
             MessageBody=json.dumps(ctx.payload.get("message", {})),
@@ -255,10 +320,7 @@ def register_builtins(registry: HandlerRegistry, allow: AllowLists, clients: Any
         return {"message_id": response["MessageId"]}
 
     def eventbridge_put(ctx: RunContext) -> dict[str, Any]:
-        bus = str(ctx.payload.get("event_bus", "default"))
-        if not bus.startswith("arn:"):
-            raise NotAllowed("event_bus must be an ARN so it can be checked against the allowed list")
-        _require(current().allowed_event_bus_arns, bus, "event bus")
+        bus = check_event_bus(ctx.payload, current())
         detail = {**ctx.payload.get("detail", {}), "idempotency_key": ctx.idempotency_key}
         response = client("events").put_events(
             Entries=[
@@ -275,8 +337,7 @@ def register_builtins(registry: HandlerRegistry, allow: AllowLists, clients: Any
         return {"event_id": response["Entries"][0].get("EventId")}
 
     def lambda_invoke(ctx: RunContext) -> dict[str, Any]:
-        function = str(ctx.payload["function"])
-        _require(current().allowed_function_arns, function, "function")
+        function = check_function(ctx.payload, current())
         body = {
             "input": ctx.payload.get("input", {}),
             "idempotency_key": ctx.idempotency_key,

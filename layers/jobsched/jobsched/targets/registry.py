@@ -26,17 +26,24 @@ MAX_STAGED_EFFECTS = DYNAMODB_MAX_TRANSACTION_ITEMS - COMMIT_OPS
 MAX_STAGED_BYTES = DYNAMODB_MAX_TRANSACTION_BYTES - SAFETY_BYTES
 
 
-class NotAllowed(PermissionError):
-    """A target refused its destination: not on the stack's allow-list (a permanent error)."""
-
-
 class RunLogger(Protocol):
     def info(self, msg: object, *args: object, **kwargs: Any) -> None: ...
     def warning(self, msg: object, *args: object, **kwargs: Any) -> None: ...
     def error(self, msg: object, *args: object, **kwargs: Any) -> None: ...
 
 
-class EffectNotAllowed(PermissionError):
+class PermanentHandlerError(Exception):
+    """A handler's failure no retry can mend: the stack's own configuration refuses the call (a
+    destination or a table not in its allow-lists, which are also the worker's IAM grant). Raised
+    out of a handler, it fails the run at once, with its message, without the retries its job's
+    ``retry`` would give: they would all fail alike until the stack is changed."""
+
+
+class NotAllowed(PermanentHandlerError, PermissionError):
+    """A destination the stack's allow-lists do not name: permanent (the run fails at once)."""
+
+
+class EffectNotAllowed(PermanentHandlerError, PermissionError):
     """A handler staged an effect on a table the stack does not allow (nor grant)."""
 
 

@@ -34,7 +34,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from jobsched.core.limits import DEDUPLICATION_ID_MAX, fit
-from jobsched.targets.registry import NotAllowed, RunContext
+from jobsched.targets.registry import NotAllowed, PermanentHandlerError, RunContext
 
 # The universal target's ARN (EventBridge Scheduler's user guide, "Using universal targets").
 UNIVERSAL_ARN = re.compile(
@@ -72,7 +72,7 @@ FIFO_DEDUPLICATION = {
 DEFAULT_TOKEN_MAX = 64
 
 
-class SdkCallRefused(PermissionError):
+class SdkCallRefused(PermanentHandlerError, PermissionError):
     """The call is not on the stack's allow-list (or names no operation)."""
 
 
