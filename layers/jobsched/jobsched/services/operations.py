@@ -14,7 +14,7 @@ from typing import Any
 from jobsched.core.clock import Clock, dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition
+from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition, read_enabled
 from jobsched.core.run import NOT_RUN, RunKind, check_request_id, manual_run_id, run_id_for, run_key
 from jobsched.core.state import Registration
 from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
@@ -192,8 +192,10 @@ class Operations:
             have: dict[str, Any] = tags_here if isinstance(tags_here, dict) else {}
             if any(have.get(key) != value for key, value in wanted.items()):
                 continue
-            if not_enabled is not None and item.get("enabled", True) is not_enabled:
-                continue  # already as asked (a group operation run again goes on from here)
+            if not_enabled is not None and read_enabled(item) is not_enabled:
+                # Already as asked, read as the registrar reads it ("off", 0, "no" are paused):
+                # a group operation run again goes on from here, and counts only what it changes.
+                continue
             found.append(item)
             if len(found) >= limit:
                 break

@@ -27,7 +27,7 @@ from jobsched.core.state import (
     state_schedule,
 )
 from jobsched.core.timing import effective_grace_ms
-from jobsched.core.transitions import register_ops, sized_report_op
+from jobsched.core.transitions import register_ops, sized_report_ops
 from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
@@ -272,24 +272,32 @@ class Registrar:
         """Write the outcome on the job item where it differs from what it says. Returns whether
         a write was made."""
         status = str(plan.set.get("status") or JobStatus.DELETED.value)
-        # Sized to the item (core/transitions.py): a report too large for it is shortened.
-        op = sized_report_op(job, status, reasons, digest, now)
-        if op is not None and _says(job, op):
-            return False
-        try:
-            if op is None:
-                raise RequestTooLarge(f"the job item is {item_size(job)} bytes: no report fits in it")
-            self._store.update(op)
-        except ConditionFailed:
-            return False  # deleted meanwhile: its REMOVE record brings the deletion
-        except RequestTooLarge as exc:
-            # Nothing fits on the item: the reasons go to the log, and the record is not failed
-            # (a retry cannot make the item smaller).
-            self._telemetry.event(
-                "job.report_too_large", str(job["job_id"])[:500], error=str(exc), reasons=reasons
-            )
-            return False
-        return True
+        # Sized to the item (core/transitions.py): the largest report that fits, first; a store
+        # that refuses one for its size gets the next.
+        refused: RequestTooLarge | None = None
+        for op in sized_report_ops(job, status, reasons, digest, now):
+            if _says(job, op):
+                return False
+            try:
+                self._store.update(op)
+            except ConditionFailed:
+                return False  # deleted meanwhile: its REMOVE record brings the deletion
+            except RequestTooLarge as exc:
+                refused = exc
+                continue
+            if reasons and "invalid_reasons" not in op.set:  # the status alone fitted
+                self._telemetry.event(
+                    "job.report_too_large",
+                    str(job["job_id"])[:500],
+                    error=f"only the status fits on the job item ({item_size(job)} bytes)",
+                    reasons=reasons,
+                )
+            return True
+        # Nothing fits on the item: the reasons go to the log, and the record is not failed (a
+        # retry cannot make the item smaller).
+        error = str(refused) if refused else f"the job item is {item_size(job)} bytes: no report fits in it"
+        self._telemetry.event("job.report_too_large", str(job["job_id"])[:500], error=error, reasons=reasons)
+        return False
 
 
 def _says(job: Item, report: Update) -> bool:
