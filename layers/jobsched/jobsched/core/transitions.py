@@ -831,6 +831,12 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
     """Recover a run whose lease expired: redispatch it, as the same attempt if it never started,
     as the next attempt if its worker died, or fail it for good when no attempt is left.
 
+    ``cancel_other``: a run a newer one asked to stop (``cancel_requested``, set by the newer
+    run's buffer write) is not redispatched: it ends ``failed`` as cancelled (``cancelled_error``:
+    no retry, no pause on failure), and the run waiting behind it is promoted by the caller. A
+    redispatch is conditional on no such request (``_not_asked_to_stop``), so a request that
+    lands after the read fails it, and the next look ends the run instead.
+
     Returns the write and the run as it will be after it (to dispatch when pending)."""
     status = RunStatus(run["status"])
     condition = (_run_status(status), _run_token(run["version"]), _lease_as_read(run))
@@ -845,6 +851,10 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
         error = "dispatch lease expired: no worker started the run (message lost or trigger crashed)"
         next_attempt = int(run["attempt"])
         exhausted = after["recoveries"] > MAX_REDISPATCHES
+    if run.get("cancel_requested"):
+        error, exhausted = cancelled_error(str(run["cancel_requested"]), error), True
+    else:
+        condition += (_not_asked_to_stop(),)
     if exhausted:
         update = finish_ops(
             run["run_id"], run["version"], status, RunStatus.FAILED, now, cfg, error, condition[2:]
@@ -878,6 +888,20 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
         remove=("owner",),
     )
     return update, after
+
+
+def _not_asked_to_stop() -> Cond:
+    return not_exists(
+        "cancel_requested",
+        "cancel_other: a newer run asked this one to stop since the read; it must end as "
+        "cancelled, never be handed to a new attempt that runs its handler again",
+    )
+
+
+def cancelled_error(replaced_by: str, error: str) -> str:
+    """The ``last_error`` of a run that ended because ``replaced_by`` asked it to stop
+    (``cancel_other``): the worker's commit and the detector's recovery write the same."""
+    return f"cancelled: {replaced_by} replaces it (overlap cancel_other); {error}"
 
 
 def recheck_op(run: RunItem) -> Update:

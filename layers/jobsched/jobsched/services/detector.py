@@ -54,6 +54,7 @@ class DetectResult(Counters):
     LATEST = frozenset({"backlog"})  # a later sweep's backlog replaces, not adds to, the earlier
     leases_recovered: int = 0
     runs_failed: int = 0
+    runs_cancelled: int = 0  # cancel_other: a dead holder asked to stop, ended as cancelled
     recovery_conflicts: int = 0
     jobs_caught_up: int = 0
     missed_recorded: int = 0
@@ -300,6 +301,19 @@ class MissDetector:
             return None  # throttled or unknown: the lease is still expired next time
         latency = now - int(run["lease_expires_at"])
         result.recovery_latency_ms.append(latency)
+        if after["status"] == RunStatus.FAILED.value and run.get("cancel_requested"):
+            # cancel_other: the run a newer one asked to stop ended with its worker. It ends as
+            # cancelled, as its worker would have ended it: not retried, not a failure (no
+            # Failures, no pause_on_failure); the newer run waiting behind it starts now.
+            result.runs_cancelled += 1
+            self._telemetry.event(
+                "run.cancelled",
+                run["run_id"],
+                error=after["last_error"],
+                by="miss_detector",
+                replaced_by=run["cancel_requested"],
+            )
+            return self._chain.promote_waiting(run["run_id"], now)
         if after["status"] == RunStatus.FAILED.value:
             result.runs_failed += 1
             self._telemetry.event("run.failed", run["run_id"], error=after["last_error"], by="miss_detector")
