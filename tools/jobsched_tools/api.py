@@ -69,6 +69,12 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
         raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
     store = store_for(target)
     queue = SqsWorkQueue(_client("sqs", target), target.queue_url)
+    wake = None
+    if target.detector_function:
+        from jobsched.adapters.lambda_invoker import LambdaDetectorWaker
+
+        # A manual run or a backfill wakes an idle miss detector (services/waking.py).
+        wake = LambdaDetectorWaker(_client("lambda", target), target.detector_function, qualifier="live")
     return Operations(
         store,
         queue,
@@ -76,6 +82,7 @@ def operations_for(target: Target, shard_count: int | None = None) -> Operations
         SystemClock(),
         SchedulerConfig(shard_count=shards),
         known_targets=checkout_targets(),
+        wake_detector=wake,
     )
 
 

@@ -37,6 +37,9 @@ class Target:
     credentials: tuple[str, str] | None = None
     # The work queue's dead-letter queue (`jobsched dlq redrive`); None when not known.
     dlq_url: str | None = None
+    # The miss detector's function, which a manual run or a backfill wakes (its `live` alias,
+    # services/waking.py); None: nothing is woken (the local stack's detector always sweeps).
+    detector_function: str | None = None
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -163,6 +166,7 @@ def stack_target(stack_name: str) -> Target:
             None,
             shards,
             dlq_url=outputs.get("DeadLetterQueueUrl"),
+            detector_function=outputs.get("MissDetectorFunctionName"),
         )
     except KeyError as exc:
         raise TargetError(f"stack {stack_name} has no output {exc}: is it a jobsched stack?") from exc

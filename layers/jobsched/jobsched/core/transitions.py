@@ -839,7 +839,7 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
 
     Returns the write and the run as it will be after it (to dispatch when pending)."""
     status = RunStatus(run["status"])
-    condition = (_run_status(status), _run_token(run["version"]), _lease_as_read(run))
+    condition: tuple[Cond, ...] = (_run_status(status), _run_token(run["version"]), _lease_as_read(run))
     after = dict(run)
     after["version"] = run["version"] + 1
     after["recoveries"] = int(run.get("recoveries", 0)) + 1

@@ -100,14 +100,23 @@ class MissDetector:
         self._pauser = Pauser(store, telemetry, clock)
 
     def sweep(
-        self, invocation_id: str, deadline_ms: int, every_ms: int, sleep_ms: Callable[[int], None]
+        self,
+        invocation_id: str,
+        deadline_ms: int,
+        every_ms: int,
+        sleep_ms: Callable[[int], None],
+        awake_until_ms: int = 0,
     ) -> DetectResult:
         """Run every ``every_ms`` until the deadline: one invocation of a once-a-minute schedule
         (EventBridge's finest rate) then finds a dead worker's lapsed lease within seconds, not
         up to a minute later. Between sweeps it wakes early for the next lease due to lapse, so a
         crashed worker's run is recovered a skew allowance after its lease, not up to a period
         later. Stops early when a run could not finish its work: the backlog is better served by
-        the next invocation's full budget than by a nap."""
+        the next invocation's full budget than by a nap.
+
+        ``awake_until_ms``: an invocation woken for a lease made outside a tick
+        (services/waking.py) does not return idle before then, whatever its first reads of the
+        eventually consistent indexes showed."""
         total = self.run(invocation_id, deadline_ms)
         next_full_at = self._clock.now_ms() + every_ms
         while every_ms > 0:
@@ -122,6 +131,7 @@ class MissDetector:
             lease_wake_at = self._lease_wake_at(started)
             if (
                 self._cfg.detector_idle_return
+                and started >= awake_until_ms
                 and lease_wake_at is None
                 and not self._jobs_due_by(deadline_ms + self._cfg.lookahead_seconds * 1000)
             ):

@@ -24,6 +24,7 @@ from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.paging import query_all, scan_all
 from jobsched.services.registrar import Registrar
+from jobsched.services.waking import DetectorWake, WakeSender
 
 MAX_BACKFILL = 1000
 # How far inside the run records' retention a backfill must stay. A record expires
@@ -81,15 +82,19 @@ class Operations:
         clock: Clock,
         cfg: SchedulerConfig,
         known_targets: Collection[str] | None = None,
+        wake_detector: WakeSender | None = None,
     ) -> None:
         """``known_targets``: the handlers the deployment ships, checked at registration as the
-        registrar function checks them (None: not checked here, only by the registrar)."""
+        registrar function checks them (None: not checked here, only by the registrar).
+        ``wake_detector``: sends the miss detector an invocation when a manual run or a backfill
+        makes a lease (services/waking.py); None: nothing to wake."""
         self._store = store
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
         self._registrar = Registrar(store, telemetry, clock, cfg, queue, known_targets=known_targets)
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
+        self._wake = DetectorWake(wake_detector, telemetry, clock, cfg)
 
     def register(self, definition: JobDefinition) -> Registration:
         """Create or replace a job's definition, keeping its scheduler state and history."""
@@ -252,6 +257,7 @@ class Operations:
             return TriggeredRun(run_id, already_requested=True)  # this request ran already
         self._telemetry.event("run.triggered", run_id, job_id=job_id)
         self._dispatcher.dispatch([{**run, "definition": definition.to_item()}])
+        self._wake.lease_made(run_id)
         return TriggeredRun(run_id)
 
     def backfill(self, job_id: str, start: datetime, end: datetime) -> BackfillResult:
@@ -306,6 +312,8 @@ class Operations:
             outcomes[run["run_id"]] = "created" if was is None else f"rerun (was {was})"
             runs.append({**outcome, "definition": snapshot})
         self._dispatcher.dispatch(runs)
+        if runs:
+            self._wake.lease_made(job_id)
         self._telemetry.event(
             "job.backfilled", job_id, created=len(created), rerun=len(rerun), existed=len(existed)
         )

@@ -33,6 +33,7 @@ from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.settle import Settler, SettleRequest
+from jobsched.services.waking import DetectorWake
 
 TRIES = 4
 
@@ -57,6 +58,7 @@ class Registrar:
         known_targets: Collection[str] | None = None,
         report: bool = True,
         claim_now: Callable[[str], object] | None = None,
+        detector_wake: DetectorWake | None = None,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
@@ -77,6 +79,9 @@ class Registrar:
         # The registrar function claims what a tick would not reach in time (Trigger.claim_now);
         # the inline registrars of the trigger and the detector leave that to their caller.
         self._claim_now = claim_now
+        # A lease this registrar makes outside a tick (a first claim, late runs) wakes an idle
+        # miss detector (services/waking.py); None: nothing to wake (the detector always sweeps).
+        self._wake = detector_wake
 
     def on_stream_record(
         self,
@@ -173,7 +178,9 @@ class Registrar:
             # next tick. Claiming it is a tick's claim, so a failure here only leaves it to the
             # tick (or the miss detector): it is logged, never raised into the stream record.
             try:
-                self._claim_now(job_id)
+                claimed = self._claim_now(job_id)
+                if self._wake is not None and getattr(claimed, "claimed", True):
+                    self._wake.lease_made(job_id)
             except Exception as exc:  # the registration itself has landed
                 self._telemetry.event(
                     "claim.early_failed", job_id, error=f"{type(exc).__name__}: {exc}"[:300]
@@ -245,6 +252,8 @@ class Registrar:
             self._telemetry.metric("MissedRuns", len(settled.missed))
         if settled.to_dispatch and self._dispatcher is not None:
             self._dispatcher.dispatch(settled.to_dispatch)
+            if self._wake is not None:
+                self._wake.lease_made(job_id)
         if settled.lost_race:
             raise _LostRace(f"job {job_id}: the state moved while the old timing was settled")
         if not settled.complete:
