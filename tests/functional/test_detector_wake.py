@@ -177,3 +177,42 @@ def test_one_wake_per_process_per_interval(env: Env) -> None:
 
 def _refuse(_event: dict[str, Any]) -> None:
     raise RuntimeError("throttled")
+
+
+def test_the_cli_wakes_the_stacks_detector_alias(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``jobsched trigger`` against a stack: the stack's ``MissDetectorFunctionName`` output
+    names the function, and its ``live`` alias is invoked asynchronously with the wake's event."""
+    import boto3
+    from jobsched.adapters.lambda_invoker import LambdaDetectorWaker
+    from jobsched_tools.api import operations_for
+    from jobsched_tools.deployment import Target
+    from jobsched_tools.emulator.provision import provision
+    from moto import mock_aws
+
+    sent: list[tuple[str, str | None, dict[str, Any]]] = []
+
+    def record(waker: LambdaDetectorWaker, event: dict[str, Any]) -> None:
+        sent.append((waker.function, waker.qualifier, event))
+
+    monkeypatch.setattr(LambdaDetectorWaker, "__call__", record)
+    with mock_aws():
+        resources = provision(
+            boto3.client("dynamodb", region_name="us-east-1"),
+            boto3.client("sqs", region_name="us-east-1"),
+            "wake",
+        )
+        target = Target(
+            resources.jobs_table,
+            resources.state_table,
+            resources.runs_table,
+            resources.work_queue_url,
+            shard_count=2,
+            region="us-east-1",
+            credentials=("testing", "testing"),
+            detector_function="stack-MissDetectorFunction-x",
+        )
+        ops = operations_for(target)
+        ops.register(job("j", "rate(1 day)", target="log"))
+        run_id = ops.trigger("j", "now")
+    [(function, qualifier, event)] = sent
+    assert (function, qualifier, event["woken_by"]) == ("stack-MissDetectorFunction-x", "live", run_id)
