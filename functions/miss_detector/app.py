@@ -15,7 +15,10 @@ with init_imports():  # the collector paused for the cold start's imports (runti
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-def lambda_handler(_event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     every_ms = app().cfg.detector_sweep_seconds * 1000
-    result = app().detector().sweep(context.aws_request_id, deadline_ms(context), every_ms, sleep_ms)
+    # A wake (services/waking.py) says how long to stay awake; the schedule's event says nothing.
+    awake_until = event.get("awake_until_ms") if isinstance(event, dict) else None
+    until = awake_until if isinstance(awake_until, int) and not isinstance(awake_until, bool) else 0
+    result = app().detector().sweep(context.aws_request_id, deadline_ms(context), every_ms, sleep_ms, until)
     return result.summary()

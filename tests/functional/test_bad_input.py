@@ -13,7 +13,7 @@ from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, RequestTooLarge, item_
 from jobsched.core.run import MAX_RUN_ID_LENGTH, RunKind, RunStatus, manual_run_id, run_id_for
 from jobsched.core.state import Registration
 from jobsched.core.transitions import new_run_item, snapshot_key
-from jobsched.core.writes import JOBS, RUNS, STATE, Put
+from jobsched.core.writes import JOBS, RUNS, STATE, Put, Update
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.messages import PoisonMessage, parse_run_message
@@ -168,8 +168,14 @@ def _huge_invalid_item(job_id: str, size: int) -> dict[str, Any]:
     return item
 
 
-def test_the_reasons_reach_the_person_when_the_full_report_would_not_fit(env: Env) -> None:
-    item = _huge_invalid_item("big", 400_000)
+def test_the_reasons_reach_the_person_when_the_full_report_would_not_fit() -> None:
+    # In memory: moto refuses items past its own 405,000-byte count.
+    with build("memory") as env:
+        _the_reasons_reach_the_person(env)
+
+
+def _the_reasons_reach_the_person(env: Env) -> None:
+    item = _huge_invalid_item("big", DYNAMODB_MAX_ITEM_BYTES - 1_000)  # the full report adds ~1,700
     env.store.write([Put(JOBS, item, (), "person")])
     assert env.registrar().apply("big") is Registration.INVALID  # no exception: delivered once
     reported = env.job_item("big")
@@ -178,6 +184,59 @@ def test_the_reasons_reach_the_person_when_the_full_report_would_not_fit(env: En
     assert "too large" in reason and "bytes" in reason
     assert item_size(reported) <= DYNAMODB_MAX_ITEM_BYTES
     assert env.registrar().apply("big") is Registration.UNCHANGED  # its own report: no loop
+
+
+def _one_reason_item(job_id: str, size: int) -> dict[str, Any]:
+    """An invalid job item of ``size`` bytes with one reason (an unknown attribute holds the bulk):
+    its full report is smaller than the short "too large" one."""
+    item: dict[str, Any] = {**job(job_id).to_item(), "blob": ""}
+    item["blob"] = "b" * (size - item_size(item))
+    assert item_size(item) == size
+    return item
+
+
+@pytest.mark.parametrize("under", [150, 175, 200, 250, 300, 350])
+def test_an_item_just_under_the_limit_gets_the_largest_report_that_fits(under: int) -> None:
+    """Issue 34 item 5: 150-350 bytes under 400 KB, the short "too large" report (longer than
+    the one reason it replaces) does not fit. The person gets the full one-reason report where
+    it fits (from ~165 bytes under), else the status alone with the reason in the log: never
+    nothing. In memory: moto refuses items past its own 405,000-byte count."""
+    with build("memory") as env:
+        item = _one_reason_item("near", DYNAMODB_MAX_ITEM_BYTES - under)
+        env.store.write([Put(JOBS, item, (), "person")])
+        assert env.registrar().apply("near") is Registration.INVALID
+        reported = env.job_item("near")
+        assert reported is not None and reported["status"] == "invalid"
+        assert item_size(reported) <= DYNAMODB_MAX_ITEM_BYTES
+        logged = env.telemetry.named("job.report_too_large")
+        if under >= 175:
+            (reason,) = reported["invalid_reasons"]
+            assert reason.startswith("blob: unknown field") and not logged
+        else:
+            assert "invalid_reasons" not in reported
+            (event,) = logged
+            assert event.fields["reasons"][0].startswith("blob: unknown field")
+        assert env.registrar().apply("near") is Registration.UNCHANGED  # its own report: no loop
+
+
+def test_a_report_the_store_refuses_for_its_size_falls_back_to_the_next(env: Env) -> None:
+    """A store that counts sizes its own way (moto: 405,000 bytes) refuses the largest report:
+    the next one that fits is written."""
+    item = _huge_invalid_item("big", 400_000)  # the full report (20 reasons) adds ~1,700 bytes
+    env.store.write([Put(JOBS, item, (), "person")])
+    store_update = env.store.update
+
+    def refuses_over_401k(op: Update) -> Any:
+        if op.label == "report registration" and item_size({**item, **op.set}) > 401_000:
+            raise RequestTooLarge("the store counts it over its limit")
+        return store_update(op)
+
+    env.store.update = refuses_over_401k  # type: ignore[method-assign]
+    assert env.registrar().apply("big") is Registration.INVALID
+    reported = env.job_item("big")
+    assert reported is not None and reported["status"] == "invalid"
+    (reason,) = reported["invalid_reasons"]
+    assert "too large" in reason and "First of its 20 reasons" in reason
 
 
 def test_an_item_too_large_for_any_report_is_logged_with_its_reasons() -> None:

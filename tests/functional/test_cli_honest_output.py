@@ -144,8 +144,9 @@ def test_show_prints_readable_times_json_values_and_the_reasons_once(
     assert sum("no handler named 'lgo'" in line for line in lines) == 1
     assert lines[-2:] == [
         "why it is invalid:",
-        "  - target: no handler named 'lgo' in this deployment (it has: ecs_run_task, eventbridge_put, "
-        "example.flaky, example.ledger, example.sleep, lambda_invoke, log, sfn_start_execution, sqs_send)",
+        "  - target: no handler named 'lgo' in this deployment (it has: aws_sdk, ecs_run_task, "
+        "eventbridge_put, example.flaky, example.ledger, example.sleep, kinesis_put_record, "
+        "lambda_invoke, log, sfn_start_execution, sns_publish, sqs_send)",
     ]
     assert not any("{'" in line or re.search(r"\b1\d{12}\b", line) for line in lines)
 

@@ -308,3 +308,22 @@ def test_a_bad_value_is_invalid_with_a_reason(mem: Env) -> None:
     [reason] = reported["invalid_reasons"]
     assert reason.startswith('action_after_completion: must be "none" (keep the job item) or "delete"')
     assert "write it in lowercase" in reason
+
+
+def test_a_max_runs_job_registered_again_after_its_delete_runs_again(mem: Env) -> None:
+    """Issue 34 item 2: after ``action_after_completion: delete``, registering the job again
+    starts a new life: its runs count from 0, it runs ``max_runs`` times again and is deleted
+    again, and the log says this life's count; the first life's runs stay as history."""
+    definition = job("few", "rate(1 minute)", max_runs=2, action_after_completion="delete")
+    for life in (1, 2):
+        mem.ops().register(definition)
+        state = mem.state("few")
+        assert state["status"] == "active" and "runs_claimed" not in state
+        run_due(mem, state["next_run_at"] + MINUTE)
+        assert reconcile(mem).jobs_deleted_after_completion == 1
+        assert mem.job_item("few") is None and mem.state("few")["status"] == "deleted"
+        assert len(calls(mem)) == 2 * life
+        event = mem.telemetry.named("job.deleted_after_completion")[-1]
+        assert event.fields["runs_claimed"] == 2 and event.fields["life"] == life
+        mem.clock.set(mem.clock.now_ms() + 5 * MINUTE)
+    assert len(mem.runs_of("few")) == 4 and {r["status"] for r in mem.runs_of("few")} == {"succeeded"}

@@ -5,12 +5,15 @@ pause or resume, reporting what it did."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import Env, build, job
-from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.job import InvalidJob, JobDefinition, read_enabled
+from jobsched.core.state import Registration
+from jobsched.core.writes import JOBS, Update
 from jobsched_tools.emulator.provision import Resources
 from test_cli_ops import as_json, resources, run_cli  # noqa: F401 - the fixture, reused
 
@@ -97,3 +100,35 @@ def test_the_cli_lists_pauses_and_resumes_by_group_and_tag(
     assert code == 2 and "name a JOB" in err
     code, _, err = run_cli(capsys, resources, "pause", "--tag", "team")
     assert code == 2 and "key=value" in err
+
+
+@pytest.mark.parametrize("stored", ["false", "no", "off", "OFF", 0, Decimal(0)])
+def test_jobs_paused_in_any_accepted_form_are_not_paused_again(env: Env, stored: Any) -> None:
+    """Issue 34 item 9: ``enabled`` read one way everywhere. A job a person paused by writing
+    ``enabled`` as ``"off"`` or ``0`` (accepted by the item format) is paused for the registrar,
+    so a group pause neither counts it against ``--max`` nor reports it unchanged."""
+    ops = env.ops()
+    for job_id in ("p1", "p2", "r1"):
+        ops.register(job(job_id, group="billing"))
+    for job_id in ("p1", "p2"):
+        env.store.update(Update(JOBS, {"job_id": job_id}, (), "person pauses", set={"enabled": stored}))
+        assert env.registrar().apply(job_id) is Registration.PAUSED
+        assert read_enabled(env.job_item(job_id) or {}) is False
+    done = ops.set_enabled_where(False, "billing", limit=1)
+    assert done.jobs == {"r1": "paused"} and done.more is False
+    done = ops.set_enabled_where(True, "billing", limit=3)
+    assert done.jobs == {"p1": "scheduled", "p2": "scheduled", "r1": "scheduled"}
+
+
+def test_enabled_is_read_as_the_definition_reads_it() -> None:
+    base = job("j").to_item()
+    for value in ("false", "no", "off", "N", "f", 0, "0", False, Decimal(0)):
+        assert read_enabled({**base, "enabled": value}) is False
+        assert JobDefinition.from_item({**base, "enabled": value}).enabled is False
+    for value in ("true", "yes", "on", 1, Decimal(1), True):
+        assert read_enabled({**base, "enabled": value}) is True
+    assert read_enabled(base) is True  # absent: the default
+    for value in ("maybe", 2, None):
+        assert read_enabled({**base, "enabled": value}) is None
+        with pytest.raises(InvalidJob):
+            JobDefinition.from_item({**base, "enabled": value})

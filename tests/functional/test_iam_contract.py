@@ -97,6 +97,7 @@ PARAMETERS = {
     "AllowedDeadLetterQueueArns": queue_arn(JOB_DLQ),
     "TargetKmsKeyArns": TARGET_KEY,
 }
+DETECTOR_ALIAS = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{STACK_NAME}-MissDetectorFunction:live"
 
 
 def contract_stack(template: dict[str, Any]) -> Stack:
@@ -116,6 +117,7 @@ def contract_stack(template: dict[str, Any]) -> Stack:
         name = f"{PREFIX}-{suffix}"
         url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}"
         resources[logical_id] = {"Ref": url, "Arn": queue_arn(name), "QueueName": name}
+    resources["MissDetectorFunctionAliaslive"] = {"Ref": DETECTOR_ALIAS}  # SAM's AutoPublishAlias
     return Stack(template, PARAMETERS, resources, ACCOUNT, REGION, "aws", STACK_NAME)
 
 
@@ -466,6 +468,7 @@ def recorded() -> Iterator[CallRecorder]:
         "SHARD_COUNT": "2",
         "TRIGGER_GROUPS": "2",
         "TRIGGER_FUNCTION_ARN": TRIGGER_ALIAS,
+        "DETECTOR_FUNCTION_ARN": DETECTOR_ALIAS,
         "STAGED_EFFECT_TABLE_ARNS": table_arn(EFFECTS),
         "ALLOWED_QUEUE_ARNS": queue_arn(TARGET_QUEUE),
         "ALLOWED_STATE_MACHINE_ARNS": STATE_MACHINE,

@@ -89,3 +89,35 @@ def test_the_count_is_read_from_the_state_item_not_the_index_page(env: Env) -> N
     env.detector().run("sweep")
     assert len([r for r in env.runs_of("j") if r["status"] == "pending"]) == 1
     assert env.state("j")["runs_claimed"] == 3
+
+
+def test_a_job_deleted_and_registered_again_starts_a_new_life(env: Env) -> None:
+    """Issue 34 item 2: ``jobsched delete`` then ``register`` again: the count starts at 0 (the
+    register write that re-creates the job starts its next life), the history stays."""
+    ops = env.ops()
+    definition = job("j", "rate(1 minute)", max_runs=1)
+    env.clock.set(T0)
+    ops.register(definition)
+    env.clock.set(T0 + 50_000)
+    env.trigger().tick("t1")
+    env.clock.set(T0 + MINUTE)
+    env.drain(env.worker())
+    (first,) = env.runs_of("j")
+    assert first["status"] == "succeeded" and env.state("j")["status"] == "finished"
+    ops.delete("j")
+    assert env.state("j")["status"] == "deleted"
+    env.clock.set(T0 + 10 * MINUTE)
+    ops.register(definition)
+    state = env.state("j")
+    assert state["status"] == "active" and state["life"] == 2 and "runs_claimed" not in state
+    env.clock.set(state["next_run_at"] - 10_000)
+    env.trigger().tick("t2")
+    env.clock.set(state["next_run_at"])
+    env.drain(env.worker())
+    runs = env.runs_of("j")
+    assert [r["status"] for r in runs] == ["succeeded", "succeeded"]  # the history stays
+    assert runs[1]["run_id"] == first["run_id"]
+    state = env.state("j")
+    assert state["status"] == "finished" and state["runs_claimed"] == 1 and state["life"] == 2
+    env.registrar().apply("j")  # a replayed record: the life goes on, nothing changes
+    assert env.state("j")["version"] == state["version"]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from harness import T0, Env, build, job, register_raw
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.job import RetryPolicy
+from jobsched.core.job import RetryPolicy, definition_digest
 from jobsched.core.transitions import pause_on_failure_op
 from jobsched.core.writes import JOBS, Update
 from jobsched.services.messages import parse_run_message
@@ -108,3 +108,39 @@ def test_the_detector_exhausting_a_run_pauses_the_job(env: Env) -> None:
     assert env.run(message.run_id)["status"] == "failed"
     item = env.job_item("j")
     assert item is not None and item["enabled"] is False and "lease expired" in item["paused_reason"]
+
+
+# Issue 34 item 1: edits of the attributes the pause used not to compare (maps, lists, a map
+# payload). Each lands between the pauser's read of the job item and its pause.
+EDITS: dict[str, Any] = {
+    "retry": {"max_attempts": 5, "backoff_base_seconds": 2, "backoff_max_seconds": 60},
+    "misfire": {"policy": "skip", "grace_seconds": 30, "max_catchup": 10},
+    "tags": {"team": "fixed-it"},
+    "payload": {"url": "https://example.com/fixed", "nested": {"n": 2}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDITS))
+def test_an_edit_between_the_read_and_the_pause_stands(env: Env, name: str) -> None:
+    payload = {"url": "https://example.com/broken", "nested": {"n": 1}}
+    _register(
+        env, pause_on_failure=True, retry=RetryPolicy(max_attempts=1), tags={"team": "a"}, payload=payload
+    )
+    # The payload stored as a map (the item format takes a map or JSON text): the same definition.
+    digest = env.state("j")["def_hash"]
+    env.store.update(Update(JOBS, {"job_id": "j"}, (), "person writes a map", set={"payload": payload}))
+    assert definition_digest(env.job_item("j") or {}) == digest
+    message = _first_message(env)
+    store_update = env.store.update
+
+    def person_edits_first(op: Update) -> Any:
+        if op.label == "pause on failure":  # the pauser read the item already
+            store_update(Update(JOBS, {"job_id": "j"}, (), "person edits", set={name: EDITS[name]}))
+        return store_update(op)
+
+    env.store.update = person_edits_first  # type: ignore[method-assign]
+    assert env.worker().process(message, env.clock.now_ms() + DEADLINE) is Outcome.FAILED
+    item = env.job_item("j")
+    assert item is not None and item["enabled"] is True and "paused_reason" not in item
+    assert item[name] == EDITS[name]
+    assert [e.fields["reason"] for e in env.telemetry.named("job.pause_skipped")] == ["edited meanwhile"]

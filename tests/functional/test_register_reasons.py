@@ -111,9 +111,9 @@ def test_register_prints_every_reason_and_writes_the_job_marked_invalid(
     assert lines[:3] == [
         "two-problems: invalid",
         f"  - {ZONE}",
-        "  - target: no handler named 'lgo' in this deployment (it has: aws_sdk, ecs_run_task, eventbridge_put, "
-        "example.flaky, example.ledger, example.sleep, kinesis_put_record, lambda_invoke, log, "
-        "sfn_start_execution, sns_publish, sqs_send)",
+        "  - target: no handler named 'lgo' in this deployment (it has: aws_sdk, ecs_run_task, "
+        "eventbridge_put, example.flaky, example.ledger, example.sleep, kinesis_put_record, "
+        "lambda_invoke, log, sfn_start_execution, sns_publish, sqs_send)",
     ]
     assert lines[3:] == ["fine: scheduled"]  # the next job is registered all the same
     code, out, _ = run_cli(capsys, resources, "show", "two-problems", "--json")

@@ -149,6 +149,17 @@ MUTANT_RUNS = {
         "record_overwritten",
     ),
     "completion": (ChaosConfig(seed=1, jobs=30, hours=2), "deleted_before_complete"),
+    # Issue 34 item 3: a newer run of a cancel_other job asks a dead holder to stop between the
+    # detector's read and its recovery write.
+    "cancel": (
+        ChaosConfig(
+            seed=5,
+            jobs=20,
+            hours=1,
+            faults=FaultRates(worker_crash_mid_handler=0.3, cancel_races_recovery=1.0),
+        ),
+        "cancelled_run_redispatched",
+    ),
 }
 
 
@@ -177,6 +188,7 @@ def test_the_cli_offers_every_mutant() -> None:
         "walk",
         "overtake",
         "completion",
+        "cancel",
     }
     source = Path(cmd_chaos.__file__).read_text()
     assert all(f'"{name}"' in source for name in MUTANTS)

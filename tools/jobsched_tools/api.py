@@ -115,6 +115,12 @@ def _build(kind: type[OperationsT], target: Target, shard_count: int | None) -> 
         raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
     store = store_for(target)
     queue = SqsWorkQueue(_client("sqs", target), target.queue_url)
+    wake = None
+    if target.detector_function:
+        from jobsched.adapters.lambda_invoker import LambdaDetectorWaker
+
+        # A manual run or a backfill wakes an idle miss detector (services/waking.py).
+        wake = LambdaDetectorWaker(_client("lambda", target), target.detector_function, qualifier="live")
     return kind(
         store,
         queue,
@@ -127,6 +133,7 @@ def _build(kind: type[OperationsT], target: Target, shard_count: int | None) -> 
             if target.allow_lists is not None
             else None
         ),
+        wake_detector=wake,
     )
 
 

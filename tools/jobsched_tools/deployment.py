@@ -76,6 +76,9 @@ class Target:
     # The stack's allow-lists (from its parameters or the local stack's state); None when not known
     # (then only the registrar function checks destinations).
     allow_lists: AllowListValues | None = None
+    # The miss detector's function, which a manual run or a backfill wakes (its `live` alias,
+    # services/waking.py); None: nothing is woken (the local stack's detector always sweeps).
+    detector_function: str | None = None
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -213,6 +216,7 @@ def stack_target(stack_name: str) -> Target:
             )
             if any(key in parameters for key in ALLOW_LIST_PARAMETERS)
             else None,
+            detector_function=outputs.get("MissDetectorFunctionName"),
         )
     except KeyError as exc:
         raise TargetError(f"stack {stack_name} has no output {exc}: is it a jobsched stack?") from exc

@@ -37,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "walk",
             "overtake",
             "completion",
+            "cancel",
         ),
         help="remove one condition on purpose; the run must then report violations (sim/mutants.py)",
     )

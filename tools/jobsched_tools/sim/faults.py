@@ -359,6 +359,12 @@ class FaultyStore:
         unfinished = status not in ("succeeded", "failed", "skipped", "missed", "cancelled")
         if unfinished and not all(name in after for name in ("lease_expires_at", "check_at", "lease_shard")):
             self._violate("run_without_lease", run_id, f"{status} after {self.actor}'s {label}")
+        asked_to_stop = before.get("cancel_requested") if before is not None else None
+        if label == "recover run" and asked_to_stop and status == "pending":
+            # cancel_other: a run asked to stop is ended as cancelled, never run again.
+            self._violate(
+                "cancelled_run_redispatched", run_id, f"asked to stop by {asked_to_stop}, sent again"
+            )
         if label == "recover run" and before is not None:
             renewed = int(before.get("lease_expires_at") or 0)
             if renewed > now + self.skew_bound_ms:

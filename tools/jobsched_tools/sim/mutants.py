@@ -36,6 +36,8 @@ MUTANTS: dict[str, str] = {
     "came due starts beside that manual run (overlap_violated)",
     "completion": "the delete after completion's every-run-ended: a finished job's item is deleted "
     "while its last run is still pending or running (deleted_before_complete)",
+    "cancel": "recovery's no-cancel-request: a cancel_other holder asked to stop after the "
+    "detector read it is redispatched, and its handler runs again (cancelled_run_redispatched)",
 }
 
 
@@ -145,6 +147,8 @@ def mutant(name: str) -> Iterator[None]:
         patches += [(transitions, "claim_ops", unversioned), (trigger, "claim_ops", unversioned)]
     elif name in ("heartbeat", "settle", "overtake", "completion"):
         patches.append(_service_patch(name))
+    elif name == "cancel":
+        patches.append((transitions, "_not_asked_to_stop", lambda: _holds("no cancel-request check")))
     elif name == "walk":
         patches.append((chain, "chain_step", _failed_frees_the_turn(policies.chain_step)))
     else:

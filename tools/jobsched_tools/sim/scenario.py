@@ -54,6 +54,9 @@ class FaultRates:
     worker_stall: float = 0.03  # per invocation: frozen past its lease, then goes on heartbeating
     heartbeat_races_recovery: float = 0.5  # a stalled worker's late heartbeat lands between the
     # detector's read of its lapsed lease and the recovery write
+    cancel_races_recovery: float = 0.0  # cancel_other: a person's manual run starts between the
+    # detector's read of a holder's lapsed lease and the recovery, and asks the holder to stop
+    # (issue 34 item 3). Off by default: it would move the default run's random draws.
     clock_skew_max_ms: int = 5_000  # each actor's clock is off by up to this
     detector_overloads: int = 2  # stretches with a tiny detector_max_items
     trigger_outages: int = 2  # stretches of 20-90 minutes with no ticks

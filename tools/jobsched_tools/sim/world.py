@@ -23,8 +23,9 @@ from typing import Any, TypeVar
 from jobsched.core.clock import ManualClock, SkewedClock, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import QueueError, StoreError
+from jobsched.core.job import OverlapPolicy
 from jobsched.core.policies import UNFINISHED
-from jobsched.core.run import MAX_RUN_ID_LENGTH, RunMessage, manual_run_id
+from jobsched.core.run import MAX_RUN_ID_LENGTH, RunMessage, manual_run_id, run_key
 from jobsched.core.transitions import snapshot_key
 from jobsched.core.writes import JOBS, RUNS, STATE, Put, Update, not_exists
 from jobsched.ports import Store
@@ -607,7 +608,9 @@ class World:
 
     def _heartbeat_races_recovery(self, run_id: str) -> None:
         """Called just before the detector's recovery write: a stalled worker's late heartbeat
-        may land in between (the race the recovery's lease-as-read condition stops)."""
+        may land in between (the race the recovery's lease-as-read condition stops), or a newer
+        run of a ``cancel_other`` job may ask the holder to stop (``_cancel_races_recovery``)."""
+        self._cancel_races_recovery(run_id)
         inv = self.live.get(run_id)
         now = self.clock.now_ms()
         if inv is None or inv.started is None or inv.stalled_until is None or now >= inv.stalled_until:
@@ -617,6 +620,24 @@ class World:
         inv.stalled_until = None
         started = inv.started
         self.call(inv.name, lambda: inv.worker.heartbeat(started), run_id)
+
+    def _cancel_races_recovery(self, run_id: str) -> None:
+        """A person's manual run of a ``cancel_other`` job, delivered at once: its walk finds the
+        holder still running (its lease lapsed, the recovery not landed yet) and parks behind it,
+        asking it to stop, between the detector's read and its write (the race the recovery's
+        no-cancel-request condition stops: issue 34 item 3)."""
+        if self.rates.cancel_races_recovery <= 0:
+            return  # no draw: the default run's random sequence stays as it was
+        holder = self.store.inner.get(RUNS, run_key(run_id))
+        job = self.by_id.get(str((holder or {}).get("job_id")))
+        if holder is None or job is None or holder.get("status") != "running":
+            return
+        if job.definition.overlap is not OverlapPolicy.CANCEL_OTHER or "cancel_requested" in holder:
+            return
+        if not self.roll("cancel_races_recovery", self.rates.cancel_races_recovery, run_id):
+            return
+        self._manual_run(job.definition.job_id)
+        self._poll()
 
     # --- the jobs table's stream and the registrar -------------------------------------------------
 

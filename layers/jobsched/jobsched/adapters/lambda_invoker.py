@@ -39,3 +39,37 @@ class LambdaGroupInvoker:
         status = response.get("StatusCode")
         if status != ACCEPTED:
             raise InvokeError(f"{self.function_arn}: status {status}, expected {ACCEPTED}")
+
+
+class LambdaDetectorWaker:
+    """Wakes the miss detector (services/waking.py): one asynchronous ``Invoke`` of its function
+    (its ``live`` alias, or ``qualifier``) with the wake's event. The detector's EventInvokeConfig
+    (no retries, events older than 60 s dropped) applies: a lost wake leaves the run to the next
+    scheduled invocation."""
+
+    def __init__(self, client: LambdaClient, function: str, qualifier: str | None = None) -> None:
+        if not function:
+            raise ValueError("the miss detector's function is needed to wake it")
+        self.client = client
+        self.function = function
+        self.qualifier = qualifier
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        payload = json.dumps(event).encode()
+        try:
+            if self.qualifier:
+                response = self.client.invoke(
+                    FunctionName=self.function,
+                    InvocationType="Event",
+                    Payload=payload,
+                    Qualifier=self.qualifier,
+                )
+            else:
+                response = self.client.invoke(
+                    FunctionName=self.function, InvocationType="Event", Payload=payload
+                )
+        except (BotoCoreError, ClientError) as exc:
+            raise InvokeError(f"{self.function}: {exc}") from exc
+        status = response.get("StatusCode")
+        if status != ACCEPTED:
+            raise InvokeError(f"{self.function}: status {status}, expected {ACCEPTED}")

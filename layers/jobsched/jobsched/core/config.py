@@ -77,8 +77,9 @@ class SchedulerConfig(BaseModel):
         True,
         description="A detector invocation that finds no lease held and no job due before its "
         "deadline plus the lookahead returns after its first sweep (an idle stack then costs "
-        "~$1.5 a month, not ~$16); a lease created after it returned (a new job's first claim by "
-        "the registrar, a manual run) waits for the next invocation. False: always sweep.",
+        "~$1.5 a month, not ~$16); a lease made after it returned by anything but a tick (a new "
+        "job's first claim by the registrar, a manual run) wakes it (services/waking.py). False: "
+        "always sweep.",
     )
     detector_degrade_backlog: int = Field(
         5000,

@@ -28,7 +28,15 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import from_json
 
 from jobsched.core.schedule import HORIZON_END, Schedule, ScheduleError, load_zone, parse_schedule
@@ -248,6 +256,12 @@ class JobDefinition(_Strict):
                 )
         return value
 
+    @field_validator("enabled", mode="before")
+    @classmethod
+    def _enabled_read_one_way(cls, value: Any) -> Any:
+        read = enabled_value(value)
+        return value if read is None else read  # unreadable: pydantic's own reason
+
     @field_validator("action_after_completion", mode="before")
     @classmethod
     def _known_action(cls, value: Any) -> Any:
@@ -429,6 +443,27 @@ class JobDefinition(_Strict):
         if reasons:
             raise InvalidJob(reasons)
         return definition
+
+
+_BOOL = TypeAdapter(bool)
+
+
+def enabled_value(value: Any) -> bool | None:
+    """An ``enabled`` value as the item format reads it: pydantic's lax bool (true/false, 0/1,
+    and the strings true/false, yes/no, on/off, t/f, y/n, 1/0 in any case; a DynamoDB number as
+    its integer), or None when the format refuses it (the item is invalid). The one reading of
+    ``enabled``: the definition's (``JobDefinition.enabled``) and every reader of a raw job item
+    (``read_enabled``) go through it, so a job stored with ``"off"`` or ``0`` is paused for all."""
+    try:
+        return _BOOL.validate_python(plain_values(value))
+    except ValidationError:
+        return None
+
+
+def read_enabled(item: Mapping[str, Any]) -> bool | None:
+    """Whether a raw job item is enabled (absent: the default, enabled), read as its definition
+    reads it (``enabled_value``); None when its ``enabled`` is not a value the format accepts."""
+    return True if "enabled" not in item else enabled_value(item["enabled"])
 
 
 class InvalidJob(ValueError):

@@ -149,7 +149,40 @@ def plan_registration(
     due, also those that came due while the change travelled to the registrar (the trigger
     claims them late, or the miss detector settles them under the misfire policy)."""
     at = change_time(state, now, changed_at)
-    return replace(_plan(state, definition, digest, at, shard_count, invalid_reason), changed_at=at)
+    life = new_life(state, digest)
+    if life is None:
+        return replace(_plan(state, definition, digest, at, shard_count, invalid_reason), changed_at=at)
+    # A job item over a deleted state: created anew. Its new life is planned as the state will
+    # be after this write (no runs counted yet), and written in the same conditional write.
+    fresh = {name: value for name, value in (state or {}).items() if name not in LIFE_ATTRIBUTES}
+    plan = _plan(fresh, definition, digest, at, shard_count, invalid_reason)
+    return replace(
+        plan,
+        set={**plan.set, "life": life},
+        remove=tuple(dict.fromkeys((*plan.remove, *LIFE_ATTRIBUTES))),
+        changed_at=at,
+    )
+
+
+# What a job's life counts, and a re-created job starts again from nothing: ``max_runs``'s count.
+# Its history (the runs, ``last_scheduled_at``, the chain's end) outlives it.
+LIFE_ATTRIBUTES = ("runs_claimed",)
+
+
+def life_of(state: Item | None) -> int:
+    """Which life of its job id the state follows: 1 for the first (no ``life`` written)."""
+    return int((state or {}).get("life") or 1)
+
+
+def new_life(state: Item | None, digest: str | None) -> int | None:
+    """The life a registration starts, or None: it goes on with the state's. A job item that
+    exists over a ``deleted`` state was created anew (deleted after completion, by ``jobsched
+    delete`` or by a person, and registered again): its life is the next one. The registrar
+    applies a delete at once (``Operations.delete``, the delete after completion) or from the
+    REMOVE record, so the state is ``deleted`` before the job item comes back."""
+    if state is None or digest is None or state.get("status") != JobStatus.DELETED.value:
+        return None
+    return life_of(state) + 1
 
 
 def _plan(

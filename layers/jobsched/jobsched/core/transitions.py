@@ -462,31 +462,32 @@ def report_op(job_id: str, status: str, reasons: list[str] | None, def_hash: str
     )
 
 
-# The registrar's full report keeps the job item this far below DynamoDB's item limit (for what
-# another store's count of the size may add, see core/limits.py).
-REPORT_ITEM_BUDGET = DYNAMODB_MAX_ITEM_BYTES - SAFETY_BYTES
-
-
-def sized_report_op(
+def sized_report_ops(
     job: Item, status: str, reasons: list[str] | None, def_hash: str, now: int
-) -> Update | None:
-    """``report_op`` for this job item, sized so that the person always gets a reason: the full
-    report when the item with it stays within ``REPORT_ITEM_BUDGET``; else a short one, one
-    reason saying by how many bytes the item is too large for its report (and its first reason),
-    when that fits within DynamoDB's limit; else None: nothing can be added to the item."""
+) -> list[Update]:
+    """``report_op`` for this job item, sized so that the person always gets the most it can:
+    every report that keeps the item within DynamoDB's item limit (``DYNAMODB_MAX_ITEM_BYTES``,
+    attribute names included), the most complete first. In that order: the full report; a short
+    one, one reason saying that the item is too large for its full report, with its first reason;
+    that reason alone; the status alone (the reasons then go to the log). Each is tried in turn,
+    so the one written is the largest that fits, whichever is larger than which (near the limit,
+    a one-reason full report is smaller than the short one); the caller goes on to the next when
+    a store refuses one for its size (moto counts sizes its own way). Empty: nothing can be
+    added to the item."""
     job_id = str(job["job_id"])
     full = report_op(job_id, status, reasons, def_hash, now)
     size = item_size(_after(job, full))
-    if size <= REPORT_ITEM_BUDGET:
-        return full
-    first = f" First of its {len(reasons)} reasons: {reasons[0]}" if reasons else ""
+    if size <= DYNAMODB_MAX_ITEM_BYTES - SAFETY_BYTES:
+        return [full]  # far from the limit: no other report is needed
+    over = f" by {size - DYNAMODB_MAX_ITEM_BYTES} bytes" if size > DYNAMODB_MAX_ITEM_BYTES else ""
     why = (
-        f"the job item is too large for its report by {size - REPORT_ITEM_BUDGET} bytes ({size} bytes "
-        f"with it, at most {REPORT_ITEM_BUDGET}: DynamoDB's item limit is 400 KB, attribute names "
-        f"included); make it smaller.{first}"
+        f"the job item is too large for its full report{over} ({size} bytes with it; DynamoDB's item "
+        f"limit is 400 KB, {DYNAMODB_MAX_ITEM_BYTES} bytes, attribute names included); make it smaller."
     )
-    short = report_op(job_id, status, bound_reasons([why]), def_hash, now)
-    return short if item_size(_after(job, short)) <= DYNAMODB_MAX_ITEM_BYTES else None
+    first = f" First of its {len(reasons)} reasons: {reasons[0]}" if reasons else ""
+    shorts = [report_op(job_id, status, bound_reasons([text]), def_hash, now) for text in (why + first, why)]
+    candidates = [full, *shorts, report_op(job_id, status, None, def_hash, now)]
+    return [op for op in candidates if item_size(_after(job, op)) <= DYNAMODB_MAX_ITEM_BYTES]
 
 
 def _after(item: Item, update: Update) -> Item:
@@ -496,45 +497,32 @@ def _after(item: Item, update: Update) -> Item:
     return after
 
 
-# Definition attributes a pause is conditional on, as read (scalars: DynamoDB compares them with
-# "="; a person's edit of any of them between the read and the pause fails the pause).
-_AS_READ_FIELDS = (
-    "schedule",
-    "timezone",
-    "start",
-    "end",
-    "target",
-    "payload",
-    "timeout_seconds",
-    "overlap",
-    "enabled",
-    "description",
-    "jitter_seconds",
-    "pause_on_failure",
-    "max_runs",
-    "action_after_completion",
-    "group",
-)
+def definition_as_read(job: Item, why: str) -> list[Cond]:
+    """The job item as read, as a condition: it exists, every definition attribute is ``=`` its
+    value as read (maps and lists too: DynamoDB's ``=`` compares them whole), and those absent
+    are still absent. Job items carry no version of their own (people write them whole), so the
+    definition as read is the token: a person's edit of any definition attribute (``retry``,
+    ``misfire``, ``tags``, a map ``payload`` as much as ``schedule``) fails the write."""
+    conditions: list[Cond] = [exists("job_id", "the job item was deleted meanwhile: it is not re-created")]
+    for name in DEFINITION_FIELDS:
+        if name == "job_id":
+            continue
+        value = job.get(name)
+        conditions.append(not_exists(name, why) if value is None else eq(name, _compared(value), why))
+    return conditions
 
 
 def pause_on_failure_op(job: Item, reason: str, now: int) -> Update:
     """``pause_on_failure``: the job pauses itself after a run failed for good. A write on the
-    person's job item (``enabled: false``, with the reason), conditional on the item as read,
-    field by field, so a person's edit that lands first is never overwritten: the pause then
-    fails, and the edit stands. The registrar then applies the pause through the stream, as it
-    does a person's (``plan_registration``: ``PAUSED``)."""
+    person's job item (``enabled: false``, with the reason), conditional on the whole definition
+    as read (``definition_as_read``), so a person's edit that lands first is never overwritten:
+    the pause then fails, and the edit stands. The registrar then applies the pause through the
+    stream, as it does a person's (``plan_registration``: ``PAUSED``)."""
     why = "a person changed the job since the failed run's worker read it: their edit stands"
-    conditions: list[Cond] = [exists("job_id", "a deleted job is not re-created by its pause")]
-    for name in _AS_READ_FIELDS:
-        value = job.get(name)
-        if value is None:
-            conditions.append(not_exists(name, why))
-        elif isinstance(value, str | int | bool):
-            conditions.append(eq(name, value, why))
     return Update(
         JOBS,
         {"job_id": job["job_id"]},
-        condition=tuple(conditions),
+        condition=tuple(definition_as_read(job, why)),
         label="pause on failure",
         set={"enabled": False, "paused_reason": reason[:300], "paused_at": now},
     )
@@ -554,12 +542,7 @@ def delete_after_completion_ops(job: Item, state: StateItem) -> list[WriteOp]:
     The registrar then marks the state ``deleted`` (the REMOVE record, or the caller inline),
     as for any deleted job; the runs stay as history."""
     why = "a person changed the job since the reconcile pass read it: their edit stands"
-    conditions: list[Cond] = [exists("job_id", "the job item was deleted meanwhile: nothing to do")]
-    for name in DEFINITION_FIELDS:
-        if name == "job_id":
-            continue
-        value = job.get(name)
-        conditions.append(not_exists(name, why) if value is None else eq(name, _compared(value), why))
+    conditions = definition_as_read(job, why)
     return [
         Delete(JOBS, {"job_id": job["job_id"]}, tuple(conditions), "delete after completion"),
         Check(
@@ -848,9 +831,15 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
     """Recover a run whose lease expired: redispatch it, as the same attempt if it never started,
     as the next attempt if its worker died, or fail it for good when no attempt is left.
 
+    ``cancel_other``: a run a newer one asked to stop (``cancel_requested``, set by the newer
+    run's buffer write) is not redispatched: it ends ``failed`` as cancelled (``cancelled_error``:
+    no retry, no pause on failure), and the run waiting behind it is promoted by the caller. A
+    redispatch is conditional on no such request (``_not_asked_to_stop``), so a request that
+    lands after the read fails it, and the next look ends the run instead.
+
     Returns the write and the run as it will be after it (to dispatch when pending)."""
     status = RunStatus(run["status"])
-    condition = (_run_status(status), _run_token(run["version"]), _lease_as_read(run))
+    condition: tuple[Cond, ...] = (_run_status(status), _run_token(run["version"]), _lease_as_read(run))
     after = dict(run)
     after["version"] = run["version"] + 1
     after["recoveries"] = int(run.get("recoveries", 0)) + 1
@@ -862,6 +851,10 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
         error = "dispatch lease expired: no worker started the run (message lost or trigger crashed)"
         next_attempt = int(run["attempt"])
         exhausted = after["recoveries"] > MAX_REDISPATCHES
+    if run.get("cancel_requested"):
+        error, exhausted = cancelled_error(str(run["cancel_requested"]), error), True
+    else:
+        condition += (_not_asked_to_stop(),)
     if exhausted:
         update = finish_ops(
             run["run_id"], run["version"], status, RunStatus.FAILED, now, cfg, error, condition[2:]
@@ -895,6 +888,20 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
         remove=("owner",),
     )
     return update, after
+
+
+def _not_asked_to_stop() -> Cond:
+    return not_exists(
+        "cancel_requested",
+        "cancel_other: a newer run asked this one to stop since the read; it must end as "
+        "cancelled, never be handed to a new attempt that runs its handler again",
+    )
+
+
+def cancelled_error(replaced_by: str, error: str) -> str:
+    """The ``last_error`` of a run that ended because ``replaced_by`` asked it to stop
+    (``cancel_other``): the worker's commit and the detector's recovery write the same."""
+    return f"cancelled: {replaced_by} replaces it (overlap cancel_other); {error}"
 
 
 def recheck_op(run: RunItem) -> Update:

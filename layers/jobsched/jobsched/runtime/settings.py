@@ -46,6 +46,9 @@ class _RuntimeSettings(BaseModel):
     # The trigger's own `live` alias, which a fan-out tick invokes once per other shard group
     # (TriggerGroups > 1); blank in the other functions, which never invoke it.
     trigger_function_arn: str = ""
+    # The miss detector's `live` alias, which the registrar wakes when it makes a lease outside a
+    # tick (services/waking.py); blank: nothing is woken.
+    detector_function_arn: str = ""
 
     # Records of one SQS batch processed at once by a worker invocation (1: one after another).
     worker_record_concurrency: int = Field(10, ge=1, le=100)

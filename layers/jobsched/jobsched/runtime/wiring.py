@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from jobsched.services.outcomes import OutcomePublisher
     from jobsched.services.registrar import Registrar
     from jobsched.services.trigger import Trigger
+    from jobsched.services.waking import DetectorWake
     from jobsched.services.worker import Worker
 
 # The service (the EMF metrics' one dimension, and every log line's `service`) is the stack's name
@@ -142,7 +143,21 @@ class App:
             known_targets=registry.names(),
             claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
             target_problems=partial(destination_problems, allow=self.settings),
+            detector_wake=self.detector_wake,
         )
+
+    @cached_property
+    def detector_wake(self) -> DetectorWake | None:
+        """One per sandbox, so that its once-per-20-s limit holds across invocations."""
+        from jobsched.adapters.lambda_invoker import LambdaDetectorWaker
+        from jobsched.services.waking import DetectorWake
+
+        if not self.settings.detector_function_arn:
+            return None
+        waker = LambdaDetectorWaker(
+            make_client("lambda", session=self.session), self.settings.detector_function_arn
+        )
+        return DetectorWake(waker, self.telemetry, SystemClock(), self.cfg)
 
     def operations(self) -> Operations:
         from jobsched.services.operations import Operations

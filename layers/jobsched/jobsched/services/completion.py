@@ -34,7 +34,7 @@ from enum import StrEnum
 from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.job import ActionAfterCompletion, definition_digest
 from jobsched.core.policies import UNFINISHED
-from jobsched.core.state import JobStatus
+from jobsched.core.state import JobStatus, life_of
 from jobsched.core.transitions import delete_after_completion_ops
 from jobsched.core.writes import STATE, Item, failing_parts
 from jobsched.ports import Store, Telemetry
@@ -121,7 +121,8 @@ class Completer:
             runs=len(runs),
             statuses=dict(sorted(statuses.items())),
             latest_run_id=state.get("latest_run_id"),
-            runs_claimed=state.get("runs_claimed"),
+            runs_claimed=state.get("runs_claimed"),  # this life's (max_runs); runs: every life's
+            life=life_of(state),
         )
         try:
             # The state goes deleted now, as the REMOVE record will make it (that record then

@@ -56,6 +56,7 @@ class DetectResult(Counters):
     LATEST = frozenset({"backlog"})  # a later sweep's backlog replaces, not adds to, the earlier
     leases_recovered: int = 0
     runs_failed: int = 0
+    runs_cancelled: int = 0  # cancel_other: a dead holder asked to stop, ended as cancelled
     recovery_conflicts: int = 0
     jobs_caught_up: int = 0
     missed_recorded: int = 0
@@ -104,14 +105,23 @@ class MissDetector:
         self._dead_letters = DeadLetters(store, dead_letter_sender, telemetry, clock, cfg, dead_letter_queues)
 
     def sweep(
-        self, invocation_id: str, deadline_ms: int, every_ms: int, sleep_ms: Callable[[int], None]
+        self,
+        invocation_id: str,
+        deadline_ms: int,
+        every_ms: int,
+        sleep_ms: Callable[[int], None],
+        awake_until_ms: int = 0,
     ) -> DetectResult:
         """Run every ``every_ms`` until the deadline: one invocation of a once-a-minute schedule
         (EventBridge's finest rate) then finds a dead worker's lapsed lease within seconds, not
         up to a minute later. Between sweeps it wakes early for the next lease due to lapse, so a
         crashed worker's run is recovered a skew allowance after its lease, not up to a period
         later. Stops early when a run could not finish its work: the backlog is better served by
-        the next invocation's full budget than by a nap."""
+        the next invocation's full budget than by a nap.
+
+        ``awake_until_ms``: an invocation woken for a lease made outside a tick
+        (services/waking.py) does not return idle before then, whatever its first reads of the
+        eventually consistent indexes showed."""
         total = self.run(invocation_id, deadline_ms)
         next_full_at = self._clock.now_ms() + every_ms
         while every_ms > 0:
@@ -126,6 +136,7 @@ class MissDetector:
             lease_wake_at = self._lease_wake_at(started)
             if (
                 self._cfg.detector_idle_return
+                and started >= awake_until_ms
                 and lease_wake_at is None
                 and not self._jobs_due_by(deadline_ms + self._cfg.lookahead_seconds * 1000)
             ):
@@ -310,6 +321,19 @@ class MissDetector:
             return None  # throttled or unknown: the lease is still expired next time
         latency = now - int(run["lease_expires_at"])
         result.recovery_latency_ms.append(latency)
+        if after["status"] == RunStatus.FAILED.value and run.get("cancel_requested"):
+            # cancel_other: the run a newer one asked to stop ended with its worker. It ends as
+            # cancelled, as its worker would have ended it: not retried, not a failure (no
+            # Failures, no pause_on_failure); the newer run waiting behind it starts now.
+            result.runs_cancelled += 1
+            self._telemetry.event(
+                "run.cancelled",
+                run["run_id"],
+                error=after["last_error"],
+                by="miss_detector",
+                replaced_by=run["cancel_requested"],
+            )
+            return self._chain.promote_waiting(run["run_id"], now)
         if after["status"] == RunStatus.FAILED.value:
             result.runs_failed += 1
             self._telemetry.event("run.failed", run["run_id"], error=after["last_error"], by="miss_detector")

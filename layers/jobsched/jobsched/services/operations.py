@@ -15,7 +15,14 @@ from typing import Any
 from jobsched.core.clock import Clock, dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.job import DEFINITION_FIELDS, STATE_FIELDS, InvalidJob, JobDefinition, is_job_id
+from jobsched.core.job import (
+    DEFINITION_FIELDS,
+    STATE_FIELDS,
+    InvalidJob,
+    JobDefinition,
+    is_job_id,
+    read_enabled,
+)
 from jobsched.core.run import NOT_RUN, RunKind, check_request_id, manual_run_id, run_id_for, run_key
 from jobsched.core.state import JobStatus, Registration
 from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
@@ -25,6 +32,7 @@ from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.paging import query_all, scan_all
 from jobsched.services.registrar import Registrar
+from jobsched.services.waking import DetectorWake, WakeSender
 
 MAX_BACKFILL = 1000
 # How far inside the run records' retention a backfill must stay. A record expires
@@ -83,11 +91,13 @@ class Operations:
         cfg: SchedulerConfig,
         known_targets: Collection[str] | None = None,
         target_problems: Callable[[str, Mapping[str, Any]], list[str]] | None = None,
+        wake_detector: WakeSender | None = None,
     ) -> None:
         """``known_targets``: the handlers the deployment ships, and ``target_problems``: what its
         allow-lists refuse (targets/builtin.py ``destination_problems`` with the stack's lists),
         checked at registration as the registrar function checks them (None: not checked here,
-        only by the registrar function)."""
+        only by the registrar function). ``wake_detector``: sends the miss detector an invocation
+        when a manual run or a backfill makes a lease (services/waking.py); None: nothing to wake."""
         self._store = store
         self._telemetry = telemetry
         self._clock = clock
@@ -96,6 +106,7 @@ class Operations:
             store, telemetry, clock, cfg, queue, known_targets=known_targets, target_problems=target_problems
         )
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
+        self._wake = DetectorWake(wake_detector, telemetry, clock, cfg)
 
     def register(self, definition: JobDefinition | Mapping[str, Any]) -> Registration:
         """Create or replace a job's definition, keeping its scheduler state and history.
@@ -214,8 +225,10 @@ class Operations:
             have: dict[str, Any] = tags_here if isinstance(tags_here, dict) else {}
             if any(have.get(key) != value for key, value in wanted.items()):
                 continue
-            if not_enabled is not None and item.get("enabled", True) is not_enabled:
-                continue  # already as asked (a group operation run again goes on from here)
+            if not_enabled is not None and read_enabled(item) is not_enabled:
+                # Already as asked, read as the registrar reads it ("off", 0, "no" are paused):
+                # a group operation run again goes on from here, and counts only what it changes.
+                continue
             found.append(item)
             if len(found) >= limit:
                 break
@@ -272,6 +285,7 @@ class Operations:
             return TriggeredRun(run_id, already_requested=True)  # this request ran already
         self._telemetry.event("run.triggered", run_id, job_id=job_id)
         self._dispatcher.dispatch([{**run, "definition": definition.to_item()}])
+        self._wake.lease_made(run_id)
         return TriggeredRun(run_id)
 
     def backfill(self, job_id: str, start: datetime, end: datetime) -> BackfillResult:
@@ -326,6 +340,8 @@ class Operations:
             outcomes[run["run_id"]] = "created" if was is None else f"rerun (was {was})"
             runs.append({**outcome, "definition": snapshot})
         self._dispatcher.dispatch(runs)
+        if runs:
+            self._wake.lease_made(job_id)
         self._telemetry.event(
             "job.backfilled", job_id, created=len(created), rerun=len(rerun), existed=len(existed)
         )

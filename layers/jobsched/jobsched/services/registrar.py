@@ -27,12 +27,13 @@ from jobsched.core.state import (
     state_schedule,
 )
 from jobsched.core.timing import effective_grace_ms
-from jobsched.core.transitions import register_ops, sized_report_op
+from jobsched.core.transitions import register_ops, sized_report_ops
 from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.settle import Settler, SettleRequest
+from jobsched.services.waking import DetectorWake
 
 TRIES = 4
 
@@ -58,6 +59,7 @@ class Registrar:
         report: bool = True,
         claim_now: Callable[[str], object] | None = None,
         target_problems: Callable[[str, Mapping[str, Any]], list[str]] | None = None,
+        detector_wake: DetectorWake | None = None,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
@@ -81,6 +83,9 @@ class Registrar:
         # The registrar function claims what a tick would not reach in time (Trigger.claim_now);
         # the inline registrars of the trigger and the detector leave that to their caller.
         self._claim_now = claim_now
+        # A lease this registrar makes outside a tick (a first claim, late runs) wakes an idle
+        # miss detector (services/waking.py); None: nothing to wake (the detector always sweeps).
+        self._wake = detector_wake
 
     def on_stream_record(
         self,
@@ -177,7 +182,9 @@ class Registrar:
             # next tick. Claiming it is a tick's claim, so a failure here only leaves it to the
             # tick (or the miss detector): it is logged, never raised into the stream record.
             try:
-                self._claim_now(job_id)
+                claimed = self._claim_now(job_id)
+                if self._wake is not None and getattr(claimed, "claimed", True):
+                    self._wake.lease_made(job_id)
             except Exception as exc:  # the registration itself has landed
                 self._telemetry.event(
                     "claim.early_failed", job_id, error=f"{type(exc).__name__}: {exc}"[:300]
@@ -256,6 +263,8 @@ class Registrar:
             self._telemetry.metric("MissedRuns", len(settled.missed))
         if settled.to_dispatch and self._dispatcher is not None:
             self._dispatcher.dispatch(settled.to_dispatch)
+            if self._wake is not None:
+                self._wake.lease_made(job_id)
         if settled.lost_race:
             raise _LostRace(f"job {job_id}: the state moved while the old timing was settled")
         if not settled.complete:
@@ -283,24 +292,32 @@ class Registrar:
         """Write the outcome on the job item where it differs from what it says. Returns whether
         a write was made."""
         status = str(plan.set.get("status") or JobStatus.DELETED.value)
-        # Sized to the item (core/transitions.py): a report too large for it is shortened.
-        op = sized_report_op(job, status, reasons, digest, now)
-        if op is not None and _says(job, op):
-            return False
-        try:
-            if op is None:
-                raise RequestTooLarge(f"the job item is {item_size(job)} bytes: no report fits in it")
-            self._store.update(op)
-        except ConditionFailed:
-            return False  # deleted meanwhile: its REMOVE record brings the deletion
-        except RequestTooLarge as exc:
-            # Nothing fits on the item: the reasons go to the log, and the record is not failed
-            # (a retry cannot make the item smaller).
-            self._telemetry.event(
-                "job.report_too_large", str(job["job_id"])[:500], error=str(exc), reasons=reasons
-            )
-            return False
-        return True
+        # Sized to the item (core/transitions.py): the largest report that fits, first; a store
+        # that refuses one for its size gets the next.
+        refused: RequestTooLarge | None = None
+        for op in sized_report_ops(job, status, reasons, digest, now):
+            if _says(job, op):
+                return False
+            try:
+                self._store.update(op)
+            except ConditionFailed:
+                return False  # deleted meanwhile: its REMOVE record brings the deletion
+            except RequestTooLarge as exc:
+                refused = exc
+                continue
+            if reasons and "invalid_reasons" not in op.set:  # the status alone fitted
+                self._telemetry.event(
+                    "job.report_too_large",
+                    str(job["job_id"])[:500],
+                    error=f"only the status fits on the job item ({item_size(job)} bytes)",
+                    reasons=reasons,
+                )
+            return True
+        # Nothing fits on the item: the reasons go to the log, and the record is not failed (a
+        # retry cannot make the item smaller).
+        error = str(refused) if refused else f"the job item is {item_size(job)} bytes: no report fits in it"
+        self._telemetry.event("job.report_too_large", str(job["job_id"])[:500], error=error, reasons=reasons)
+        return False
 
 
 def _says(job: Item, report: Update) -> bool:

@@ -37,6 +37,7 @@ from jobsched.core.run import RunKind, RunMessage, RunStatus, run_key
 from jobsched.core.timing import start_at_ms, worker_lease_until
 from jobsched.core.transitions import (
     buffer_at_start_ops,
+    cancelled_error,
     finish_ops,
     heartbeat_op,
     overtake_op,
@@ -426,7 +427,7 @@ class Worker:
         error = result.error or "failed"
         if started.cancel_requested_by is not None:
             # Stopped for the run waiting behind it: not retried (that run takes the turn next).
-            error = f"cancelled: {started.cancel_requested_by} replaces it (overlap cancel_other); {error}"
+            error = cancelled_error(started.cancel_requested_by, error)
             return self._commit(started, RunStatus.FAILED, error, [])
         if not result.permanent and attempts_left(started.definition.retry, started.message.attempt):
             return self._schedule_retry(started, error)
