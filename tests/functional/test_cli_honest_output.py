@@ -222,16 +222,20 @@ def test_dlq_redrive_moves_the_dead_letters_back_to_the_work_queue(
         sqs.send_message(
             QueueUrl=resources.dead_letter_queue_url, MessageBody=f"m{i}", MessageAttributes=attribute
         )
+    messages = [m["MessageId"] for m in _peek(sqs, resources.dead_letter_queue_url)]
     target = ["--jobs-table", resources.jobs_table, "--state-table", resources.state_table]
     target += ["--runs-table", resources.runs_table, "--queue-url", resources.work_queue_url]
     with pytest.raises(SystemExit) as exited:
         main(["dlq", "redrive", *target, "--dlq-url", resources.dead_letter_queue_url])
     out, err = capsys.readouterr()
-    assert (exited.value.code, out, err) == (
+    lines = out.splitlines()
+    assert (exited.value.code, lines[0], err) == (
         0,
-        "moved 12 messages from the dead-letter queue to the work queue\n",
+        "moved 12 messages from the dead-letter queue to the work queue",
         "",
     )
+    # Each moved message named: its run, or its message id when it is no run message.
+    assert sorted(line.strip() for line in lines[1:]) == sorted(messages)
     moved = []
     while batch := sqs.receive_message(
         QueueUrl=resources.work_queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
@@ -250,3 +254,15 @@ def test_dlq_redrive_moves_the_dead_letters_back_to_the_work_queue(
         "error: the dead-letter queue is not known: "
         "give --dlq-url (or JOBSCHED_DLQ_URL), --stack-name or --local\n"
     )
+
+
+def _peek(sqs: Any, url: str) -> list[dict[str, Any]]:
+    """The queue's messages, received and made visible again."""
+    seen: dict[str, dict[str, Any]] = {}
+    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30).get(
+        "Messages"
+    ):
+        seen.update((m["MessageId"], m) for m in batch)
+    for m in seen.values():
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+    return list(seen.values())

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.state import Registration
-from jobsched.services.operations import JobNotFound, Operations, describe_time
+from jobsched.services.operations import Operations, describe_time
 
 from jobsched_tools.deployment import TargetError, add_target_options, resolve_target
 
@@ -357,15 +356,13 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     )
 
 
-REDRIVE_BATCH = 10  # SQS's most per receive and per batch send
+def _dlq(args: argparse.Namespace) -> tuple[Any, str, str, Callable[[str | None], str]]:
+    """The SQS client, the DLQ's and the work queue's URLs, and what a run's record says (the
+    reason a message is on the DLQ, where the record knows it)."""
+    from jobsched.core.run import run_key
+    from jobsched.core.writes import RUNS
 
-
-def _cmd_dlq_redrive(args: argparse.Namespace) -> int:
-    """Move the dead-letter queue's messages back to the work queue: receive a batch, send it,
-    then delete from the DLQ what was sent. At least once: a message sent and not yet deleted
-    when this stops is sent again next time, and the worker drops the duplicate (its run record
-    is fenced). Works on AWS and on the local stack (moto has no StartMessageMoveTask)."""
-    from jobsched_tools.api import _client
+    from jobsched_tools.api import _client, store_for
 
     target = resolve_target(args)
     if not target.dlq_url:
@@ -373,61 +370,98 @@ def _cmd_dlq_redrive(args: argparse.Namespace) -> int:
             "the dead-letter queue is not known: "
             "give --dlq-url (or JOBSCHED_DLQ_URL), --stack-name or --local"
         )
-    sqs = _client("sqs", target)
-    moved = failed = 0
-    while args.max is None or moved < args.max:
-        want = REDRIVE_BATCH if args.max is None else min(REDRIVE_BATCH, args.max - moved)
-        received = sqs.receive_message(
-            QueueUrl=target.dlq_url,
-            MaxNumberOfMessages=want,
-            WaitTimeSeconds=1,
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
-        if not received:
-            break
-        entries = [
-            {
-                "Id": str(i),
-                "MessageBody": m["Body"],
-                **(
-                    {"MessageAttributes": _attributes(m["MessageAttributes"])}
-                    if m.get("MessageAttributes")
-                    else {}
-                ),
-            }
-            for i, m in enumerate(received)
-        ]
-        sent = sqs.send_message_batch(QueueUrl=target.queue_url, Entries=entries)
-        done = {entry["Id"] for entry in sent.get("Successful", [])}
-        failed += len(sent.get("Failed", []))
-        if done:
-            sqs.delete_message_batch(
-                QueueUrl=target.dlq_url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                    for i, m in enumerate(received)
-                    if str(i) in done
-                ],
-            )
-        moved += len(done)
-        if len(done) < len(received):
-            break  # the work queue refused some: they stay on the DLQ (visible again later)
-    data = {"moved": moved, "failed": failed, "dlq_url": target.dlq_url, "queue_url": target.queue_url}
+    store = store_for(target)
+
+    def explain(run_id: str | None) -> str:
+        run = store.get(RUNS, run_key(run_id)) if run_id else None
+        if run is None:
+            return "no run record (never claimed, or expired from the runs table)"
+        status = str(run.get("status", "?"))
+        why = run.get("last_error") or run.get("reason")
+        if status == "succeeded":
+            return "its run succeeded: a leftover message (moving it back does nothing)"
+        attempt = f", attempt {run['attempt']}" if run.get("attempt") else ""
+        return f"its run: {status}{attempt}" + (f": {_first_line(str(why))}" if why else "")
+
+    return _client("sqs", target), target.dlq_url, target.queue_url, explain
+
+
+def _dead_letter_json(letter: Any) -> dict[str, Any]:
+    return {**letter.__dict__, "sent_at": describe_time(letter.sent_at) if letter.sent_at else None}
+
+
+def _cmd_dlq_list(args: argparse.Namespace) -> int:
+    """The DLQ's messages, moved nowhere: each one's job and run, receive count, when it was first
+    sent and why it is here (ops/dlq.py)."""
+    from jobsched_tools.ops.dlq import look
+
+    sqs, dlq_url, _queue_url, explain = _dlq(args)
+    at_start, letters = look(sqs, dlq_url, explain, args.max)
+    data = {"at_start": at_start, "messages": [_dead_letter_json(letter) for letter in letters]}
 
     def human(d: dict[str, Any]) -> str:
-        text = f"moved {_count(d['moved'], 'message')} from the dead-letter queue to the work queue"
+        if not d["messages"]:
+            return "the dead-letter queue is empty"
+        rows = [
+            [
+                m["job_id"] or "?",
+                m["run_id"] or "?",
+                m["receive_count"] or "?",
+                m["sent_at"] or "-",
+                m["reason"],
+            ]
+            for m in d["messages"]
+        ]
+        shown = len(d["messages"])
+        head = f"{_count(d['at_start'], 'message')} on the dead-letter queue"
+        if shown < d["at_start"]:
+            head += f" ({shown} shown)"
+        table = _table(rows, ["JOB", "RUN", "RECEIVES", "FIRST SENT", "WHY IT IS HERE"])
+        return f"{head}\n{table}\nmove them back with `jobsched dlq redrive`"
+
+    return _emit(args, data, human)
+
+
+def _cmd_dlq_redrive(args: argparse.Namespace) -> int:
+    """Move the messages the DLQ holds when it starts back to the work queue, each at most once
+    (ops/dlq.py: bounded by the DLQ's count read first, and by the ids it has seen). Works on AWS
+    and on the local stack (moto has no StartMessageMoveTask)."""
+    from jobsched_tools.ops.dlq import redrive
+
+    sqs, dlq_url, queue_url, explain = _dlq(args)
+    done = redrive(sqs, dlq_url, queue_url, explain, args.max)
+    data = {
+        "at_start": done.at_start,
+        "moved": len(done.moved),
+        "moved_runs": [letter.run_id or letter.message_id for letter in done.moved],
+        "failed": done.refused,
+        "came_back": done.came_back,
+        "left": done.left,
+        "dlq_url": dlq_url,
+        "queue_url": queue_url,
+    }
+
+    def human(d: dict[str, Any]) -> str:
+        if d["at_start"] == 0:
+            return "the dead-letter queue is empty: nothing to move"
+        lines = [f"moved {_count(d['moved'], 'message')} from the dead-letter queue to the work queue"]
+        lines += [f"  {run}" for run in d["moved_runs"]]
         if d["failed"]:
-            text += f"; {_count(d['failed'], 'message')} refused by the work queue stay on the DLQ"
-        return text
+            lines.append(f"{_count(d['failed'], 'message')} refused by the work queue stay on the DLQ")
+        if d["came_back"]:
+            lines.append(
+                f"{_count(d['came_back'], 'message')} came back to the DLQ while this ran (it failed "
+                "again): left there, not moved twice; `jobsched dlq list` says why"
+            )
+        if d["left"]:
+            lines.append(
+                f"{_count(d['left'], 'message')} on the DLQ now (it failed again, or came since): "
+                "`jobsched dlq list` says why"
+            )
+        return "\n".join(lines)
 
     _emit(args, data, human)
-    return 1 if failed else 0
-
-
-def _attributes(attributes: dict[str, Any]) -> dict[str, Any]:
-    """A received message's attributes as SendMessage takes them."""
-    keep = ("DataType", "StringValue", "BinaryValue")
-    return {name: {k: v for k, v in value.items() if k in keep} for name, value in attributes.items()}
+    return 1 if done.refused else 0
 
 
 def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -448,20 +482,10 @@ def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
 def _readable(exc: Exception) -> str | None:
     """What to tell a person about an error that is about their setup, not a bug; None for
-    anything else (which keeps its traceback)."""
-    from botocore.exceptions import NoCredentialsError, NoRegionError
+    anything else (which keeps its traceback). One rule for every command: cli/errors.py."""
+    from jobsched_tools.cli.errors import readable
 
-    if isinstance(exc, JobNotFound):
-        return f"no job {exc}"
-    if isinstance(exc, NoRegionError):
-        return "no AWS region: set AWS_DEFAULT_REGION (or AWS_REGION), or use --local for the local stack"
-    if isinstance(exc, NoCredentialsError):
-        return "no AWS credentials: configure them (aws configure, AWS_PROFILE, ...), or use --local"
-    if isinstance(exc, StoreError | QueueError):
-        return f"the deployment did not answer as expected: {exc}"
-    if isinstance(exc, TargetError | ValueError | OSError):
-        return str(exc)
-    return None
+    return readable(exc)
 
 
 def _selection(parser: argparse.ArgumentParser) -> None:
@@ -542,20 +566,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions = action_command(
         subparsers,
         "dlq",
-        "the work queue's dead-letter queue: redrive its messages to the work queue",
+        "the work queue's dead-letter queue: list its messages, or redrive them to the work queue",
         "The work queue's dead-letter queue.",
+    )
+    listing = actions.add_parser(
+        "list",
+        help="the DLQ's messages (job, run, receive count, why), moved nowhere",
+        description=(
+            "Receive the dead-letter queue's messages (at most as many as it held at the start), "
+            "show each one's job and run, receive count, first send and why it is there, and make "
+            "them visible again at once: nothing is moved. Quick on an empty DLQ (one request)."
+        ),
     )
     redrive = actions.add_parser(
         "redrive",
-        help="move the DLQ's messages back to the work queue (at least once; works locally too)",
+        help="move the DLQ's messages back to the work queue, each at most once (works locally too)",
         description=(
-            "Receive the dead-letter queue's messages and send them to the work queue, then delete "
-            "them from the DLQ. Exit status 1 when the work queue refused some."
+            "Move the messages the dead-letter queue holds when it starts to the work queue, each at "
+            "most once (a message that comes back while it runs is left on the DLQ), then delete "
+            "them from the DLQ. Quick on an empty DLQ (one request). Exit status 1 when the work "
+            "queue refused some."
         ),
     )
-    add_target_options(redrive)
-    redrive.add_argument("--json", action="store_true", help="machine-readable output")
-    redrive.add_argument("--max", type=int, default=None, help="move at most this many (default: all)")
-    redrive.set_defaults(func=_guarded(_cmd_dlq_redrive))
+    for action, func in ((listing, _cmd_dlq_list), (redrive, _cmd_dlq_redrive)):
+        add_target_options(action)
+        action.add_argument("--json", action="store_true", help="machine-readable output")
+        action.add_argument("--max", type=int, default=None, help="at most this many (default: all)")
+        action.set_defaults(func=_guarded(func))
     backfill.add_argument("--from", dest="start", required=True, metavar="ISO8601")
     backfill.add_argument("--to", dest="end", required=True, metavar="ISO8601")
