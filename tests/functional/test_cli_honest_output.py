@@ -69,11 +69,11 @@ def test_trigger_again_with_one_request_id_says_it_was_already_requested(
 ) -> None:
     register(capsys, resources, tmp_path, JOB)
     code, out, _ = run_cli(capsys, resources, "trigger", "nightly-report", "--request-id", "abc")
-    assert (code, out) == (0, "dispatched nightly-report@manual:abc\n")
+    assert (code, out) == (0, "nightly-report@manual:abc: dispatched\n")
     code, out, _ = run_cli(capsys, resources, "trigger", "nightly-report", "--request-id", "abc")
     assert (code, out) == (
         0,
-        "already requested: nightly-report@manual:abc (its status: pending); nothing new dispatched\n",
+        "nightly-report@manual:abc: already requested (its status: pending); nothing new dispatched\n",
     )
     code, out, _ = run_cli(capsys, resources, "trigger", "nightly-report", "--request-id", "abc", "--json")
     assert json.loads(out) == {
@@ -81,6 +81,20 @@ def test_trigger_again_with_one_request_id_says_it_was_already_requested(
         "already_requested": True,
         "status": "pending",
     }
+
+
+def test_trigger_prints_one_form_with_and_without_a_request_id(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    """Issue 36 item 8: ``RUN: what happened`` both ways (it was ``dispatched RUN`` with a request
+    id and ``RUN: running`` without, depending on the run's state when it was read back)."""
+    register(capsys, resources, tmp_path, JOB)
+    outputs = [
+        run_cli(capsys, resources, "trigger", "nightly-report", *request)[1]
+        for request in ([], ["--request-id", "abc"])
+    ]
+    assert re.fullmatch(r"nightly-report@manual:[0-9a-f]{12}: dispatched\n", outputs[0]), outputs[0]
+    assert outputs[1] == "nightly-report@manual:abc: dispatched\n"
 
 
 def record(resources: Resources, run_id: str, at: str, status: RunStatus, reason: str) -> None:

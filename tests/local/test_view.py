@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobsched_tools.local.demo import describe
+from jobsched_tools.local.demo import View, describe
 
 
 def test_a_failed_record_is_shown_with_its_reason() -> None:
@@ -32,10 +32,10 @@ def test_what_people_do_to_their_jobs_is_shown() -> None:
         {"event": "job.scheduled", "correlation_id": "nightly", "next_run_at": t0 + 5_000}, t0
     )
     assert registered is not None and "nightly" in registered and "registered" in registered
-    assert "next_run_at=T+5.0s" in registered
+    assert "next_run_at=2026-12-01 00:00:05 UTC" in registered
     paused = describe({"event": "job.paused", "correlation_id": "nightly"}, t0)
     deleted = describe({"event": "job.deleted", "correlation_id": "nightly"}, t0)
-    assert paused is not None and "PAUSED" in paused and deleted is not None and "deleted" in deleted
+    assert paused is not None and "paused" in paused and deleted is not None and "deleted" in deleted
     invalid = describe(
         {
             "event": "job.invalid",
@@ -45,3 +45,39 @@ def test_what_people_do_to_their_jobs_is_shown() -> None:
         t0,
     )
     assert invalid is not None and "INVALID" in invalid and "Europe/Berln" in invalid
+
+
+def test_next_run_at_is_a_time_not_an_offset_hours_out() -> None:
+    """Issue 36 item 10: it printed next_run_at=T+29036.4s for a run 8 hours out."""
+    t0 = 1_796_083_200_000  # 2026-12-01 00:00:00 UTC
+    line = describe(
+        {"event": "job.scheduled", "correlation_id": "nightly", "next_run_at": t0 + 29_036_400}, t0
+    )
+    assert line is not None and "next_run_at=2026-12-01 08:03:56 UTC" in line and "T+29036" not in line
+
+
+def test_a_persons_pause_and_a_pause_on_failure_read_apart() -> None:
+    """Both were "job PAUSED": the registrar applies either as job.paused."""
+    view = View(0)
+    by_person = view.line({"event": "job.paused", "correlation_id": "etl.load", "proc": "registrar-1"})
+    assert by_person is not None and "paused by a person" in by_person
+    failed = view.line(
+        {
+            "event": "job.paused_on_failure",
+            "correlation_id": "etl.extract",
+            "run_id": "etl.extract@manual:x",
+            "reason": "run etl.extract@manual:x failed: RuntimeError: boom",
+            "proc": "worker-1",
+        }
+    )
+    assert failed is not None and "PAUSED ON FAILURE" in failed and "RuntimeError: boom" in failed
+    applied = view.line({"event": "job.paused", "correlation_id": "etl.extract", "proc": "registrar-1"})
+    assert applied is not None and "the pause on failure above, applied" in applied
+    assert "by a person" not in applied
+
+
+def test_a_message_to_the_dead_letter_queue_is_shown() -> None:
+    """It showed nothing: SQS moves a message silently. `jobsched local` watches the DLQ's count."""
+    line = View(0).line({"event": "dlq.arrived", "proc": "local", "dead_letters": 1})
+    assert line is not None and "DEAD-LETTER QUEUE" in line and "dead_letters=1" in line
+    assert "jobsched dlq list --local" in line

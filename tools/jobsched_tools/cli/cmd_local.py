@@ -75,7 +75,9 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
 
 def run_local(args: argparse.Namespace) -> int:
-    from jobsched_tools.local.demo import describe
+    from jobsched.core.clock import iso_z
+
+    from jobsched_tools.local.demo import View
     from jobsched_tools.local.session import now_ms
     from jobsched_tools.local.stack import LocalStack, StackOptions, StateFileInUse, claim_state_file
 
@@ -87,11 +89,11 @@ def run_local(args: argparse.Namespace) -> int:
     if note is not None:
         print(f"# {note}", file=sys.stderr, flush=True)
     extra = dict(item.split("=", 1) for item in args.set)
-    t0 = now_ms()
+    view = View(now_ms())
 
     def sink(_name: str, event: dict[str, Any]) -> None:
         if args.view:
-            line = describe(event, t0)
+            line = view.line(event)
             if line:
                 print(line, flush=True)
         else:
@@ -123,11 +125,19 @@ def run_local(args: argparse.Namespace) -> int:
         "Ctrl-C stops.",
         flush=True,
     )
+    dead_letters = 0
     try:
         while not stop.wait(1.0):
             for proc in stack.procs.values():
                 if not proc.alive():
                     stack.restart(proc.name)  # as Lambda would start a new environment
+            # SQS moves a message to the DLQ silently; say so when the DLQ grows (the
+            # DeadLetterQueueAlarm's condition on AWS).
+            now_there = stack.dead_letters()
+            if now_there > dead_letters:
+                event = {"event": "dlq.arrived", "proc": "local", "dead_letters": now_there}
+                sink("local", {**event, "timestamp": iso_z(now_ms())})
+            dead_letters = now_there
     finally:
         stack.stop()
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -116,8 +117,24 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    item = _operations(args).get(args.job_id)
+    item = _with_defaults(_operations(args).get(args.job_id))
     return _emit(args, item, _show_job)
+
+
+def _with_defaults(item: dict[str, Any]) -> dict[str, Any]:
+    """The job as jobsched reads it: every definition field with its value in effect (defaults
+    included, in their canonical form), so that ``show`` prints the same fields whether the job
+    was written by ``register`` (which stores the defaults) or by a bare put-item (which may
+    hold only a schedule and a target). The item's other attributes (status, next run, ...) as
+    they are. A definition that does not parse is shown as stored, with its reasons."""
+    from jobsched.core.job import DEFINITION_FIELDS, OPTIONAL_FIELDS
+
+    try:
+        definition = JobDefinition.from_item(item)
+    except InvalidJob:
+        return item
+    fields = {**OPTIONAL_FIELDS, **definition.to_item()}
+    return {**{k: v for k, v in item.items() if k not in DEFINITION_FIELDS}, **fields}
 
 
 def _show_job(job: dict[str, Any]) -> str:
@@ -132,6 +149,8 @@ def _show_job(job: dict[str, Any]) -> str:
             continue
         if name.endswith("_at") and isinstance(value, int | float) and not isinstance(value, bool):
             text = _describe_instant(int(value), zone)
+        elif value is None:
+            text = "-"
         elif isinstance(value, str):
             text = value
         else:
@@ -157,19 +176,46 @@ def _describe_instant(ms: int, zone: str) -> str:
     return f"{text} ({wall} in {zone})"
 
 
-NOTE_WIDTH = 60
+NOTE_MIN_WIDTH = 40  # on a narrow terminal the row wraps rather than lose the note
+_ARN = re.compile(r"\barn:[^\s:]+:[^\s:]+:[^\s:]*:[^\s:]*:(\S+)")
 
 
-def _note(text: str, width: int = NOTE_WIDTH) -> str:
-    """The first line of a run's error or reason, at most ``width`` characters: cut at a word
-    boundary and ended with an ellipsis when longer (``--json`` has the whole text)."""
+def _note(text: str, width: int) -> str:
+    """The first line of a run's error or reason in at most ``width`` characters, keeping what a
+    person acts on: an ARN is cut to its tail (``…:orders`` names the resource; the partition,
+    region and account rarely matter), and only then is the line cut at a word, with an
+    ellipsis; where even that would lose the resource, the words before it go first (``--json``
+    has the whole text)."""
     line = _first_line(text.strip())
+    if len(line) <= width:
+        return line
+    line = _ARN.sub(r"…:\1", line)
+    if len(line) <= width:
+        return line
+    cut = _cut_at_word(line, width)
+    tail = next((word for word in line.split() if word.startswith("…:")), None)
+    if tail is None or tail in cut:
+        return cut
+    first = line.split()[0]
+    if len(first) + 1 + len(tail) > width:  # even the tail is too long: keep its end
+        return f"{first} …{tail[len(first) + 3 - width :]}"
+    return _cut_at_word(f"{first} {tail} {line[line.index(tail) + len(tail) :].strip()}", width)
+
+
+def _cut_at_word(line: str, width: int) -> str:
     if len(line) <= width:
         return line
     head = line[: width - 1]
     if " " in head:
         head = head[: head.rindex(" ")]
     return head.rstrip(" ,;:.-") + "…"
+
+
+def _terminal_width() -> int:
+    """The terminal's width: ``COLUMNS`` when set, else the terminal's own, else 80 (a pipe)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns
 
 
 def _cmd_top(args: argparse.Namespace) -> int:
@@ -207,6 +253,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         run.pop("definition", None)
 
     def human(rs: list[dict[str, Any]]) -> str:
+        headers = ["SCHEDULED", "KIND", "STATUS", "ATTEMPT", "STARTED", "FINISHED"]
         rows = [
             [
                 describe_time(r["scheduled_at"]),
@@ -215,11 +262,15 @@ def _cmd_runs(args: argparse.Namespace) -> int:
                 r.get("attempt", ""),
                 describe_time(r.get("started_at")),
                 describe_time(r.get("finished_at")),
-                _note(str(r.get("last_error") or r.get("reason") or "")),
             ]
             for r in rs
         ]
-        return _table(rows, ["SCHEDULED", "KIND", "STATUS", "ATTEMPT", "STARTED", "FINISHED", "NOTE"])
+        # The NOTE column gets what the terminal has left after the others (at least a few words).
+        widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
+        room = max(NOTE_MIN_WIDTH, _terminal_width() - sum(widths) - 2 * len(widths))
+        for row, r in zip(rows, rs, strict=True):
+            row.append(_note(_run_note(r), room))
+        return _table(rows, [*headers, "NOTE"])
 
     return _emit(args, runs, human)
 
@@ -229,11 +280,19 @@ def _cmd_pause(args: argparse.Namespace) -> int:
     if args.group is not None or args.tag:
         if args.job_id is not None:
             raise ValueError("name a JOB or a --group/--tag, not both")
-        done = _operations(args).set_enabled_where(enabled, args.group, _tags(args), args.max)
-        report = {"jobs": done.jobs, "more": done.more}
+        ops = _operations(args)
+        done = ops.set_enabled_where(enabled, args.group, _tags(args), args.max)
+        # The jobs that match but were not changed: already as asked (the operation passes them
+        # over). One more bounded scan, so that a second run says so instead of "no job matched".
+        matched = [str(item["job_id"]) for item in ops.select(args.group, _tags(args), args.max)]
+        already = [job_id for job_id in matched if job_id not in done.jobs]
+        report = {"jobs": done.jobs, "already": already, "more": done.more}
+        as_asked = "already enabled" if enabled else "already paused"
 
         def human(d: dict[str, Any]) -> str:
-            lines = [f"{job_id}: {outcome}" for job_id, outcome in d["jobs"].items()] or ["no job matched"]
+            lines = [f"{job_id}: {outcome}" for job_id, outcome in d["jobs"].items()]
+            lines += [f"{job_id}: {as_asked}" for job_id in d["already"]]
+            lines = lines or ["no job matched"]
             if d["more"]:
                 lines.append(f"more jobs match: stopped at --max {args.max}; run it again to go on")
             return "\n".join(lines)
@@ -247,6 +306,14 @@ def _cmd_pause(args: argparse.Namespace) -> int:
         {"job_id": args.job_id, "registration": outcome.value},
         lambda d: f"{d['job_id']}: {d['registration']}",
     )
+
+
+def _run_note(run: dict[str, Any]) -> str:
+    """A run's note: why it did not run, or its error; none for a run that succeeded (an earlier
+    attempt's error stays on the record, and is not why it ended)."""
+    if run.get("status") == "succeeded":
+        return ""
+    return str(run.get("last_error") or run.get("reason") or "")
 
 
 def _run_outcome(run: dict[str, Any] | None) -> str:
@@ -276,12 +343,11 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
     }
 
     def human(d: dict[str, Any]) -> str:
+        # One form, whatever the run's state when it is read back: ``RUN: what happened``.
         if d["already_requested"]:
             why = f": {_first_line(str(run['reason']))}" if run and run.get("reason") else ""
             status = f"its status: {d['status']}{why}"
-            return f"already requested: {d['run_id']} ({status}); nothing new dispatched"
-        if d["status"] == "pending":
-            return f"dispatched {d['run_id']}"
+            return f"{d['run_id']}: already requested ({status}); nothing new dispatched"
         return f"{d['run_id']}: {_run_outcome(run)}"
 
     return _emit(args, data, human)
