@@ -136,3 +136,28 @@ def test_show_prints_the_same_fields_for_a_job_registered_or_put(
     assert by_cli == by_put
     assert {"overlap: skip", "pause_on_failure: false", "jitter_seconds: 0", "max_runs: -"} <= set(by_put)
     assert 'payload: {"hi":1}' in by_put
+
+
+def test_a_pause_the_stacks_registrar_applied_first_says_paused_not_unchanged(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen on the local stack (docs/local.md's transcript): `pause --group etl` printed
+    `etl.extract: unchanged` for a job it had just paused, because the stack's registrar applied
+    the write from the stream before the CLI's own apply."""
+    for name in ("extract", "load"):
+        register(capsys, resources, tmp_path, {**JOB, "job_id": f"etl.{name}", "group": "etl"})
+    register(capsys, resources, tmp_path, {**JOB, "job_id": "solo"})
+    real_apply = Registrar.apply
+
+    def stream_first(self: Registrar, job_id: str, *args: object, **kwargs: object) -> object:
+        real_apply(self, job_id)  # the stack's registrar, from the stream record
+        return real_apply(self, job_id, *args, **kwargs)  # the CLI's: nothing left to do
+
+    monkeypatch.setattr(Registrar, "apply", stream_first)
+    assert (
+        run_cli(capsys, resources, "pause", "--group", "etl")[1] == "etl.extract: paused\netl.load: paused\n"
+    )
+    assert run_cli(capsys, resources, "pause", "solo")[1] == "solo: paused\n"
+    assert run_cli(capsys, resources, "pause", "solo")[1] == "solo: already paused\n"
+    assert run_cli(capsys, resources, "resume", "solo")[1] == "solo: scheduled\n"
+    assert run_cli(capsys, resources, "resume", "solo")[1] == "solo: already enabled\n"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from jobsched_tools.local.demo import View, describe
+from jobsched_tools.local.proc import _dead_lettered
 
 
 def test_a_failed_record_is_shown_with_its_reason() -> None:
@@ -76,8 +80,21 @@ def test_a_persons_pause_and_a_pause_on_failure_read_apart() -> None:
     assert "by a person" not in applied
 
 
-def test_a_message_to_the_dead_letter_queue_is_shown() -> None:
-    """It showed nothing: SQS moves a message silently. `jobsched local` watches the DLQ's count."""
-    line = View(0).line({"event": "dlq.arrived", "proc": "local", "dead_letters": 1})
-    assert line is not None and "DEAD-LETTER QUEUE" in line and "dead_letters=1" in line
-    assert "jobsched dlq list --local" in line
+def test_a_message_to_the_dead_letter_queue_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    """It showed nothing: SQS moves a message silently. The local SQS poller says so when a
+    message's last receive (the queue's maxReceiveCount) failed, and the view shows it."""
+    body = '{"job_id": "hello", "run_id": "hello@manual:by-hand"}'
+    failed = [
+        {"MessageId": "m-4", "Body": body, "Attributes": {"ApproximateReceiveCount": "4"}},
+        {"MessageId": "m-5", "Body": body, "Attributes": {"ApproximateReceiveCount": "5"}},
+        {"MessageId": "m-6", "Body": "not json", "Attributes": {"ApproximateReceiveCount": "6"}},
+    ]
+    _dead_lettered("worker-1", failed, max_receives=5)
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(e["event"], e["correlation_id"], e["receive_count"]) for e in events] == [
+        ("dlq.dead_lettered", "hello@manual:by-hand", 5),
+        ("dlq.dead_lettered", "m-6", 6),
+    ]
+    line = View(0).line(events[0])
+    assert line is not None and "TO THE DEAD-LETTER QUEUE" in line and "receive_count=5" in line
+    assert "hello@manual:by-hand" in line and "jobsched dlq list --local" in line

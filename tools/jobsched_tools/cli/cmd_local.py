@@ -75,8 +75,6 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
 
 def run_local(args: argparse.Namespace) -> int:
-    from jobsched.core.clock import iso_z
-
     from jobsched_tools.local.demo import View
     from jobsched_tools.local.session import now_ms
     from jobsched_tools.local.stack import LocalStack, StackOptions, StateFileInUse, claim_state_file
@@ -125,19 +123,11 @@ def run_local(args: argparse.Namespace) -> int:
         "Ctrl-C stops.",
         flush=True,
     )
-    dead_letters = 0
     try:
         while not stop.wait(1.0):
             for proc in stack.procs.values():
                 if not proc.alive():
                     stack.restart(proc.name)  # as Lambda would start a new environment
-            # SQS moves a message to the DLQ silently; say so when the DLQ grows (the
-            # DeadLetterQueueAlarm's condition on AWS).
-            now_there = stack.dead_letters()
-            if now_there > dead_letters:
-                event = {"event": "dlq.arrived", "proc": "local", "dead_letters": now_there}
-                sink("local", {**event, "timestamp": iso_z(now_ms())})
-            dead_letters = now_there
     finally:
         stack.stop()
     return 0

@@ -282,6 +282,9 @@ def _cmd_pause(args: argparse.Namespace) -> int:
             raise ValueError("name a JOB or a --group/--tag, not both")
         ops = _operations(args)
         done = ops.set_enabled_where(enabled, args.group, _tags(args), args.max)
+        # Every job here needed the change (the operation passes over those already as asked):
+        # "unchanged" means the stack's registrar applied our write first.
+        done.jobs = {job_id: _applied(ops, job_id, outcome) for job_id, outcome in done.jobs.items()}
         # The jobs that match but were not changed: already as asked (the operation passes them
         # over). One more bounded scan, so that a second run says so instead of "no job matched".
         matched = [str(item["job_id"]) for item in ops.select(args.group, _tags(args), args.max)]
@@ -300,12 +303,29 @@ def _cmd_pause(args: argparse.Namespace) -> int:
         return _emit(args, report, human)
     if args.job_id is None:
         raise ValueError("name a JOB, or a --group or --tag")
-    outcome = _operations(args).set_enabled(args.job_id, enabled)
+    ops = _operations(args)
+    was_paused = ops.get(args.job_id).get("status") == "paused"
+    outcome = ops.set_enabled(args.job_id, enabled).value
+    if outcome == Registration.UNCHANGED.value and was_paused != enabled:
+        outcome = "already enabled" if enabled else "already paused"
+    else:
+        outcome = _applied(ops, args.job_id, outcome)
     return _emit(
         args,
-        {"job_id": args.job_id, "registration": outcome.value},
+        {"job_id": args.job_id, "registration": outcome},
         lambda d: f"{d['job_id']}: {d['registration']}",
     )
+
+
+def _applied(ops: Operations, job_id: str, outcome: str) -> str:
+    """A pause's or resume's outcome as the job now is. The CLI writes ``enabled`` and then
+    applies it with the registrar, as the stack's registrar does from the stream: when that one
+    got there first, ours finds nothing to do (``unchanged``), although the change was made. Say
+    what the job is now (``paused``, ``scheduled`` for an active one) instead."""
+    if outcome != Registration.UNCHANGED.value:
+        return outcome
+    status = str(ops.get(job_id).get("status", outcome))
+    return Registration.SCHEDULED.value if status == "active" else status
 
 
 def _run_note(run: dict[str, Any]) -> str:

@@ -128,8 +128,10 @@ _SHOWN = {
     "outcome.published": "outcome event on the bus",
     "outcome.publish_failed": "outcome event not taken (delivered again)",
     "outcome.rejected": "outcome event REFUSED by the bus",
-    # `jobsched local`'s own watch of the work queue's dead-letter queue (local/stack.py).
-    "dlq.arrived": "MESSAGE TO THE DEAD-LETTER QUEUE (`jobsched dlq list --local` says whose and why)",
+    # The local SQS poller's word for what SQS does silently (local/proc.py ``_dead_lettered``).
+    "dlq.dead_lettered": (
+        "its last receive failed: TO THE DEAD-LETTER QUEUE (`jobsched dlq list --local` says why)"
+    ),
 }
 
 
@@ -146,7 +148,8 @@ _DETAILS = (
     "next_run_at",
     "status",
     "run_id",
-    "dead_letters",
+    "receive_count",
+    "message_id",
 )
 
 
@@ -197,7 +200,7 @@ def describe(event: Event, t0_ms: int, label: str | None = None) -> str | None:
                 value = f"T{(int(value) - t0_ms) / 1000:+.1f}s"
             if key == "next_run_at":
                 value = describe_time(int(value))
-            if key == "run_id" and value == subject:
+            if key in ("run_id", "message_id") and value == subject:
                 continue
             if key == "reasons" and isinstance(value, list):
                 value = "; ".join(str(reason) for reason in value)

@@ -355,15 +355,6 @@ class LocalStack:
         )
         return Operations(self.store(), queue_client, MemoryTelemetry(), SystemClock(), self.config())
 
-    def dead_letters(self) -> int:
-        """Messages on the work queue's dead-letter queue now (visible or being looked at)."""
-        assert self.moto is not None and self.resources is not None
-        attributes = make_client("sqs", self.moto.endpoint_url, REGION).get_queue_attributes(
-            QueueUrl=self.resources.dead_letter_queue_url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
-        return sum(int(value) for value in attributes.values())
-
     def state(self) -> dict[str, Any]:
         assert self.moto is not None and self.resources is not None
         return {
