@@ -99,3 +99,12 @@ def test_a_request_the_deployment_refuses_is_one_sentence(
         code, out, err = run(capsys, "dlq", action, *target, "--dlq-url", missing)
         assert (code, out) == (2, "")
         assert err.startswith("error: AWS refused GetQueueAttributes: ") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.usefixtures("unreachable")
+def test_the_traceback_behind_a_sentence_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    monkeypatch.setenv("JOBSCHED_TRACEBACK", "1")
+    with pytest.raises(EndpointConnectionError):
+        main(["list", "--stack-name", "jobsched"])

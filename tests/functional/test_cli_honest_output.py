@@ -171,8 +171,9 @@ LONG_REASON = (
 
 
 def test_runs_cuts_a_long_note_at_a_word_with_an_ellipsis(
-    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # the note gets its least, 40 characters
     register(capsys, resources, tmp_path, JOB)
     record(
         resources,

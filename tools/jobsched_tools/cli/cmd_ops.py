@@ -551,27 +551,10 @@ def _cmd_dlq_redrive(args: argparse.Namespace) -> int:
 
 
 def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return func(args)
-        except BrokenPipeError:
-            raise  # the reader went away (`| head`): main() exits quietly
-        except Exception as exc:
-            what = _readable(exc)
-            if what is None:
-                raise
-            print(f"error: {what}", file=sys.stderr)
-            return 2
-
-    return run
-
-
-def _readable(exc: Exception) -> str | None:
-    """What to tell a person about an error that is about their setup, not a bug; None for
-    anything else (which keeps its traceback). One rule for every command: cli/errors.py."""
-    from jobsched_tools.cli.errors import readable
-
-    return readable(exc)
+    """A command's handler. Errors of setup or deployment are turned into one sentence by main()
+    for every command (cli/errors.py), so nothing is caught here; kept as the commands' one
+    wrapper (cmd_import and cmd_outcomes use it too)."""
+    return func
 
 
 def _selection(parser: argparse.ArgumentParser) -> None:

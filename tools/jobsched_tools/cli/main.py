@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         from jobsched_tools.cli.errors import SETUP_ERROR_EXIT, readable
 
         what = readable(exc)
-        if what is None:
+        if what is None or os.environ.get("JOBSCHED_TRACEBACK"):
             raise
         print(f"error: {what}", file=sys.stderr)
         sys.exit(SETUP_ERROR_EXIT)
