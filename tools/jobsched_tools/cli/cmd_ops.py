@@ -456,10 +456,12 @@ def _dlq(args: argparse.Namespace) -> tuple[Any, str, str, Callable[[str | None]
             "the dead-letter queue is not known: "
             "give --dlq-url (or JOBSCHED_DLQ_URL), --stack-name or --local"
         )
-    store = store_for(target)
+    stores: list[Any] = []  # made at the first message: an empty DLQ needs no DynamoDB client
 
     def explain(run_id: str | None) -> str:
-        run = store.get(RUNS, run_key(run_id)) if run_id else None
+        if run_id and not stores:
+            stores.append(store_for(target))
+        run = stores[0].get(RUNS, run_key(run_id)) if run_id else None
         if run is None:
             return "no run record (never claimed, or expired from the runs table)"
         status = str(run.get("status", "?"))
