@@ -69,11 +69,11 @@ def test_trigger_again_with_one_request_id_says_it_was_already_requested(
 ) -> None:
     register(capsys, resources, tmp_path, JOB)
     code, out, _ = run_cli(capsys, resources, "trigger", "nightly-report", "--request-id", "abc")
-    assert (code, out) == (0, "dispatched nightly-report@manual:abc\n")
+    assert (code, out) == (0, "nightly-report@manual:abc: dispatched\n")
     code, out, _ = run_cli(capsys, resources, "trigger", "nightly-report", "--request-id", "abc")
     assert (code, out) == (
         0,
-        "already requested: nightly-report@manual:abc (its status: pending); nothing new dispatched\n",
+        "nightly-report@manual:abc: already requested (its status: pending); nothing new dispatched\n",
     )
     code, out, _ = run_cli(capsys, resources, "trigger", "nightly-report", "--request-id", "abc", "--json")
     assert json.loads(out) == {
@@ -81,6 +81,20 @@ def test_trigger_again_with_one_request_id_says_it_was_already_requested(
         "already_requested": True,
         "status": "pending",
     }
+
+
+def test_trigger_prints_one_form_with_and_without_a_request_id(
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+) -> None:
+    """Issue 36 item 8: ``RUN: what happened`` both ways (it was ``dispatched RUN`` with a request
+    id and ``RUN: running`` without, depending on the run's state when it was read back)."""
+    register(capsys, resources, tmp_path, JOB)
+    outputs = [
+        run_cli(capsys, resources, "trigger", "nightly-report", *request)[1]
+        for request in ([], ["--request-id", "abc"])
+    ]
+    assert re.fullmatch(r"nightly-report@manual:[0-9a-f]{12}: dispatched\n", outputs[0]), outputs[0]
+    assert outputs[1] == "nightly-report@manual:abc: dispatched\n"
 
 
 def record(resources: Resources, run_id: str, at: str, status: RunStatus, reason: str) -> None:
@@ -158,8 +172,9 @@ LONG_REASON = (
 
 
 def test_runs_cuts_a_long_note_at_a_word_with_an_ellipsis(
-    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path
+    capsys: pytest.CaptureFixture[str], resources: Resources, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # the note gets its least, 40 characters
     register(capsys, resources, tmp_path, JOB)
     record(
         resources,
@@ -223,16 +238,20 @@ def test_dlq_redrive_moves_the_dead_letters_back_to_the_work_queue(
         sqs.send_message(
             QueueUrl=resources.dead_letter_queue_url, MessageBody=f"m{i}", MessageAttributes=attribute
         )
+    messages = [m["MessageId"] for m in _peek(sqs, resources.dead_letter_queue_url)]
     target = ["--jobs-table", resources.jobs_table, "--state-table", resources.state_table]
     target += ["--runs-table", resources.runs_table, "--queue-url", resources.work_queue_url]
     with pytest.raises(SystemExit) as exited:
         main(["dlq", "redrive", *target, "--dlq-url", resources.dead_letter_queue_url])
     out, err = capsys.readouterr()
-    assert (exited.value.code, out, err) == (
+    lines = out.splitlines()
+    assert (exited.value.code, lines[0], err) == (
         0,
-        "moved 12 messages from the dead-letter queue to the work queue\n",
+        "moved 12 messages from the dead-letter queue to the work queue",
         "",
     )
+    # Each moved message named: its run, or its message id when it is no run message.
+    assert sorted(line.strip() for line in lines[1:]) == sorted(messages)
     moved = []
     while batch := sqs.receive_message(
         QueueUrl=resources.work_queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
@@ -251,3 +270,15 @@ def test_dlq_redrive_moves_the_dead_letters_back_to_the_work_queue(
         "error: the dead-letter queue is not known: "
         "give --dlq-url (or JOBSCHED_DLQ_URL), --stack-name or --local\n"
     )
+
+
+def _peek(sqs: Any, url: str) -> list[dict[str, Any]]:
+    """The queue's messages, received and made visible again."""
+    seen: dict[str, dict[str, Any]] = {}
+    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30).get(
+        "Messages"
+    ):
+        seen.update((m["MessageId"], m) for m in batch)
+    for m in seen.values():
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+    return list(seen.values())

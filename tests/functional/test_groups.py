@@ -93,7 +93,7 @@ def test_the_cli_lists_pauses_and_resumes_by_group_and_tag(
     code, out, _ = run_cli(capsys, resources, "list", "--group", "billing", "--json")
     assert code == 0 and [j["job_id"] for j in as_json(out)] == ["a1", "a2"]
     code, out, _ = run_cli(capsys, resources, "pause", "--tag", "team=pay", "--json")
-    assert as_json(out) == {"jobs": {"a1": "paused", "b1": "paused"}, "more": False}
+    assert as_json(out) == {"jobs": {"a1": "paused", "b1": "paused"}, "already": [], "more": False}
     code, out, _ = run_cli(capsys, resources, "resume", "--tag", "team=pay", "--max", "1")
     assert code == 0 and "a1: scheduled" in out and "more jobs match" in out
     code, _, err = run_cli(capsys, resources, "pause")

@@ -75,7 +75,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
 
 def run_local(args: argparse.Namespace) -> int:
-    from jobsched_tools.local.demo import describe
+    from jobsched_tools.local.demo import View
     from jobsched_tools.local.session import now_ms
     from jobsched_tools.local.stack import LocalStack, StackOptions, StateFileInUse, claim_state_file
 
@@ -87,11 +87,11 @@ def run_local(args: argparse.Namespace) -> int:
     if note is not None:
         print(f"# {note}", file=sys.stderr, flush=True)
     extra = dict(item.split("=", 1) for item in args.set)
-    t0 = now_ms()
+    view = View(now_ms())
 
     def sink(_name: str, event: dict[str, Any]) -> None:
         if args.view:
-            line = describe(event, t0)
+            line = view.line(event)
             if line:
                 print(line, flush=True)
         else:

@@ -28,7 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "top": ("cmd_ops", "a live status view, refreshed in place (bounded reads a refresh)"),
     "trigger": ("cmd_ops", "run a job now, outside its schedule"),
     "backfill": ("cmd_ops", "run the past occurrences in (FROM, TO], missed ones too, each at most once"),
-    "dlq": ("cmd_ops", "the work queue's dead-letter queue: redrive its messages to the work queue"),
+    "dlq": (
+        "cmd_ops",
+        "the work queue's dead-letter queue: list its messages, or redrive them to the work queue",
+    ),
     "outcomes": ("cmd_outcomes", "outcome events: replay the outcomes of a window on the outcome bus"),
     "import": (
         "cmd_import",
@@ -85,6 +88,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BrokenPipeError:
         _quiet_stdout()
         sys.exit(BROKEN_PIPE_EXIT)
+    except Exception as exc:
+        # Every command: a setup or deployment error (no region or credentials, an endpoint
+        # that does not answer, a request AWS refused) is one sentence, not a traceback.
+        from jobsched_tools.cli.errors import SETUP_ERROR_EXIT, readable
+
+        what = readable(exc)
+        if what is None or os.environ.get("JOBSCHED_TRACEBACK"):
+            raise
+        print(f"error: {what}", file=sys.stderr)
+        sys.exit(SETUP_ERROR_EXIT)
     sys.exit(code)
 
 

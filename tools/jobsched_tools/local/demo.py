@@ -110,7 +110,12 @@ _SHOWN = {
     # What people do to their jobs, as the registrar applies it (issue 28: the view used to show
     # run events only, so a registration, a pause or a typo in a time zone showed nothing).
     "job.scheduled": "job registered (scheduled)",
-    "job.paused": "job PAUSED",
+    # A person's pause (enabled: false written by anyone) and jobsched's pause on failure read
+    # apart: the registrar applies both as job.paused, so the view remembers which jobs the
+    # worker or the detector paused (``View``).
+    "job.paused": "job paused (enabled: false on the job item)",
+    "job.paused_on_failure": "job PAUSED ON FAILURE (pause_on_failure; `jobsched resume` clears it)",
+    "job.pause_skipped": "pause on failure not applied (the job was edited since the run)",
     "job.finished": "job finished (its schedule has ended)",
     "job.invalid": "job INVALID",
     "job.deleted": "job deleted",
@@ -123,6 +128,10 @@ _SHOWN = {
     "outcome.published": "outcome event on the bus",
     "outcome.publish_failed": "outcome event not taken (delivered again)",
     "outcome.rejected": "outcome event REFUSED by the bus",
+    # The local SQS poller's word for what SQS does silently (local/proc.py ``_dead_lettered``).
+    "dlq.dead_lettered": (
+        "its last receive failed: TO THE DEAD-LETTER QUEUE (`jobsched dlq list --local` says why)"
+    ),
 }
 
 
@@ -138,12 +147,40 @@ _DETAILS = (
     "lease_expired_at",
     "next_run_at",
     "status",
+    "run_id",
+    "receive_count",
+    "message_id",
 )
 
 
-def describe(event: Event, t0_ms: int) -> str | None:
+class View:
+    """``describe`` with a memory: the jobs paused on failure, so that the registrar's applying
+    of that pause (``job.paused``, as for a person's) is shown as what it is."""
+
+    def __init__(self, t0_ms: int) -> None:
+        self.t0_ms = t0_ms
+        self.paused_on_failure: set[str] = set()
+
+    def line(self, event: Event) -> str | None:
+        name, job_id = event.get("event"), str(event.get("correlation_id", ""))
+        if name == "job.paused_on_failure":
+            self.paused_on_failure.add(job_id)
+        elif name == "job.paused" and job_id in self.paused_on_failure:
+            self.paused_on_failure.discard(job_id)
+            return describe(event, self.t0_ms, "job paused: the pause on failure above, applied")
+        elif name == "job.paused":
+            return describe(event, self.t0_ms, "job paused by a person (enabled: false on the job item)")
+        return describe(event, self.t0_ms)
+
+
+def describe(event: Event, t0_ms: int, label: str | None = None) -> str | None:
+    """One readable line for a process's event, or None for an event the view leaves out. Times
+    of events are offsets from ``t0_ms``; an instant such as ``next_run_at`` is a time, as the
+    CLI prints it (``describe_time``), since it may be hours out."""
+    from jobsched.services.operations import describe_time
+
     name = str(event.get("event") or "")
-    label = _SHOWN.get(name)
+    label = label or _SHOWN.get(name)
     if (
         label is None
         and name.startswith("run.")
@@ -159,8 +196,12 @@ def describe(event: Event, t0_ms: int) -> str | None:
             value = event[key]
             if key == "error":
                 value = str(value).splitlines()[0]  # the traceback stays in the JSON logs
-            if key in ("lease_expired_at", "next_run_at"):
+            if key == "lease_expired_at":
                 value = f"T{(int(value) - t0_ms) / 1000:+.1f}s"
+            if key == "next_run_at":
+                value = describe_time(int(value))
+            if key in ("run_id", "message_id") and value == subject:
+                continue
             if key == "reasons" and isinstance(value, list):
                 value = "; ".join(str(reason) for reason in value)
             details.append(f"{key}={value}")
@@ -308,11 +349,13 @@ def run_demo(seconds: float = 75, as_json: bool = False, workers: int = 3) -> in
         print(text, flush=True)
 
     plan = CrashPlan()
+    views: dict[int, View] = {}
 
     def on_event(session: Session, name: str, event: Event) -> None:
         plan.on_event(session, name, event)
         if session.window_from_ms:
-            line = describe(event, session.window_from_ms)
+            view = views.setdefault(session.window_from_ms, View(session.window_from_ms))
+            line = view.line(event)
             if line:
                 say(line)
 

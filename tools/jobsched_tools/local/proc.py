@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import itertools
+import json
 import os
 import signal
 import sys
@@ -168,9 +169,11 @@ def run_worker(invoke: Invoker, stop: Callable[[], bool], wait_s: int = 5) -> No
     are not reported in ``batchItemFailures`` (those become visible again after the timeout)."""
     sqs = make_client("sqs", read_timeout=wait_s + 10)  # a long poll outlasts the default read timeout
     queue_url = os.environ["WORK_QUEUE_URL"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
+    attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn", "RedrivePolicy"])[
+        "Attributes"
     ]
+    queue_arn = attributes["QueueArn"]
+    max_receives = int(json.loads(attributes.get("RedrivePolicy") or "{}").get("maxReceiveCount", 0))
     while not stop():
         try:
             response = sqs.receive_message(
@@ -191,8 +194,10 @@ def run_worker(invoke: Invoker, stop: Callable[[], bool], wait_s: int = 5) -> No
             result = invoke(sqs_event(messages, queue_arn)) or {}
         except Exception as exc:  # the whole batch failed: every message comes back
             _report_error(invoke.name, exc)
+            _dead_lettered(invoke.name, messages, max_receives)
             continue
         failed = {item["itemIdentifier"] for item in result.get("batchItemFailures", [])}
+        _dead_lettered(invoke.name, [m for m in messages if m["MessageId"] in failed], max_receives)
         done = [
             {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
             for i, m in enumerate(messages)
@@ -277,13 +282,37 @@ def run_publisher(
     run(mapping, stop, poll_s, lambda exc: _report_error(invoke.name, exc))
 
 
+def _dead_lettered(name: str, failed: list[dict[str, Any]], max_receives: int) -> None:
+    """SQS moves a message to the dead-letter queue silently, on the receive after its
+    ``maxReceiveCount``-th: say so when a message's last receive failed (``dlq.dead_lettered``;
+    ``jobsched local --view`` shows it), with the run its body names where it names one."""
+    if max_receives <= 0:
+        return
+    for message in failed:
+        receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 0))
+        if receives < max_receives:
+            continue
+        try:
+            body = json.loads(message.get("Body", ""))
+        except ValueError:
+            body = None
+        run_id = str(body["run_id"]) if isinstance(body, dict) and body.get("run_id") else None
+        _print_event(
+            name,
+            "dlq.dead_lettered",
+            "WARNING",
+            correlation_id=run_id or message["MessageId"],
+            message_id=message["MessageId"],
+            receive_count=receives,
+            timestamp=datetime.now(UTC).isoformat(),
+        )
+
+
 def _report_error(name: str, exc: BaseException) -> None:
     _print_event(name, "local.invocation_failed", "ERROR", error=f"{type(exc).__name__}: {exc}")
 
 
 def _print_event(name: str, event: str, level: str, **fields: Any) -> None:
-    import json
-
     line = {"level": level, "message": event, "event": event, "proc": name, **fields}
     print(json.dumps(line, default=str), flush=True)
 

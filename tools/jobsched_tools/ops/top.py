@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobsched.core.clock import iso_z
 from jobsched.core.run import run_key
 from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import Store
+from jobsched.services.operations import describe_time
 
 DUE_PER_SHARD = 25
 LEASES_PER_SHARD = 25
@@ -93,7 +93,16 @@ def _at(ms: int | None, now: int) -> str:
         return "-"
     seconds = (int(ms) - now) / 1000
     when = f"in {seconds:.0f} s" if seconds >= 0 else f"{-seconds:.0f} s ago"
-    return f"{iso_z(int(ms))} ({when})"
+    return f"{describe_time(int(ms))} ({when})"
+
+
+def _note(run: Item) -> str:
+    """Why a run did not run or failed; nothing beside a run that succeeded (the error of an
+    earlier attempt stays on its record, and is not how it ended)."""
+    if run.get("status") == "succeeded":
+        return ""
+    note = run.get("reason") or run.get("last_error") or ""
+    return str(note).splitlines()[0][:80] if note else ""
 
 
 def _health(job: Item, state: Item | None, chain: list[Item]) -> str:
@@ -111,7 +120,7 @@ def _health(job: Item, state: Item | None, chain: list[Item]) -> str:
 
 def render(status: Status) -> str:
     now = status.now
-    lines = [f"jobsched top  {iso_z(now)}  ({status.requests} reads this refresh)", ""]
+    lines = [f"jobsched top  {describe_time(now)}  ({status.requests} reads this refresh)", ""]
     lines.append(f"DUE SOON ({len(status.due_soon)})")
     lines += [f"  {s['job_id']:<40} {_at(int(s['next_run_at']), now)}" for s in status.due_soon[:15]]
     lines.append(f"BEHIND: next run past, not yet claimed ({len(status.behind)})")
@@ -131,7 +140,6 @@ def render(status: Status) -> str:
     for job, state, chain in status.jobs:
         lines.append(f"  {job['job_id']:<40} {_health(job, state, chain)}")
         for run in chain:
-            note = run.get("reason") or run.get("last_error") or ""
-            note = str(note).splitlines()[0][:80] if note else ""
+            note = _note(run)
             lines.append(f"      {run['run_id']:<48} {run.get('status')!s:<10} {note}".rstrip())
     return "\n".join(lines)
