@@ -294,6 +294,34 @@ class FaultyStore:
         self.note_core(
             core_invariants.check(states, written, None, self.ledger.tokens, self.LOCAL_INVARIANTS)
         )
+        self._check_waits(written)
+
+    def _check_waits(self, written: Sequence[Item]) -> None:
+        """The waits-for relation stays acyclic (``core_invariants.WAITS_ACYCLIC``): a new cycle
+        passes through a run this write made wait (buffered, or overtaken), so the runs reached
+        from those along the relation are read and checked, a few reads, only when one waits."""
+        waiting = [r for r in written if r.get("status") in ("pending", "buffered")]
+        waiting = [r for r in waiting if r.get("status") == "buffered" or r.get("overtaken_by")]
+        if not waiting:
+            return
+        runs: dict[str, Item] = {}
+        todo = [str(r["run_id"]) for r in waiting]
+        while todo and len(runs) < 64:
+            run_id = todo.pop()
+            if run_id in runs:
+                continue
+            run = self.inner.get(RUNS, run_key(run_id))
+            if run is None:
+                continue
+            runs[run_id] = run
+            todo += [str(run[a]) for a in ("blocked_by", "overtaken_by") if run.get(a)]
+        cycles = core_invariants.waits_cycles(runs, [str(r["run_id"]) for r in waiting])
+        self.note_core(
+            [
+                core_invariants.Violation(core_invariants.WAITS_ACYCLIC, c[0], " -> ".join([*c[1:], c[0]]))
+                for c in cycles
+            ]
+        )
 
     def note_core(self, found: Sequence[core_invariants.Violation]) -> None:
         for violation in found:
