@@ -120,7 +120,7 @@ class FaultyStore:
         # Set by the world: the next heartbeat write crashes its worker ("before" or "after" it lands).
         self.heartbeat_crash: str | None = None
         # Set by the world: called with a job id after every write to a job item (the stream).
-        self.on_job_write: Callable[[str], None] | None = None
+        self.on_job_write: Callable[[str], object] | None = None
         # Set by the world: called with a run id just before the detector's recovery write.
         self.before_recovery: Callable[[str], None] | None = None
         # How far any actor's clock may be off: a recovery of a lease renewed beyond it is live.
