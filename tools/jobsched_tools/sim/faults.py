@@ -43,6 +43,17 @@ EFFECTS = "effects"
 UNFINISHED_STATUSES = frozenset({"pending", "running", "buffered"})
 
 
+def _waits(run: Item) -> list[str]:
+    """The runs ``run`` waits for, by its own attributes (``core_invariants.waits_for``, before
+    looking at whether they are unfinished)."""
+    if run.get("status") not in UNFINISHED_STATUSES:
+        return []
+    found = [str(run["blocked_by"])] if run.get("status") == "buffered" and run.get("blocked_by") else []
+    if run.get("overtaken_by") and str(run["overtaken_by"]) not in found:
+        found.append(str(run["overtaken_by"]))
+    return found
+
+
 class SimCrash(BaseException):
     """The simulated process dies here. A BaseException, so no service's ``except`` swallows it."""
 
@@ -266,7 +277,7 @@ class FaultyStore:
                     self._violate("record_overwritten", run_id, f"{self.actor}'s {op.label} replaced it")
             if after is not None:
                 self._observe_run(run_id, op.label, before, after, now)
-        self._check_core(ops)
+        self._check_core(ops, runs_before)
 
     # Checkable on the items one write touched (the chain's reachability and the messages' links
     # need the whole job and the queue: ``invariants.check`` runs those on the final tables).
@@ -277,7 +288,7 @@ class FaultyStore:
         core_invariants.BEYOND_POSITION,
     )
 
-    def _check_core(self, ops: Sequence[WriteOp]) -> None:
+    def _check_core(self, ops: Sequence[WriteOp], runs_before: dict[str, Item | None]) -> None:
         runs = [
             self.inner.get(RUNS, run_key(str(_run_key(op))))
             for op in ops
@@ -294,34 +305,43 @@ class FaultyStore:
         self.note_core(
             core_invariants.check(states, written, None, self.ledger.tokens, self.LOCAL_INVARIANTS)
         )
-        self._check_waits(written)
+        self._check_waits(written, runs_before)
 
-    def _check_waits(self, written: Sequence[Item]) -> None:
+    def _check_waits(self, written: Sequence[Item], runs_before: dict[str, Item | None]) -> None:
         """The waits-for relation stays acyclic (``core_invariants.WAITS_ACYCLIC``): a new cycle
-        passes through a run this write made wait (buffered, or overtaken), so the runs reached
-        from those along the relation are read and checked, a few reads, only when one waits."""
-        waiting = [r for r in written if r.get("status") in ("pending", "buffered")]
-        waiting = [r for r in waiting if r.get("status") == "buffered" or r.get("overtaken_by")]
-        if not waiting:
-            return
-        runs: dict[str, Item] = {}
-        todo = [str(r["run_id"]) for r in waiting]
-        while todo and len(runs) < 64:
-            run_id = todo.pop()
-            if run_id in runs:
+        goes through a wait this write made (a run newly buffered behind a run, or newly
+        overtaken), so only the run waited for is followed, along the relation, back to the
+        waiter: a few reads, and only at such a write (a lease renewal makes no new wait)."""
+        for run in written:
+            run_id = str(run["run_id"])
+            before = runs_before.get(run_id) or {}
+            new = set(_waits(run)) - set(_waits(before))
+            for target in sorted(new):
+                path = self._waits_path(target, run_id)
+                if path is not None:
+                    cycle = " -> ".join([*path, run_id])
+                    self.note_core([core_invariants.Violation(core_invariants.WAITS_ACYCLIC, run_id, cycle)])
+
+    def _waits_path(self, start: str, goal: str) -> list[str] | None:
+        """The runs from ``start`` to ``goal`` along the waits-for relation, if ``goal`` is reached
+        (bounded: a line of waiting runs is read at most 64 deep)."""
+        todo: list[list[str]] = [[start]]
+        seen: set[str] = set()
+        while todo and len(seen) < 64:
+            path = todo.pop()
+            if path[-1] == goal:
+                return path
+            if path[-1] in seen:
                 continue
-            run = self.inner.get(RUNS, run_key(run_id))
+            seen.add(path[-1])
+            run = self.inner.get(RUNS, run_key(path[-1]))
             if run is None:
                 continue
-            runs[run_id] = run
-            todo += [str(run[a]) for a in ("blocked_by", "overtaken_by") if run.get(a)]
-        cycles = core_invariants.waits_cycles(runs, [str(r["run_id"]) for r in waiting])
-        self.note_core(
-            [
-                core_invariants.Violation(core_invariants.WAITS_ACYCLIC, c[0], " -> ".join([*c[1:], c[0]]))
-                for c in cycles
-            ]
-        )
+            for other in _waits(run):
+                target = self.inner.get(RUNS, run_key(other)) if other != goal else {"status": "pending"}
+                if target is not None and target.get("status") in UNFINISHED_STATUSES:
+                    todo.append([*path, other])
+        return None
 
     def note_core(self, found: Sequence[core_invariants.Violation]) -> None:
         for violation in found:
