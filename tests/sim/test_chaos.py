@@ -261,3 +261,42 @@ def test_a_late_stream_record_still_dates_the_change_the_reconcile_pass_applied(
     assert report.invariant_violations == [], report.invariant_violations[:5]
     monkeypatch.setattr(Registrar, "_late_record", lambda *_args: False)
     assert "lost_after_write" in violation_kinds(run_chaos(config))
+
+
+def test_the_simulation_reports_a_wait_that_closes_a_cycle_at_its_write() -> None:
+    """Issue 34, item 12: the chaos store checks the waits-for relation at every write that makes
+    a new wait (the random world rarely reaches the backfill-retry deadlock the explorer's set
+    ``backfill-retry-buffer-one`` plays; this is the check itself, shown to fail)."""
+    import random
+
+    from jobsched.core import invariants
+    from jobsched.core.writes import RUNS, Put, Update
+    from jobsched_tools.sim.faults import FaultyStore
+
+    store = FaultyStore(
+        MemoryStore(), random.Random(0), FaultRates(), Counter(), ManualClock(0), lambda *_: None
+    )
+
+    def run(run_id: str, **fields: object) -> dict[str, object]:
+        return {
+            "job_id": "j",
+            "run_id": run_id,
+            "scheduled_at": 0,
+            "kind": "backfill",
+            "version": 1,
+            **fields,
+        }
+
+    store.write([Put(RUNS, run("j@b", status="running", overtook=True), (), "start")])
+    store.write([Put(RUNS, run("j@s", status="buffered", blocked_by="j@b", overtaken_by="j@b"), (), "wait")])
+    assert store.ledger.core[invariants.WAITS_ACYCLIC] == 0  # a line, not a cycle
+    store.update(
+        Update(
+            RUNS,
+            {"job_id": "j", "run_id": "j@b"},
+            (),
+            "buffer",
+            set={"status": "buffered", "blocked_by": "j@s"},
+        )
+    )
+    assert store.ledger.core[invariants.WAITS_ACYCLIC] == 1
