@@ -337,10 +337,8 @@ class FaultyStore:
             run = self.inner.get(RUNS, run_key(path[-1]))
             if run is None:
                 continue
-            for other in _waits(run):
-                target = self.inner.get(RUNS, run_key(other)) if other != goal else {"status": "pending"}
-                if target is not None and target.get("status") in UNFINISHED_STATUSES:
-                    todo.append([*path, other])
+            # A finished run waits for nothing (``_waits``), so a path through one ends there.
+            todo += [[*path, other] for other in _waits(run)]
         return None
 
     def note_core(self, found: Sequence[core_invariants.Violation]) -> None:
