@@ -26,6 +26,7 @@ from jobsched_tools.explore.scenarios import (
     CORE,
     MINUTE,
     MORE,
+    OVERTAKES,
     PROGRAMS,
     SECOND,
     T0,
@@ -320,6 +321,27 @@ def test_invariants_name_each_violation() -> None:
     }, found
 
 
+def test_the_waits_for_relation_must_be_acyclic() -> None:
+    """Issue 34: a buffered run waits for its ``blocked_by``, a run not started since it was
+    overtaken for its ``overtaken_by``, while that run is unfinished; a cycle is reported once,
+    a line (or a wait for a run that ended) is not."""
+    line = [
+        _run(5, "running", 2),
+        {**_run(10, "buffered", 2, after_run_id=rid(5)), "blocked_by": rid(5)},
+        {**_run(15, "buffered", 2, after_run_id=rid(10)), "blocked_by": rid(10)},
+        {**_run(20, "pending", 1, after_run_id=rid(15)), "overtaken_by": rid(30)},
+        _run(30, "succeeded", 3, after_run_id=rid(20)),
+    ]
+    assert core_invariants.check([], line, only=(core_invariants.WAITS_ACYCLIC,)) == []
+    cycle = [
+        {**_run(5, "buffered", 2), "blocked_by": rid(10), "overtaken_by": rid(10)},
+        {**_run(10, "buffered", 4, after_run_id=rid(5)), "blocked_by": rid(5)},
+        {**_run(15, "buffered", 2, after_run_id=rid(10)), "blocked_by": rid(10)},  # behind it
+    ]
+    found = core_invariants.check([], cycle, only=(core_invariants.WAITS_ACYCLIC,))
+    assert [(v.invariant, v.key) for v in found] == [(core_invariants.WAITS_ACYCLIC, rid(5))], found
+
+
 # --- mutation: the conditions the invariants rest on, removed one at a time ----------------------
 
 # Each removal the explorer finds at k <= 3, with the check that reports it. The others are caught
@@ -359,3 +381,45 @@ def test_waiting_policies_keep_the_promises_and_invariants(name: str) -> None:
     result = explore(actor_set, k=k)
     assert result.schedules > 0 and not result.truncated
     assert result.violations == [], result.summary()
+
+
+# --- issue 34, item 12: the walk around an overtake -----------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(OVERTAKES))
+def test_overtake_sets_keep_the_promises_and_invariants(name: str) -> None:
+    actor_set = OVERTAKES[name]
+    k = 2 if len(actor_set.actors) > 2 else 3
+    result = explore(actor_set, k=k)
+    assert result.schedules > 0 and not result.truncated
+    assert result.violations == [], result.summary()
+
+
+def test_a_retried_overtaker_waiting_behind_the_run_it_overtook_is_a_waits_cycle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without the walk's rule that a run the walker overtook waits for it (``waits_for_walker``),
+    the backfill's retry waits behind 00:05, which waits behind it: the invariant reports the
+    cycle at the write that closes it, and the drive ends with both runs still buffered."""
+    import jobsched.services.chain as chain
+
+    monkeypatch.setattr(chain, "waits_for_walker", lambda _run, _walker: False)
+    found = explore(OVERTAKES["backfill-retry-buffer-one"], k=2)
+    assert {core_invariants.WAITS_ACYCLIC, "unfinished_after_drive"} <= set(found.counts), found.summary()
+
+
+def test_a_finished_overtaker_passing_the_walk_to_its_predecessor_is_needed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 34: removing the rule that a finished run which overtook others passes the walk on
+    to its predecessor (``chain_step``'s ``overtook``) passed every check. Here the overtaken run
+    outlasts the period: the next occurrence's walk reaches it only through the manual run."""
+    import jobsched.services.chain as chain
+    from jobsched.core.policies import chain_step
+
+    def forgets_overtakes(run: dict[str, object] | None) -> tuple[bool, str | None]:
+        return chain_step(None if run is None else {k: v for k, v in run.items() if k != "overtook"})
+
+    monkeypatch.setattr(chain, "chain_step", forgets_overtakes)
+    found = explore(OVERTAKES["overtake-long-run"], k=3)
+    assert "overlap" in found.counts, found.summary()

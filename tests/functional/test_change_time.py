@@ -121,3 +121,86 @@ def test_the_registrar_function_dates_a_change_by_its_record(aws: Any) -> None:
     )
     assert app.changed_at(record) == 1_796_083_199_000
     assert app.changed_at(DynamoDBRecord({"eventName": "INSERT", "dynamodb": {"Keys": {}}})) is None
+
+
+# --- issue 34, item 4: a late record, after the reconcile pass applied its change -----------------
+
+
+def reconciled_first(env: Env, first_seen: int) -> None:
+    """The record is late, not lost: the reconcile pass sees the difference at ``first_seen`` and
+    applies it a minute later, dated ``first_seen`` (the person's write is earlier)."""
+    from jobsched.services.reconciler import SUSPECT_AFTER_MS
+
+    env.clock.set(first_seen)
+    env.detector().run("d1")
+    env.clock.advance(SUSPECT_AFTER_MS)
+    env.detector().run("d2")
+
+
+def late_record(env: Env, job_id: str, created: int) -> Registration:
+    """The person's record arrives now, after the pass applied its change."""
+    image = env.store.get(JOBS, {"job_id": job_id})
+    return registrar_function(env).on_stream_record("INSERT", job_id, image, changed_at=created)
+
+
+def test_an_at_job_applied_by_the_pass_before_its_late_record_still_gets_its_record(env: Env) -> None:
+    env.clock.set(T0 - 500)  # 0.5 s before the instant
+    created = put(env, job("once", "at(2026-12-01T00:00:00)").to_item())
+    reconciled_first(env, T0 + 10 * SECOND)
+    assert env.state("once")["status"] == "finished"  # dated after its instant: nothing to run...
+    env.clock.advance(20 * SECOND)
+    late_record(env, "once", created)
+    run = record(env, "once", T0)
+    assert run is not None, "the occurrence after the person's write has no record"  # ...the record dates it
+    assert run["status"] in ("pending", "missed")
+
+
+def test_a_daily_cron_applied_by_the_pass_before_its_late_record_keeps_its_first_run(env: Env) -> None:
+    env.clock.set(T0 - 500)
+    created = put(env, job("daily", "cron(0 0 * * ? *)").to_item())
+    reconciled_first(env, T0 + 10 * SECOND)
+    assert env.state("daily")["next_run_at"] == T0 + 24 * 60 * MINUTE
+    env.clock.advance(20 * SECOND)
+    late_record(env, "daily", created)
+    assert record(env, "daily", T0) is not None
+    assert env.state("daily")["next_run_at"] == T0 + 24 * 60 * MINUTE  # its place is kept
+
+
+def test_a_resume_applied_by_the_pass_before_its_late_record_keeps_its_runs(env: Env) -> None:
+    """A frequent job: ticks claim its next occurrences between the pass and the record, so the
+    record's runs are recorded behind the job's place, linked into its chain, invariants kept."""
+    from jobsched.core import invariants
+    from jobsched.core.writes import STATE
+    from jobsched_tools.sim.invariants import all_items
+
+    put(env, job("r", "rate(1 minute)", enabled=False).to_item())
+    registrar_function(env).apply("r")
+    env.clock.set(T0 + 30 * SECOND)
+    created = put(env, job("r", "rate(1 minute)").to_item())  # resumed; its record is late
+    reconciled_first(env, T0 + 3 * MINUTE + 10 * SECOND)  # applied at 00:04:10, dated 00:03:10
+    env.trigger().tick("t")  # claims 00:05
+    env.clock.advance(80 * SECOND)
+    late_record(env, "r", created)
+    for minute in (1, 2, 3):
+        assert record(env, "r", T0 + minute * MINUTE) is not None, minute
+    assert record(env, "r", T0 + 4 * MINUTE) is not None  # claimed after the pass, as before
+    assert env.state("r")["changed_at"] == created
+    states, runs = (all_items(env.store, table) for table in (STATE, RUNS))
+    found = invariants.check(states, runs, [m.body for m in env.queue.sent])
+    assert found == [], found
+    again = late_record(env, "r", created)  # a replay of the record changes nothing
+    assert again is Registration.UNCHANGED
+
+
+def test_a_late_record_of_an_earlier_write_does_not_date_a_later_one(env: Env) -> None:
+    """The record's image must be what the pass applied: a record of a write the person replaced
+    before the pass saw it dates nothing (the later write's own record, or the pass's date, does)."""
+    env.clock.set(T0 - 500)
+    created = put(env, job("two", "cron(0 0 * * ? *)", description="first").to_item())
+    earlier = env.store.get(JOBS, {"job_id": "two"})
+    env.clock.set(T0 + 5 * SECOND)
+    put(env, job("two", "cron(0 0 * * ? *)", description="second").to_item())
+    reconciled_first(env, T0 + 10 * SECOND)
+    env.clock.advance(20 * SECOND)
+    registrar_function(env).on_stream_record("INSERT", "two", earlier, changed_at=created)
+    assert record(env, "two", T0) is None  # 00:00 came before the write the pass applied

@@ -248,3 +248,57 @@ def test_a_skip_names_the_first_run_its_walk_passed_over_else_the_holder() -> No
     holder = {"run_id": "h", "status": "running", "buffered_next": "b"}
     assert skipped_for(holder) == "h"
     assert skipped_for(holder, passed_over="p") == "p"
+
+
+def test_a_retried_backfill_run_never_waits_behind_the_run_that_waits_for_it(env: Env) -> None:
+    """Issue 34, item 12: under buffer_one, a backfill run overtakes the claimed occurrence S
+    (not yet due); S comes due while it runs and waits behind it; the backfill's attempt fails
+    and it retries. Its new walk found S waiting, and a backfill run is never skipped, so it
+    waited behind S: each waited for the other, the detector renewed both leases for ever and
+    every later occurrence was skipped behind S. S waits for the backfill run (its overtaker),
+    so the retry's walk passes over it: the retry runs, then S."""
+    from datetime import timedelta
+
+    from jobsched.core.clock import ms_to_dt
+    from jobsched.core.invariants import WAITS_ACYCLIC, check
+    from jobsched.core.job import RetryPolicy
+    from jobsched.core.run import run_id_for
+    from jobsched.core.writes import RUNS, STATE
+
+    attempts: list[str] = []
+
+    def fails_once_when_backfilled(ctx: Any) -> None:
+        attempts.append(ctx.run_id)
+        if ctx.run_id == run_id_for("d", T0 - 3_600_000) and attempts.count(ctx.run_id) == 1:
+            raise RuntimeError("the backfill's first attempt fails")
+
+    env.registry.add("t", fails_once_when_backfilled)
+    retry = RetryPolicy(max_attempts=3, backoff_seconds=1, max_backoff_seconds=1, jitter=False)
+    seed_active(env, job("d", "rate(1 hour)", target="t", overlap=OverlapPolicy.BUFFER_ONE, retry=retry), T0)
+    env.clock.set(T0 - 30_000)
+    env.trigger().tick("t")
+    (scheduled,) = (parse_run_message(m.body) for m in env.queue.sent)  # S, due at T0
+    start = ms_to_dt(T0 - 3_600_000) - timedelta(seconds=1)
+    (backfilled,) = env.ops().backfill("d", start, ms_to_dt(T0 - 3_600_000)).created
+    (backfill,) = (parse_run_message(m.body) for m in env.queue.sent[1:])
+    assert backfill.run_id == backfilled and backfill.after_run_id == scheduled.run_id
+    worker = env.worker()
+    started = worker.begin(backfill, env.clock.now_ms() + DEADLINE)
+    assert isinstance(started, Started)  # it overtook S, not yet due
+    assert env.run(scheduled.run_id)["overtaken_by"] == backfill.run_id
+    env.clock.set(T0)
+    assert worker.process(scheduled, env.clock.now_ms() + DEADLINE) is Outcome.BUFFERED  # behind it
+    assert worker.finish(started, worker.execute(started)) is Outcome.RETRY_SCHEDULED
+    env.clock.set(T0 + 2_000)
+    (retried,) = (parse_run_message(m.body) for m in env.queue.sent[2:])
+    assert retried.run_id == backfill.run_id and retried.attempt == 2
+    outcome = worker.process(retried, env.clock.now_ms() + DEADLINE)
+    runs = [r for r in env.store.tables[RUNS].values()]  # type: ignore[attr-defined]
+    states = [s for s in env.store.tables[STATE].values()]  # type: ignore[attr-defined]
+    assert [str(v) for v in check(states, runs, only=(WAITS_ACYCLIC,))] == []
+    assert outcome is Outcome.SUCCEEDED  # not BUFFERED behind the run that waits for it
+    # Its commit promoted S, which now runs: nothing waits for ever.
+    (promoted,) = (parse_run_message(m.body) for m in env.queue.sent[3:])
+    assert promoted.run_id == scheduled.run_id
+    assert worker.process(promoted, env.clock.now_ms() + DEADLINE) is Outcome.SUCCEEDED
+    assert env.run(scheduled.run_id)["status"] == "succeeded"

@@ -255,3 +255,60 @@ def test_odd_input_is_refused_or_reported_and_fails_nothing_else() -> None:
     report = run_chaos(ChaosConfig(seed=4, jobs=20, hours=1.5, faults=faults))
     assert report.faults_injected.get("operator_odd_input", 0) > 0
     assert report.invariant_violations == []
+
+
+def test_a_late_stream_record_still_dates_the_change_the_reconcile_pass_applied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 34, item 4: a record late, not lost (``stream_late``), arrives after the reconcile
+    pass applied its change under the date it first saw it. Every occurrence after a write that
+    started the job must still run or be recorded (``lost_after_write``): with the registrar's
+    dating by the late record removed, this run reports one."""
+    from jobsched.services.registrar import Registrar
+
+    faults = FaultRates(stream_late=0.5, operator_pause=0.4, operator_delete=0.2, operator_malformed=0.2)
+    config = ChaosConfig(seed=2, jobs=15, hours=1, faults=faults)
+    report = run_chaos(config)
+    assert report.faults_injected.get("stream_late", 0) > 10
+    assert report.invariant_violations == [], report.invariant_violations[:5]
+    monkeypatch.setattr(Registrar, "_late_record", lambda *_args: False)
+    assert "lost_after_write" in violation_kinds(run_chaos(config))
+
+
+def test_the_simulation_reports_a_wait_that_closes_a_cycle_at_its_write() -> None:
+    """Issue 34, item 12: the chaos store checks the waits-for relation at every write that makes
+    a new wait (the random world rarely reaches the backfill-retry deadlock the explorer's set
+    ``backfill-retry-buffer-one`` plays; this is the check itself, shown to fail)."""
+    import random
+
+    from jobsched.core import invariants
+    from jobsched.core.writes import RUNS, Put, Update
+    from jobsched_tools.sim.faults import FaultyStore
+
+    store = FaultyStore(
+        MemoryStore(), random.Random(0), FaultRates(), Counter(), ManualClock(0), lambda *_: None
+    )
+
+    def run(run_id: str, **fields: object) -> dict[str, object]:
+        return {
+            "job_id": "j",
+            "run_id": run_id,
+            "scheduled_at": 0,
+            "kind": "backfill",
+            "version": 1,
+            **fields,
+        }
+
+    store.write([Put(RUNS, run("j@b", status="running", overtook=True), (), "start")])
+    store.write([Put(RUNS, run("j@s", status="buffered", blocked_by="j@b", overtaken_by="j@b"), (), "wait")])
+    assert store.ledger.core[invariants.WAITS_ACYCLIC] == 0  # a line, not a cycle
+    store.update(
+        Update(
+            RUNS,
+            {"job_id": "j", "run_id": "j@b"},
+            (),
+            "buffer",
+            set={"status": "buffered", "blocked_by": "j@s"},
+        )
+    )
+    assert store.ledger.core[invariants.WAITS_ACYCLIC] == 1

@@ -29,7 +29,7 @@ from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import HandlerResult, Started
 
 from jobsched_tools.explore.sched import Call
-from jobsched_tools.explore.world import TAKE, Budget, OffsetClock, Services, World
+from jobsched_tools.explore.world import HANDLER_MS, TAKE, Budget, OffsetClock, Services, World
 
 T0 = int(datetime(2026, 12, 1, tzinfo=UTC).timestamp() * 1000)  # 00:00:00Z
 SECOND = 1_000
@@ -62,6 +62,7 @@ class ActorSet:
     note: str = ""
     # A check of the set's own, run after the drive (the toy protocols of the explorer's tests).
     check: Callable[[World], None] | None = None
+    handler_ms: int = HANDLER_MS  # how long each handler runs in the drive to quiescence
 
 
 def job_item(schedule: str = OLD, overlap: str = "skip", after_completion: str = "none") -> dict[str, Any]:
@@ -123,17 +124,33 @@ def worker(world: World, svc: Services, spec: ActorSpec) -> None:
         taken = world.mq.take(int(option[len(TAKE) :]))
         if taken is None:
             return
-        receipt, body = taken
-        world.seen_by_actor(body)
-        begun = svc.worker.begin(parse_run_message(body), svc.clock.now_ms() + 900_000)
-        if isinstance(begun, Started):
-            world.exec_start(begun)
-            try:
-                world.store._point(Call("handler", f"handler of {begun.message.run_id} runs"))
-                svc.worker.finish(begun, HandlerResult(True))
-            finally:  # also when the worker crashes: its handler dies with it
-                world.exec_end(begun)
-        world.mq.delete(receipt)
+        _work(world, svc, *taken, HandlerResult(True))
+
+
+def _work(world: World, svc: Services, receipt: str, body: dict[str, Any], result: HandlerResult) -> None:
+    world.seen_by_actor(body)
+    begun = svc.worker.begin(parse_run_message(body), svc.clock.now_ms() + 900_000)
+    if isinstance(begun, Started):
+        world.exec_start(begun)
+        try:
+            world.store._point(Call("handler", f"handler of {begun.message.run_id} runs"))
+            svc.worker.finish(begun, result)
+        finally:  # also when the worker crashes: its handler dies with it
+            world.exec_end(begun)
+    world.mq.delete(receipt)
+
+
+def worker_of(world: World, svc: Services, spec: ActorSpec) -> None:
+    """A worker that receives the first message of one kind of run (``arg``: the kind, and
+    whether its handler succeeds; a failure is retried), whatever is queued before it: the
+    set decides which worker takes which run, without --reorder's every order."""
+    kind, succeeds = spec.arg
+    world.store._point(Call("receive", f"receive a {kind} run"))
+    fresh = [seq for seq, body, received in world.mq.queued() if received == 0 and body.get("kind") == kind]
+    world.seen_by_actor(fresh[:1])
+    taken = world.mq.take(fresh[0]) if fresh else None
+    if taken is not None:
+        _work(world, svc, *taken, HandlerResult(True) if succeeds else HandlerResult(False, "it failed"))
 
 
 def _receivable(world: World) -> tuple[str, ...]:
@@ -182,6 +199,7 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
     "backfill": backfill,
     "registrar": registrar,
     "worker": worker,
+    "worker_of": worker_of,
 }
 
 
@@ -229,6 +247,7 @@ def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, 
     world = World(CFG, actor_set.budget, invariants)
     world.overlap = actor_set.overlap
     world.extra_check = actor_set.check
+    world.handler_ms = actor_set.handler_ms
     _setup(world, actor_set.setup, actor_set.overlap, actor_set.schedule, actor_set.after_completion)
     world.clock.set(actor_set.at)
     world.window_end = actor_set.window_end
@@ -362,6 +381,36 @@ WAITING: dict[str, ActorSet] = {
     )
 }
 
+# Issue 34, item 12: the walk's rules around an overtake, with runs that wait and runs that last.
+OVERTAKES: dict[str, ActorSet] = {
+    s.name: s
+    for s in (
+        ActorSet(
+            "backfill-retry-buffer-one",
+            (
+                _a("backfill", "backfill", arg=(T0 - SECOND, T0)),
+                _a("workerB", "worker_of", arg=("backfill", False)),
+                _a("workerS", "worker_of", offset_ms=2 * SECOND, arg=("scheduled", True)),
+            ),
+            setup="claimed",
+            at=T0 + 4 * MINUTE + 59 * SECOND,
+            overlap="buffer_one",
+            note="a backfill of 00:00 overtakes 00:05 (claimed, not yet due) and fails; 00:05, due to "
+            "its worker 2 s ahead, waits behind it; the backfill's retry must not wait behind 00:05",
+        ),
+        ActorSet(
+            "overtake-long-run",
+            (_a("manual", "manual"), _a("worker", "worker_of", arg=("manual", True))),
+            setup="claimed",
+            at=T0 + 4 * MINUTE + 30 * SECOND,
+            window_end=T0 + 11 * MINUTE,
+            handler_ms=6 * MINUTE,
+            note="a manual run overtakes 00:05 and ends; 00:05 then runs 6 minutes, past 00:10, "
+            "whose walk reaches it only through the manual run (which overtook it)",
+        ),
+    )
+}
+
 # The explorer's own tests: a broken toy protocol it must catch, and its fix it must pass.
 TOYS: dict[str, ActorSet] = {
     s.name: s
@@ -381,4 +430,4 @@ TOYS: dict[str, ActorSet] = {
     )
 }
 
-ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **TOYS}
+ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **OVERTAKES, **TOYS}

@@ -178,6 +178,7 @@ class World:
         # crashed or failed): the stream delivers the record again in the drive.
         self.registration_pending = False
         self.extra_check: Callable[[World], None] | None = None
+        self.handler_ms = HANDLER_MS  # how long each handler of the drive runs
         self.registry = HandlerRegistry()
         self.registry.add("t", lambda _ctx: None)
 
@@ -519,7 +520,7 @@ class _Running:
 def quiesce(world: World, redeliver_registration: bool) -> None:
     """Drive everything to quiescence on the base clock: the stream's retry of a registration
     that did not finish, ticks once a minute up to the window's end, the detector, and workers
-    draining the queue (each handler runs ``HANDLER_MS``, heartbeating). Deterministic."""
+    draining the queue (each handler runs ``handler_ms``, heartbeating). Deterministic."""
     # The drive's calls go through the same wrappers (no actor: no scheduling point), so its
     # writes are checked and its commits counted like the explored actors'.
     drive = Services(world, world.store, world.queue, world.clock, "drive")
@@ -565,7 +566,7 @@ def _progress(world: World, worker: Worker, running: list[_Running]) -> None:
     now = world.clock.now_ms()
     beat_ms = BEAT_MS
     for entry in list(running):
-        if now - entry.began >= HANDLER_MS:
+        if now - entry.began >= world.handler_ms:
             running.remove(entry)
             worker.finish(entry.started, HandlerResult(True))
             world.exec_end(entry.started)
@@ -590,7 +591,7 @@ def _next_event(world: World, running: list[_Running], next_tick: int, catch_up_
     if visible is not None:
         times.append(visible)
     for entry in running:
-        times.append(min(entry.began + HANDLER_MS, entry.beat + BEAT_MS))
+        times.append(min(entry.began + world.handler_ms, entry.beat + BEAT_MS))
     for run in world.inner.tables[RUNS].values():
         if "check_at" in run:
             times.append(int(run["check_at"]) + cfg.clock_skew_allowance_ms + 1)

@@ -43,6 +43,17 @@ EFFECTS = "effects"
 UNFINISHED_STATUSES = frozenset({"pending", "running", "buffered"})
 
 
+def _waits(run: Item) -> list[str]:
+    """The runs ``run`` waits for, by its own attributes (``core_invariants.waits_for``, before
+    looking at whether they are unfinished)."""
+    if run.get("status") not in UNFINISHED_STATUSES:
+        return []
+    found = [str(run["blocked_by"])] if run.get("status") == "buffered" and run.get("blocked_by") else []
+    if run.get("overtaken_by") and str(run["overtaken_by"]) not in found:
+        found.append(str(run["overtaken_by"]))
+    return found
+
+
 class SimCrash(BaseException):
     """The simulated process dies here. A BaseException, so no service's ``except`` swallows it."""
 
@@ -120,7 +131,7 @@ class FaultyStore:
         # Set by the world: the next heartbeat write crashes its worker ("before" or "after" it lands).
         self.heartbeat_crash: str | None = None
         # Set by the world: called with a job id after every write to a job item (the stream).
-        self.on_job_write: Callable[[str], None] | None = None
+        self.on_job_write: Callable[[str], object] | None = None
         # Set by the world: called with a run id just before the detector's recovery write.
         self.before_recovery: Callable[[str], None] | None = None
         # How far any actor's clock may be off: a recovery of a lease renewed beyond it is live.
@@ -270,7 +281,7 @@ class FaultyStore:
                     self._violate("record_overwritten", run_id, f"{self.actor}'s {op.label} replaced it")
             if after is not None:
                 self._observe_run(run_id, op.label, before, after, now)
-        self._check_core(ops)
+        self._check_core(ops, runs_before)
 
     # Checkable on the items one write touched (the chain's reachability and the messages' links
     # need the whole job and the queue: ``invariants.check`` runs those on the final tables).
@@ -281,7 +292,7 @@ class FaultyStore:
         core_invariants.BEYOND_POSITION,
     )
 
-    def _check_core(self, ops: Sequence[WriteOp]) -> None:
+    def _check_core(self, ops: Sequence[WriteOp], runs_before: dict[str, Item | None]) -> None:
         runs = [
             self.inner.get(RUNS, run_key(str(_run_key(op))))
             for op in ops
@@ -298,6 +309,41 @@ class FaultyStore:
         self.note_core(
             core_invariants.check(states, written, None, self.ledger.tokens, self.LOCAL_INVARIANTS)
         )
+        self._check_waits(written, runs_before)
+
+    def _check_waits(self, written: Sequence[Item], runs_before: dict[str, Item | None]) -> None:
+        """The waits-for relation stays acyclic (``core_invariants.WAITS_ACYCLIC``): a new cycle
+        goes through a wait this write made (a run newly buffered behind a run, or newly
+        overtaken), so only the run waited for is followed, along the relation, back to the
+        waiter: a few reads, and only at such a write (a lease renewal makes no new wait)."""
+        for run in written:
+            run_id = str(run["run_id"])
+            before = runs_before.get(run_id) or {}
+            new = set(_waits(run)) - set(_waits(before))
+            for target in sorted(new):
+                path = self._waits_path(target, run_id)
+                if path is not None:
+                    cycle = " -> ".join([*path, run_id])
+                    self.note_core([core_invariants.Violation(core_invariants.WAITS_ACYCLIC, run_id, cycle)])
+
+    def _waits_path(self, start: str, goal: str) -> list[str] | None:
+        """The runs from ``start`` to ``goal`` along the waits-for relation, if ``goal`` is reached
+        (bounded: a line of waiting runs is read at most 64 deep)."""
+        todo: list[list[str]] = [[start]]
+        seen: set[str] = set()
+        while todo and len(seen) < 64:
+            path = todo.pop()
+            if path[-1] == goal:
+                return path
+            if path[-1] in seen:
+                continue
+            seen.add(path[-1])
+            run = self.inner.get(RUNS, run_key(path[-1]))
+            if run is None:
+                continue
+            # A finished run waits for nothing (``_waits``), so a path through one ends there.
+            todo += [[*path, other] for other in _waits(run)]
+        return None
 
     def note_core(self, found: Sequence[core_invariants.Violation]) -> None:
         for violation in found:

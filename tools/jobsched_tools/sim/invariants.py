@@ -17,11 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import dt_to_ms, iso_z, ms_to_dt
-from jobsched.core.job import MisfirePolicy, OverlapPolicy, is_job_id
+from jobsched.core.job import (
+    InvalidJob,
+    JobDefinition,
+    MisfirePolicy,
+    OverlapPolicy,
+    definition_digest,
+    is_job_id,
+)
 from jobsched.core.policies import UNFINISHED
 from jobsched.core.run import run_id_for
 from jobsched.core.schedule import Schedule
-from jobsched.core.state import differences, state_schedule
+from jobsched.core.state import differences, state_schedule, timing_of
 from jobsched.core.transitions import BOOKKEEPING_KEY
 from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import Store
@@ -31,6 +38,7 @@ from jobsched.services.definitions import is_snapshot
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.sim.faults import EFFECTS, StateMark
 from jobsched_tools.sim.report import ChaosReport, trace_for
+from jobsched_tools.sim.scenario import KNOWN_TARGETS
 
 if TYPE_CHECKING:
     from jobsched_tools.sim.observed import ObservedWorld
@@ -112,6 +120,8 @@ class Checker:
     states: dict[str, dict[str, Any]]
     effects: list[dict[str, Any]]
     violations: list[tuple[str, str, str]] = field(default_factory=list)
+    # Per job, the instants a record may have because a person's write started the job then.
+    after_write_allowed: dict[str, set[int]] = field(default_factory=dict)
 
     def violate(self, kind: str, key: str, detail: str) -> None:
         self.violations.append((kind, key, detail))
@@ -160,6 +170,57 @@ class Checker:
                     f"effect count {effect_runs[str(run['run_id'])]}",
                 )
 
+    # 3a. a change dated when the person wrote it (issue 34, item 4): after a write that starts a
+    # timing where none ran (a new job, a resume, a fix, a re-creation), every occurrence of it
+    # runs or is recorded, also when the write's stream record comes late, after the reconcile
+    # pass applied the change under the date it first saw it (``stream_late``). A record lost for
+    # good, or one that arrives after the person replaced the item, leaves the pass's date as the
+    # only one (docs/design.md): those writes are not held to it.
+    AFTER_WRITE_MS = 15 * 60_000
+
+    def after_writes(self) -> None:
+        world = self.world
+        skew = world.rates.clock_skew_max_ms + 1_000
+        for job_id, writes in world.person_log.items():
+            before = _runnable(world.by_id[job_id].definition.to_item())  # what ran before a write
+            for at, item, delivered in writes:
+                written = _runnable(item)
+                starts = written is not None and before is None
+                before = written
+                # The next write, by anyone (a pause on failure, a delete after completion too),
+                # that changed the item (a re-put of the same item changes nothing).
+                following = next(
+                    (
+                        t
+                        for t, digest in world.item_history.get(job_id, [])
+                        if t > at and digest != _digest(item)
+                    ),
+                    NEVER,
+                )
+                if not starts or written is None or written.max_runs is not None or delivered is None:
+                    continue  # a record lost for good: the pass's date is the only one (design.md)
+                timing = tuple(sorted(timing_of(written).items()))
+                # A late record dates the change it carries, also when the person wrote the same
+                # item again meanwhile: its timing's occurrences after the write may have records.
+                horizon = min(at + self.AFTER_WRITE_MS, world.window_end) + skew
+                allowed = self.after_write_allowed.setdefault(job_id, set())
+                allowed.update(occurrences(timing, at + 1, horizon))
+                if following <= delivered:
+                    continue  # changed before its record arrived: only the pass can have applied it
+                end = min(at + self.AFTER_WRITE_MS, following - skew, world.window_end)
+                instants = occurrences(timing, at + 1, end)
+                for instant in instants:
+                    if instant <= at + skew:
+                        continue  # due within the clock skew of the write: either way
+                    run = self.runs.get(run_id_for(job_id, instant))
+                    if run is None or run.get("status") == "cancelled":
+                        self.violate(
+                            "lost_after_write",
+                            run_id_for(job_id, instant),
+                            f"due after a person's write at {iso_z(at - at % 1000)} that started the job, "
+                            "and no record",
+                        )
+
     # 3. every occurrence due while the job was active has exactly one record; nothing else ran.
     def nothing_lost(self) -> None:
         world = self.world
@@ -188,6 +249,7 @@ class Checker:
                     self.report.withdrawn_at_a_change += 1
                     continue
                 self._settled(run_id)
+            allowed |= self.after_write_allowed.get(job_id, set())  # dated by a late record
             for run in self.runs_of(job_id):
                 at = int(run["scheduled_at"])
                 if run.get("kind") not in ADHOC and at <= world.window_end and at not in allowed:
@@ -364,6 +426,21 @@ class Checker:
         ]
 
 
+def _digest(item: dict[str, Any] | None) -> str | None:
+    return None if item is None else definition_digest(item)
+
+
+def _runnable(item: dict[str, Any] | None) -> JobDefinition | None:
+    """The definition a person's item schedules (None: deleted, invalid or paused)."""
+    if item is None:
+        return None
+    try:
+        definition = JobDefinition.from_item(item)
+    except InvalidJob:
+        return None
+    return definition if definition.enabled and definition.target in KNOWN_TARGETS else None
+
+
 def check(world: ObservedWorld) -> ChaosReport:
     cfg = world.cfg
     report = ChaosReport(cfg.seed, cfg.jobs, cfg.hours, cfg.store, start=iso_z(world.start_ms))
@@ -377,6 +454,7 @@ def check(world: ObservedWorld) -> ChaosReport:
     )
     checker.commits()
     checker.effects_once()
+    checker.after_writes()
     checker.nothing_lost()
     checker.pointers()
     checker.leases()

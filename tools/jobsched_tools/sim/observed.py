@@ -8,7 +8,7 @@ checker can be read, and fed, without the world (issue 39).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Protocol
+from typing import Any, Protocol
 
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
@@ -39,3 +39,7 @@ class ObservedWorld(Protocol):
     leases_recovered: int
     unexpected: list[str]
     job_errors: list[tuple[str, str]]  # (job or run id, error) the services isolated
+    # Every write a person made to a job item: (when, the item after it or None, when its stream
+    # record reaches the registrar or None: lost).
+    person_log: dict[str, list[tuple[int, dict[str, Any] | None, int | None]]]
+    item_history: dict[str, list[tuple[int, str | None]]]  # every write to a job item: (when, digest)

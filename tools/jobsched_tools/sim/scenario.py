@@ -86,6 +86,11 @@ class FaultRates:
     # per stream record: lost for good (its retries exhausted, on to the failure queue): only the
     # detector's reconcile pass (services/reconciler.py) can apply the change (issue 26).
     stream_lost: float = 0.02
+    # per stream record: late, not lost (issue 34): it arrives 3-10 minutes after the write, after
+    # the reconcile pass applied its change (dated when the pass saw it), and must still date it.
+    # Later records of the same job follow it (a shard keeps an item's order). Off by default
+    # (drawn only when set, so the fixed seeds' runs stay as they were).
+    stream_late: float = 0.0
     large_payload_jobs: float = 0.05  # fraction of jobs with a 30-60 KB payload
 
     OPERATOR_ACTIONS = (
@@ -139,6 +144,10 @@ class Behaviour:
 class SimJob:
     definition: JobDefinition
     behaviour: Behaviour
+
+
+# The deployment's handlers, as the simulated registrar knows them: another target is invalid.
+KNOWN_TARGETS = frozenset({"sim.effect"})
 
 
 def start_instant(rng: random.Random) -> int:

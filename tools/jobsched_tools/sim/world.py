@@ -18,12 +18,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from jobsched.core.clock import ManualClock, SkewedClock, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import QueueError, StoreError
-from jobsched.core.job import OverlapPolicy
+from jobsched.core.job import OverlapPolicy, definition_digest
 from jobsched.core.policies import UNFINISHED
 from jobsched.core.run import MAX_RUN_ID_LENGTH, RunMessage, manual_run_id, run_key
 from jobsched.core.transitions import snapshot_key
@@ -42,6 +42,7 @@ from jobsched_tools.sim.faults import EFFECTS, FaultyStore, LeaseIndexedMemorySt
 from jobsched_tools.sim.invariants import all_items, check
 from jobsched_tools.sim.report import ChaosReport, LogEntry
 from jobsched_tools.sim.scenario import (
+    KNOWN_TARGETS,
     ChaosConfig,
     FaultRates,
     SimJob,
@@ -56,6 +57,15 @@ T = TypeVar("T")
 STREAM_RETRIES = 10  # the registrar's event source mapping's MaximumRetryAttempts (template.yaml)
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "skipped", "missed", "cancelled"})
 MINUTE = 60_000
+
+
+class StreamRecord(NamedTuple):
+    """A jobs-table stream record on its way to the registrar."""
+
+    due: int  # when the registrar's poll sees it
+    job_id: str
+    created: int  # ApproximateCreationDateTime: the write's time, rounded down to the second
+    image: dict[str, Any] | None  # NewImage: the item the write left (None: deleted)
 
 
 class _NullLogger:
@@ -216,10 +226,18 @@ class World:
             self.clock,
             self.sched_cfg,
             self.queue,
-            known_targets={"sim.effect"},
+            known_targets=KNOWN_TARGETS,
             claim_now=lambda job_id: early.claim_now(job_id, "registrar"),
         )
-        self.stream: list[tuple[int, str]] = []  # (deliverable at, job id), in write order
+        # (deliverable at, job id, the record's time, the item the write left), in write order.
+        self.stream: list[StreamRecord] = []
+        self.late_stream: dict[str, list[StreamRecord]] = {}  # per job: records arriving late
+        # Every write a person made to a job item: (when, the item after it, or None: deleted, and
+        # when its stream record reaches the registrar, or None: lost).
+        self.person_log: dict[str, list[tuple[int, dict[str, Any] | None, int | None]]] = {}
+        # Every write to a job item, by anyone (a pause on failure, a delete after completion):
+        # (when, the item's definition digest after it, or None: deleted).
+        self.item_history: dict[str, list[tuple[int, str | None]]] = {}
         self.stream_failures = 0  # of the record at the head
         self.store.on_job_write = self._stream_record
         self.store.before_recovery = self._heartbeat_races_recovery
@@ -641,23 +659,55 @@ class World:
 
     # --- the jobs table's stream and the registrar -------------------------------------------------
 
-    def _stream_record(self, job_id: str) -> None:
-        """A write to a job item: its stream record reaches the registrar after a short lag."""
+    def _stream_record(self, job_id: str) -> int | None:
+        """A write to a job item: its stream record reaches the registrar after a short lag,
+        with the write's time rounded down to the second (``ApproximateCreationDateTime``) and
+        the item the write left (``NewImage``). Returns when it is due there (None: lost)."""
+        now = self.clock.now_ms()
+        image = self.store.inner.get(JOBS, {"job_id": job_id})
+        digest = definition_digest(image) if image is not None else None
+        self.item_history.setdefault(job_id, []).append((now, digest))
         if self.roll("stream_lost", self.rates.stream_lost, job_id):
-            return  # the registrar never sees it: the reconcile pass must (registration_converged)
+            return None  # the registrar never sees it: the reconcile pass must (registration_converged)
         lag = self.rng.randrange(200, 2_000)
         if self.roll("stream_delay", self.rates.stream_delay, job_id):
             lag = self.rng.randrange(10_000, 120_000)
-        due = self.clock.now_ms() + lag
-        self.stream.append((due, job_id))
-        self.at(due, self._registrar_poll)
+        record = StreamRecord(now + lag, job_id, now // 1000 * 1000, image)
+        waiting = self.late_stream.get(job_id)
+        if waiting or self.roll("stream_late", self.rates.stream_late, job_id):
+            # Late (its shard is behind): after the reconcile pass, and before any later record of
+            # the same job.
+            due = max(now + self.rng.randrange(3 * MINUTE, 10 * MINUTE), waiting[-1].due if waiting else 0)
+            self.late_stream.setdefault(job_id, []).append(record._replace(due=due))
+            self.at(due, functools.partial(self._late_poll, job_id))
+            return due
+        self.stream.append(record)
+        self.at(record.due, self._registrar_poll)
+        return record.due
+
+    def _late_poll(self, job_id: str) -> None:
+        """A late job's records, in order, each retried until it lands (a failed record holds the
+        ones behind it, as on a shard)."""
+        waiting = self.late_stream.get(job_id, [])
+        while waiting and waiting[0].due <= self.clock.now_ms():
+            record = waiting[0]
+            deliver = functools.partial(
+                self.registrar.on_stream_record, "MODIFY", job_id, record.image, record.created
+            )
+            ok, _ = self.call("registrar", deliver, job_id)
+            if not ok:
+                self.at(self.clock.now_ms() + 5_000, functools.partial(self._late_poll, job_id))
+                return
+            waiting.pop(0)
+        if not waiting:
+            self.late_stream.pop(job_id, None)
 
     def _registrar_poll(self) -> None:
         """The event source mapping: records in order; a failed one is retried, in order, before
         any later one (a shard's iterator does not move past it)."""
-        while self.stream and self.stream[0][0] <= self.clock.now_ms():
-            _, job_id = self.stream[0]
-            deliver = functools.partial(self.registrar.on_stream_record, "MODIFY", job_id, None)
+        while self.stream and self.stream[0].due <= self.clock.now_ms():
+            _, job_id, created, image = self.stream[0]
+            deliver = functools.partial(self.registrar.on_stream_record, "MODIFY", job_id, image, created)
             ok, _ = self.call("registrar", deliver, job_id)
             if not ok:
                 self.stream_failures += 1
@@ -677,7 +727,7 @@ class World:
             self.stream_failures = 0
             self.stream.pop(0)
             if self.roll("stream_duplicate", self.rates.stream_duplicate, job_id):
-                self.stream.insert(0, (self.clock.now_ms() + 1_000, job_id))
+                self.stream.insert(0, StreamRecord(self.clock.now_ms() + 1_000, job_id, created, image))
                 self.at(self.clock.now_ms() + 1_000, self._registrar_poll)
                 return
 
@@ -729,7 +779,8 @@ class World:
                 return False
             inner.delete(JOBS, {"job_id": job_id})
         self.operated.add(job_id)
-        self._stream_record(job_id)
+        written = (self.clock.now_ms(), inner.get(JOBS, {"job_id": job_id}))
+        self.person_log.setdefault(job_id, []).append((*written, self._stream_record(job_id)))
         return True
 
     def _operate(self, kind: str, job_id: str) -> None:

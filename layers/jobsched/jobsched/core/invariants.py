@@ -22,7 +22,12 @@ The invariants (docs/design.md):
   change's ``cancelled`` fence; and an active state's ``next_run_at`` is after its
   ``last_scheduled_at``;
 - ``skipped_under_buffer_all``: a run under ``buffer_all`` is never skipped for overlap: it
-  waits its turn (issue 29).
+  waits its turn (issue 29);
+- ``waits_cycle``: the waits-for relation is acyclic (issue 34). An unfinished run waits for the
+  run it is buffered behind (``buffered``, ``blocked_by``), and, until it starts, for the run
+  that overtook it (``overtaken_by``: its start is refused while that run is unfinished). A run
+  that waits, directly or through others, for a run that waits for it never starts: nothing
+  promotes a buffered run before its holder ends (``waits_for``).
 """
 
 from __future__ import annotations
@@ -43,7 +48,17 @@ STALE_MESSAGE = "stale_message_link"
 NO_WALK = "finished_without_walk"
 BEYOND_POSITION = "record_beyond_position"
 SKIPPED_BUFFER_ALL = "skipped_under_buffer_all"
-ALL = (ONE_RECORD, TOKEN_DECREASED, UNREACHABLE, STALE_MESSAGE, NO_WALK, BEYOND_POSITION, SKIPPED_BUFFER_ALL)
+WAITS_ACYCLIC = "waits_cycle"
+ALL = (
+    ONE_RECORD,
+    TOKEN_DECREASED,
+    UNREACHABLE,
+    STALE_MESSAGE,
+    NO_WALK,
+    BEYOND_POSITION,
+    SKIPPED_BUFFER_ALL,
+    WAITS_ACYCLIC,
+)
 
 # Runs that ran or were decided at their start: finished. A missed or cancelled record never
 # joins the chain (it holds no turn and links nothing).
@@ -107,7 +122,56 @@ def check(
             for run_id, run in sorted(by_id.items())
             if run.get("overlap") == "buffer_all" and run.get("status") == RunStatus.SKIPPED.value
         ]
+    if WAITS_ACYCLIC in wanted:
+        found += _acyclic(by_id)
     return found
+
+
+def waits_for(run: Item, runs: Mapping[str, Item]) -> list[str]:
+    """The unfinished runs ``run`` waits for: the one it is buffered behind, and the one that
+    overtook it (until its start clears the mark, which it can only do once that run ended)."""
+    if run.get("status") not in UNFINISHED:
+        return []
+    edges = []
+    if run.get("status") == RunStatus.BUFFERED.value and run.get("blocked_by"):
+        edges.append(str(run["blocked_by"]))
+    if run.get("overtaken_by") and str(run["overtaken_by"]) not in edges:
+        edges.append(str(run["overtaken_by"]))
+    return [other for other in edges if runs.get(other, {}).get("status") in UNFINISHED]
+
+
+def waits_cycles(runs: Mapping[str, Item], starts: Iterable[str] | None = None) -> list[list[str]]:
+    """The cycles of the waits-for relation (``waits_for``) reachable from ``starts`` (default:
+    every run), each as the run ids on it in waiting order (depth first, colouring the runs)."""
+    finished: set[str] = set()
+    on_path: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in sorted(runs) if starts is None else starts:
+        if start in finished or start not in runs:
+            continue
+        path = [start]
+        on_path.add(start)
+        stack = [iter(waits_for(runs[start], runs))]
+        while stack:
+            following = next(stack[-1], None)
+            if following is None:
+                finished.add(path[-1])
+                on_path.discard(path.pop())
+                stack.pop()
+            elif following in on_path:
+                cycles.append(path[path.index(following) :])
+            elif following not in finished and following in runs:
+                path.append(following)
+                on_path.add(following)
+                stack.append(iter(waits_for(runs[following], runs)))
+    return cycles
+
+
+def _acyclic(by_id: Mapping[str, Item]) -> list[Violation]:
+    return [
+        Violation(WAITS_ACYCLIC, cycle[0], "waits for " + " -> ".join([*cycle[1:], cycle[0]]))
+        for cycle in waits_cycles(by_id)
+    ]
 
 
 def _one_record(by_job: Mapping[str, Mapping[str, Item]]) -> list[Violation]:

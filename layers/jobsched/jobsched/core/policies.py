@@ -113,6 +113,21 @@ def not_yet_due(run: Mapping[str, Any], now: int) -> bool:
     )
 
 
+def waits_for_walker(run: Mapping[str, Any], walker: str | None) -> bool:
+    """A run the walking run overtook (its start passed over it, not yet due) and that has not
+    started since (its start clears ``overtaken_by``, and is refused while the overtaker is
+    unfinished): it waits for the walker, pending or buffered behind it, so it holds no turn
+    against it. The walk passes over it to its predecessor, as the first walk passed over it.
+    Without this a retried overtaker (a backfill run under ``buffer_one``, which is never
+    skipped) waited behind the run waiting for it, and neither ever started (issue 34, item 12):
+    the waits-for relation must stay acyclic (``core/invariants.py`` ``waits_cycle``)."""
+    return (
+        walker is not None
+        and run.get("status") in (RunStatus.PENDING.value, RunStatus.BUFFERED.value)
+        and run.get("overtaken_by") == walker
+    )
+
+
 def decide_overlap(
     policy: OverlapPolicy, run_id: str, holder: Mapping[str, Any] | None, backfill: bool = False
 ) -> OverlapDecision:

@@ -441,6 +441,52 @@ def register_ops(
     )
 
 
+# On a state whose change the reconcile pass applied, dated when the pass first saw it (the
+# person wrote it earlier): the earliest time the change can have been made (the previous
+# registration's read of the job item, or its last record). The change's own stream record, if
+# it arrives late rather than never, dates it exactly (``redate_ops``).
+REDATE_FLOOR = "redate_floor"
+
+
+def redate_ops(
+    state: StateItem, records: list[RunItem], dated_at: int | None, upto: int, now: int
+) -> list[WriteOp]:
+    """A change the reconcile pass applied, dated by its late stream record (issue 34, item 4):
+    the records of the occurrences of the job's timing between the person's write and the date
+    the pass gave it (run late, caught up or recorded missed, as any change's settle), behind
+    the job's place, which stays. One transaction per chunk, oldest first: the state conditional
+    on its version (a claim, a change or another record since the read), each record created once
+    (a backfill's record stays). The runs join the chain in the same write (``link_runs``). The
+    last chunk writes the change's date (``dated_at``) and drops the floor; an earlier one moves
+    the floor to ``upto`` (its last occurrence), so a retry goes on after it."""
+    sets: Item = {
+        "version": state["version"] + 1,
+        "updated_at": now,
+        "last_scheduled_at": max(upto, int(state.get("last_scheduled_at") or 0)),
+    }
+    latest = link_runs(state.get("latest_run_id"), records)
+    if latest is not None:
+        sets["latest_run_id"] = latest
+    remove: tuple[str, ...] = ()
+    if dated_at is not None:
+        sets["changed_at"] = dated_at
+        remove = (REDATE_FLOOR,)
+    else:
+        sets[REDATE_FLOOR] = upto
+    ops: list[WriteOp] = [
+        Update(
+            STATE,
+            {"job_id": state["job_id"]},
+            condition=(_state_unchanged(state),),
+            label="redate a reconciled change",
+            set=sets,
+            remove=remove,
+        )
+    ]
+    ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run in records]
+    return ops
+
+
 def report_op(job_id: str, status: str, reasons: list[str] | None, def_hash: str, now: int) -> Update:
     """The registrar's report on the job item: what a person sees with get-item. Never
     authoritative (the state item is), so it needs no version: a stale report is corrected by

@@ -13,7 +13,14 @@ from typing import Any
 
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
-from jobsched.core.policies import MAX_CHAIN_STEPS, UNFINISHED, WALK_EXHAUSTED, chain_step, not_yet_due
+from jobsched.core.policies import (
+    MAX_CHAIN_STEPS,
+    UNFINISHED,
+    WALK_EXHAUSTED,
+    chain_step,
+    not_yet_due,
+    waits_for_walker,
+)
 from jobsched.core.run import RunStatus, run_key
 from jobsched.core.transitions import promote_op
 from jobsched.core.writes import RUNS
@@ -28,12 +35,14 @@ class Chain:
         self._cfg = cfg
 
     def holder(
-        self, after_run_id: str | None, now: int, overtake: bool = True
+        self, after_run_id: str | None, now: int, overtake: bool = True, walker: str | None = None
     ) -> tuple[Item | None, list[Item]]:
-        """The unfinished run that holds the job's turn before this one, or None: it is free;
-        and the runs passed over on the way because they have not come due (``not_yet_due``),
-        which the start must mark as overtaken in its own write. ``overtake`` False
-        (``buffer_all``): strict chain order, a run not yet due holds the turn too."""
+        """The unfinished run that holds the job's turn before ``walker`` (the run starting), or
+        None: it is free; and the runs passed over on the way because they have not come due
+        (``not_yet_due``), which the start must mark as overtaken in its own write. A run the
+        walker overtook earlier waits for it (``waits_for_walker``): passed over, unmarked (its
+        mark stands). ``overtake`` False (``buffer_all``): strict chain order, a run not yet due
+        holds the turn too."""
         run_id = after_run_id
         passed: list[Item] = []
         seen: set[str] = set()
@@ -42,8 +51,16 @@ class Chain:
                 return None, passed
             seen.add(run_id)
             run = self._store.get(RUNS, run_key(run_id))
+            if walker is not None and run_id == walker:
+                # W12: the walk reached the walker itself (through a skip that names it): it holds
+                # its own turn and runs (decide_overlap). Checked before W3, since a worker may
+                # begin a run a moment before its instant: its own run is never "passed over".
+                return run, passed
             if overtake and run is not None and not_yet_due(run, now):
                 passed.append(run)
+                run_id = run.get("after_run_id")
+                continue
+            if run is not None and waits_for_walker(run, walker):
                 run_id = run.get("after_run_id")
                 continue
             holds, run_id = chain_step(run)

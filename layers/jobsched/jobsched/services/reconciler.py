@@ -306,7 +306,16 @@ class Reconciler:
         """Apply the registrar to one job, isolated: a failure is logged and counted, and the
         job is compared again on the next pass."""
         try:
-            outcome = self._registrar.apply(job_id, deadline_ms, changed_at=changed_at)
+            # Dated when first seen: provisional, the change's own record may yet date it.
+            provisional = changed_at is not None
+            outcome = self._registrar.apply(
+                job_id, deadline_ms, changed_at=changed_at, provisional=provisional
+            )
+        except StoreError as exc:  # throttled, transient, a lost response: the next pass applies it
+            self._telemetry.event(
+                "job.reconcile_deferred", job_id, differed=found, error=f"{type(exc).__name__}: {exc}"[:500]
+            )
+            return False
         except Exception as exc:  # one job's failure must not stop the others
             done.errors += 1
             self._telemetry.event(

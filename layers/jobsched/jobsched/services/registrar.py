@@ -11,14 +11,17 @@ so its writes cannot start a loop. The rules for each kind of change are ``plan_
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 from typing import Any
 
-from jobsched.core.clock import Clock
+from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.job import InvalidJob, JobDefinition, bound_reasons, definition_digest, is_job_id
-from jobsched.core.limits import RequestTooLarge, item_size
+from jobsched.core.limits import RequestTooLarge, chunks_by_size, item_size
+from jobsched.core.run import RunStatus
 from jobsched.core.state import (
+    STREAM_RETENTION_MS,
     JobStatus,
     Registration,
     RegistrationPlan,
@@ -27,12 +30,12 @@ from jobsched.core.state import (
     state_schedule,
 )
 from jobsched.core.timing import effective_grace_ms
-from jobsched.core.transitions import register_ops, sized_report_ops
+from jobsched.core.transitions import REDATE_FLOOR, redate_ops, register_ops, sized_report_ops
 from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
-from jobsched.services.settle import Settler, SettleRequest
+from jobsched.services.settle import CHUNK_BYTES, CHUNK_RECORDS, MAX_PER_PASS, Settler, SettleRequest
 from jobsched.services.waking import DetectorWake
 
 TRIES = 4
@@ -91,27 +94,39 @@ class Registrar:
         self,
         event_name: str,  # noqa: ARG002 - the same act for every kind of record (see below)
         job_id: str,
-        new_image: dict[str, Any] | None,  # noqa: ARG002 - the job item is read as it is now
+        new_image: dict[str, Any] | None,
         changed_at: int | None = None,
     ) -> Registration:
         """Any record (INSERT, MODIFY, REMOVE, replayed or not) leads to the same act: bring the
         job's state in line with its job item as it is now. ``changed_at``: when the record was
-        made (its ``ApproximateCreationDateTime``, ms), the time the change is planned from."""
-        return self.apply(job_id, changed_at=changed_at)
+        made (its ``ApproximateCreationDateTime``, ms), the time the change is planned from.
+        ``new_image``: the item the record's write left; the job item is read as it is now, and
+        the image only tells whether this record is of the write the reconcile pass applied
+        before it arrived (``_late_record``)."""
+        written = definition_digest(new_image) if new_image is not None else None
+        return self.apply(job_id, changed_at=changed_at, written=written)
 
     def apply(
-        self, job_id: str, deadline_ms: int | None = None, changed_at: int | None = None
+        self,
+        job_id: str,
+        deadline_ms: int | None = None,
+        changed_at: int | None = None,
+        provisional: bool = False,
+        written: str | None = None,
     ) -> Registration:
         """Bring the job's state in line with its job item. ``changed_at``: when the person made
         the change (None: now), so that occurrences due between the change and this call are
-        run late or recorded, not dropped (core/state.py ``change_time`` bounds it)."""
+        run late or recorded, not dropped (core/state.py ``change_time`` bounds it).
+        ``provisional``: the reconcile pass's date (when it first saw the change): the person
+        wrote it earlier, and the change's own record, if it comes late rather than never, dates
+        it again. ``written``: the digest of the item a stream record's write left."""
         if not is_job_id(job_id):
             return self._report_only(job_id)
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
             state = self._store.get(STATE, {"job_id": job_id})
             try:
-                return self._register(job_id, job, state, deadline_ms, changed_at)
+                return self._register(job_id, job, state, deadline_ms, changed_at, provisional, written)
             except (ConditionFailed, _LostRace):
                 continue  # changed under us: read both again
         self._telemetry.event("job.registration_conflict", job_id)
@@ -142,6 +157,8 @@ class Registrar:
         state: Item | None,
         deadline_ms: int | None,
         changed_at: int | None = None,
+        provisional: bool = False,
+        written: str | None = None,
     ) -> Registration:
         now = self._clock.now_ms()
         definition, reasons = self._parse(job)
@@ -159,7 +176,15 @@ class Registrar:
             return Registration.ABSENT
         changed = plan.changes(state)
         if changed:
+            plan = _with_floor(plan, state, provisional)
             self._switch_definition(job_id, state, plan, definition, now, deadline_ms)
+        elif (
+            state is not None
+            and definition is not None
+            and changed_at is not None
+            and written == digest == state.get("def_hash")
+        ):
+            changed = self._late_record(job_id, state, definition, changed_at, now)
         reported = (
             self._report_enabled
             and job is not None
@@ -274,6 +299,71 @@ class Registrar:
         if not settled.switched:
             self._register_state(settled.state, job_id, plan, now)
 
+    def _late_record(
+        self, job_id: str, state: Item, definition: JobDefinition, changed_at: int, now: int
+    ) -> bool:
+        """The stream record of a change the reconcile pass applied first (issue 34, item 4): the
+        pass dated it when it first saw it (``REDATE_FLOOR`` on the state says so), so the new
+        timing's occurrences between the person's write and that date were taken as not due. The
+        record dates the change exactly: they are settled now, behind the job's place, as a change
+        settles what came due before the registrar saw it (late runs within grace, else the
+        misfire policy). Only for the write the pass applied (the caller compares the record's
+        image with the item and the state), never before the floor (the previous registration's
+        read, or the last record), and not for ``max_runs`` jobs (their count is the claims').
+        Returns whether anything was written."""
+        floor, dated = state.get(REDATE_FLOOR), state.get("changed_at")
+        if floor is None or not isinstance(dated, int) or definition.max_runs is not None:
+            return False
+        if state.get("status") not in (JobStatus.ACTIVE.value, JobStatus.FINISHED.value):
+            return False
+        at = max(min(changed_at, now), int(floor), now - STREAM_RETENTION_MS)
+        schedule = state_schedule(state)
+        instants: list[int] = []
+        following = schedule.next_after(ms_to_dt(at))
+        while following is not None and dt_to_ms(following) <= dated and len(instants) < MAX_PER_PASS:
+            instants.append(dt_to_ms(following))
+            following = schedule.next_after(following)
+        if not instants:
+            return False
+        misfire = state_misfire(state)
+        snapshot = definition.to_item()
+        request = SettleRequest(
+            schedule=schedule,
+            misfire=misfire,
+            snapshot=snapshot,
+            def_hash=str(state["def_hash"]),
+            overdue_before=now - effective_grace_ms(misfire.grace_seconds, self._cfg),
+            late_until=dated,
+        )
+        records = self._settler.records_for(state, request, instants, now)
+        chunks = chunks_by_size(records, item_size, CHUNK_RECORDS, CHUNK_BYTES)
+        for index, chunk in enumerate(chunks):
+            last = index == len(chunks) - 1
+            upto = int(chunk[-1]["scheduled_at"])
+            kept = list(chunk)
+            while True:
+                ops = redate_ops(state, kept, at if last else None, upto, now)
+                try:
+                    self._store.write(ops)
+                    break
+                except ConditionFailed as lost:
+                    if lost.op is ops[0]:
+                        raise _LostRace(
+                            f"job {job_id}: the state moved while a late record dated it"
+                        ) from lost
+                    kept = [run for run, op in zip(kept, ops[1:], strict=True) if op is not lost.op]
+            state = {**state, "version": int(state["version"]) + 1}
+            pending = [run for run in kept if run["status"] == RunStatus.PENDING.value]
+            if pending:
+                state["latest_run_id"] = pending[-1]["run_id"]
+                if self._dispatcher is not None:
+                    self._dispatcher.dispatch([{**run, "definition": snapshot} for run in pending])
+            missed = len(kept) - len(pending)
+            if missed:
+                self._telemetry.metric("MissedRuns", missed)
+        self._telemetry.event("job.redated", job_id, changed_at=at, was=dated, occurrences=len(instants))
+        return True
+
     def _register_state(self, state: Item | None, job_id: str, plan: RegistrationPlan, now: int) -> None:
         """Write the plan to the state: one conditional write on the version read. A claim
         that landed first moved the version, so this fails and the change is planned again
@@ -325,6 +415,21 @@ def _says(job: Item, report: Update) -> bool:
     return all(
         job.get(name) == value for name, value in report.set.items() if name != "registered_at"
     ) and not any(name in job for name in report.remove)
+
+
+def _with_floor(plan: RegistrationPlan, state: Item | None, provisional: bool) -> RegistrationPlan:
+    """The plan, with the reconcile pass's mark that its date is provisional (``REDATE_FLOOR``:
+    the earliest the change can have been made), for a change that starts a timing where none
+    ran (a new, resumed, fixed or re-created job: the old timing settled nothing); any other
+    registration drops the mark."""
+    starts = state is None or state.get("status") != JobStatus.ACTIVE.value
+    if provisional and starts and plan.outcome in (Registration.SCHEDULED, Registration.FINISHED):
+        before = state or {}
+        floor = max(int(before.get("registered_at") or 0), int(before.get("last_scheduled_at") or 0))
+        return replace(plan, set={**plan.set, REDATE_FLOOR: floor})
+    if state is not None and REDATE_FLOOR in state:
+        return replace(plan, remove=(*plan.remove, REDATE_FLOOR))
+    return plan
 
 
 def _dated(plan: RegistrationPlan) -> dict[str, int]:

@@ -137,6 +137,11 @@ class Settler:
         done.complete = not truncated
         return done
 
+    def records_for(self, state: Item, request: SettleRequest, instants: list[int], now: int) -> list[Item]:
+        """The records of ``instants`` under the request's rule, unwritten: for a writer that
+        settles occurrences behind the job's place (the registrar's late record, ``redate_ops``)."""
+        return self._records(state, request, instants, False, now)
+
     def _records(
         self, state: Item, request: SettleRequest, instants: list[int], truncated: bool, now: int
     ) -> list[Item]:

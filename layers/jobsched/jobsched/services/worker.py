@@ -237,7 +237,10 @@ class Worker:
         # buffer_all keeps strict chain order: a run not yet due holds the turn too, so no run
         # overtakes another and every run waits behind the one before it (docs/design.md).
         return self._chain.holder(
-            message.after_run_id, now, overtake=definition.overlap is not OverlapPolicy.BUFFER_ALL
+            message.after_run_id,
+            now,
+            overtake=definition.overlap is not OverlapPolicy.BUFFER_ALL,
+            walker=message.run_id,
         )
 
     def _started(
