@@ -392,6 +392,10 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     "pause-edit-map": (2, pytest.mark.xfail(strict=True, reason="issue 34 item 1")),
     "pause-delete": (2, ()),
     "report-delete": (2, ()),
+    "backfills-missed": (2, ()),
+    "reregister": (2, ()),
+    # a max_runs job's count outlives its deletion: registered again, it is finished at once
+    "max-runs-reregister": (2, pytest.mark.xfail(strict=True, reason="issue 34 item 2")),
 }
 
 

@@ -119,15 +119,19 @@ def registrar(world: World, svc: Services, spec: ActorSpec) -> None:
         world.store.update(Update(JOBS, key, (), "person updates job", set={"enabled": False}))
     elif change == "delete":
         world.store.delete(JOBS, key, (), "person deletes job")
+    elif change == "reput":  # the same job registered again (after a delete: a new life)
+        item = job_item(world.schedule, world.overlap, world.after_completion, world.job)
+        world.store.write([Put(JOBS, item, (), "person puts job")])
     else:
         raise ValueError(f"unknown change {change!r}")
     world.person_last = change
+    world.person_at = svc.clock.now_ms()
     world.registration_pending = True
     svc.registrar.apply(JOB_ID)
     world.registration_pending = False
 
 
-def person(world: World, _svc: Services, spec: ActorSpec) -> None:
+def person(world: World, svc: Services, spec: ActorSpec) -> None:
     """A person's write to the job item alone: its stream record comes late (``stream``), or
     never, and the reconcile pass applies it. ``arg``: "retime[:SCHEDULE]", "pause", "resume",
     "edit" (a map of the definition: the payload), "delete" or "reput" (the same job again, as
@@ -152,6 +156,7 @@ def person(world: World, _svc: Services, spec: ActorSpec) -> None:
     else:
         raise ValueError(f"unknown change {change!r}")
     world.person_last = change
+    world.person_at = svc.clock.now_ms()
     world.registration_pending = True  # its stream record is delivered in the drive at the latest
 
 
@@ -276,6 +281,7 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
 
 
 _SETUPS: dict[tuple[str, str, str, str, str], tuple[Any, ...]] = {}
+SETUPS = ("registered", "claimed", "claimed-manual", "edited-unapplied", "held-dead", "missed", "ran-deleted")
 
 
 def _setup(
@@ -327,7 +333,26 @@ def _setup(
                 drive.worker.begin(parse_run_message(body), world.clock.now_ms() + 900_000)
                 world.mq.delete(receipt)
             world.after_write([])
-        if setup not in ("registered", "claimed", "claimed-manual", "edited-unapplied", "held-dead"):
+        if setup == "missed":
+            # 00:05 came due with no tick; the detector records it missed (misfire: skip).
+            world.clock.set(T0 + 7 * MINUTE)
+            drive.detector.run("setup")
+            world.after_write([])
+        if setup == "ran-deleted":
+            # 00:05 claimed at 00:04 and run at 00:05; a person deletes the job at 00:06.
+            world.clock.set(T0 + 4 * MINUTE)
+            drive.trigger.tick("setup")
+            world.clock.set(T0 + 5 * MINUTE)
+            for receipt, body in world.mq.receive(10):
+                begun = drive.worker.begin(parse_run_message(body), world.clock.now_ms() + 900_000)
+                if isinstance(begun, Started):
+                    drive.worker.finish(begun, HandlerResult(True))
+                world.mq.delete(receipt)
+            world.clock.set(T0 + 6 * MINUTE)
+            world.inner.delete(JOBS, {"job_id": JOB_ID}, (), "person deletes job")
+            drive.registrar.apply(JOB_ID)
+            world.after_write([])
+        if setup not in SETUPS:
             raise ValueError(f"unknown set-up {setup!r}")
         cached = (copy.deepcopy(world.inner.tables), world.mq.snapshot(), list(world.ledger.marks))
         _SETUPS[(setup, overlap, schedule, after_completion, repr(job))] = cached
@@ -593,6 +618,35 @@ PROMISES.update(
                     note="00:05's run fails for good and pauses the job, as a person edits or deletes it",
                 )
                 for change in ("edit", "edit-map", "delete")
+            ),
+            ActorSet(
+                "backfills-missed",
+                (
+                    _a("backfillA", "backfill", arg=(T0, T0 + 7 * MINUTE)),
+                    _a("worker", "worker"),
+                    _a("backfillB", "backfill", arg=(T0, T0 + 7 * MINUTE)),
+                ),
+                setup="missed",
+                at=T0 + 7 * MINUTE + 30 * SECOND,
+                window_end=T0 + 7 * MINUTE,
+                job=(("misfire", {"policy": "skip"}),),
+                budget=Budget(crashes=0),
+                note="00:05 was recorded missed; two people backfill it at once while a worker takes "
+                "what is sent (operations.md: each missed record becomes its run, at most once)",
+            ),
+            *(
+                ActorSet(
+                    name,
+                    (_a("registrar", "registrar", arg="reput"), _a("tick", "tick")),
+                    setup="ran-deleted",
+                    at=T0 + 7 * MINUTE,
+                    window_end=T0 + 12 * MINUTE,
+                    job=job,
+                    budget=Budget(crashes=0),
+                    note="a job ran 00:05 and was deleted; registered again, it starts a new life "
+                    "(operations.md: to bring a deleted job back, register it again)",
+                )
+                for name, job in (("reregister", ()), ("max-runs-reregister", (("max_runs", 1),)))
             ),
             ActorSet(
                 "report-delete",

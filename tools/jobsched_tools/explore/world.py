@@ -181,6 +181,7 @@ class World:
         self.after_completion = "none"
         self.job: tuple[tuple[str, Any], ...] = ()
         self.person_last: str | None = None  # the last change a person wrote to the job item
+        self.person_at = 0  # when (the person's clock)
         # A person's change was written and its registration has not finished (the registrar
         # crashed or failed): the stream delivers the record again in the drive.
         self.registration_pending = False
@@ -676,6 +677,24 @@ def _persons_last_word(world: World) -> None:
         world.find("deleted_job_recreated", world.job_id, f"the item is back: {sorted(item)}")
     if world.person_last == "pause" and item is None:
         world.find("paused_job_deleted", world.job_id, "a person paused it; jobsched deleted it")
+    if world.person_last == "reput":
+        # Registered again (after a delete): a new life, whose occurrences run (issue 34 item 2:
+        # a max_runs count must not outlive the job item it counted for).
+        scheduled = [
+            r
+            for r in world.inner.tables[RUNS].values()
+            if r.get("kind") == "scheduled" and int(r["scheduled_at"]) > world.person_at
+        ]
+        if not scheduled and any(
+            t > world.person_at and t <= world.window_end
+            for t in occurrences(_timing(world), world.person_at, world.window_end)
+        ):
+            world.find("reregistered_job_never_runs", world.job_id, "no run of its new life")
+
+
+def _timing(world: World) -> tuple[tuple[str, str], ...]:
+    item = world.inner.get(JOBS, {"job_id": world.job_id}) or {}
+    return tuple(sorted({"schedule": str(item.get("schedule")), "timezone": "UTC"}.items()))
 
 
 def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> set[int]:
