@@ -424,7 +424,7 @@ class ExplorerStore:
     def _apply(self, ops: Sequence[WriteOp], option: str, write: Callable[[], None]) -> None:
         keys = [(op.table, self.inner._target(op)) for op in ops if op.table in (STATE, RUNS)]
         before = {k: copy.deepcopy(self.inner.tables[k[0]].get(k[1])) for k in keys}
-        paused = [op for op in ops if op.label == "pause on failure"]
+        paused = [op for op in ops if isinstance(op, Update) and op.label == "pause on failure"]
         job_before = copy.deepcopy(self.inner.get(JOBS, paused[0].key)) if paused else None
         try:
             write()

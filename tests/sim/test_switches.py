@@ -1,0 +1,193 @@
+"""Every named condition part of core/transitions.py has a switch, and switching it off is caught
+by the chaos run or the explorer (issue 34).
+
+The parts are read from transitions.py's source (``sim/mutants.condition_parts``), not from a
+list kept here: a condition added without a catcher, or without a reason why none can catch it,
+fails ``test_every_condition_part_has_a_catcher_or_a_reason``. ``CATCHERS`` records, for each
+part, the smallest chaos seed or explorer set known to catch its removal and the violation it
+reports; the test runs only that one. docs/promises.md is the ledger: which promise each part
+keeps, and why each part in ``UNCAUGHT`` has no catcher.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jobsched_tools.explore.scenarios import ACTOR_SETS
+from jobsched_tools.explore.search import explore
+from jobsched_tools.sim import ChaosConfig, FaultRates, run_chaos
+from jobsched_tools.sim.mutants import condition_parts, switched_off
+
+LEDGER = Path(__file__).resolve().parents[2] / "docs" / "promises.md"
+
+
+@dataclass(frozen=True)
+class Chaos:
+    """A chaos run: ``jobs`` jobs for ``hours`` from ``seed``, with these fault rates."""
+
+    seed: int
+    jobs: int = 20
+    hours: float = 1
+    faults: tuple[tuple[str, float], ...] = ()
+
+    def violations(self) -> set[str]:
+        rates = FaultRates(**dict(self.faults)) if self.faults else FaultRates()
+        report = run_chaos(ChaosConfig(seed=self.seed, jobs=self.jobs, hours=self.hours, faults=rates))
+        return {v.split(" ", 1)[0] for v in report.invariant_violations}
+
+
+@dataclass(frozen=True)
+class Explore:
+    """An explorer set at k preemptions, stopped at its first violation."""
+
+    actor_set: str
+    k: int
+    ignore: frozenset[str] = field(default_factory=frozenset)  # known bugs (xfail elsewhere)
+
+    def violations(self) -> set[str]:
+        found = explore(ACTOR_SETS[self.actor_set], k=self.k, stop_on_first=True)
+        return {v.check for v in found.violations} - self.ignore
+
+
+Catcher = Chaos | Explore
+STALL = (("worker_stall", 0.3), ("heartbeat_races_recovery", 1.0))
+ZOMBIE = (("zombie_worker", 0.3), ("worker_crash_mid_handler", 0.1))
+
+# Each part, the smallest catcher known, and the violation it reports once the part is off.
+CATCHERS: dict[str, tuple[Catcher, str]] = {
+    "_advance:_state_unchanged": (Chaos(seed=2), "overlap_violated"),
+    "claim_ops:_run_is_new": (Explore("backfill-tick", 3), "stale_message_link"),
+    "settle_ops:_state_unchanged": (Explore("manual-detector", 3), "unreachable_run"),
+    "settle_ops:_run_is_new": (Chaos(seed=2), "record_overwritten"),
+    "adhoc_run_ops:_run_is_new": (Chaos(seed=5), "duplicate_commit"),
+    "_join_chain:_state_as_read": (Explore("tick-manual", 3), "unreachable_run"),
+    "report_op:job_id": (Explore("report-delete", 2), "deleted_job_recreated"),
+    "pause_on_failure_op:*": (Explore("pause-edit", 2), "pause_over_edit"),
+    "delete_after_completion_ops:*": (Explore("completion-delete", 1), "paused_job_deleted"),
+    "delete_after_completion_ops:_state_unchanged": (
+        Explore("completion-manual", 1),
+        "deleted_before_complete",
+    ),
+    "start_op:overtaken_by": (Explore("tick-manual", 3), "overlap"),
+    "start_op:_run_token": (Chaos(seed=2), "token_decreased"),
+    "finish_ops:_run_token": (Chaos(seed=2), "fenced_out_commit"),
+    "recover_op:_lease_as_read": (Chaos(seed=5, faults=STALL), "live_lease_recovered"),
+    "retire_definition_op:definition": (Chaos(seed=2), "snapshot_overwritten"),
+}
+
+# Parts whose removal no chaos run or explorer set reports, and why (docs/promises.md, "Parts no
+# checker catches"). Most are one of two parts that stop the same race: the other one fails the
+# write whenever this one would, so taking one away changes nothing any schedule can show.
+STATE_VERSION = "redundant: every write that moves the state's position or status moves its version too"
+RUN_TOKEN = "redundant: every write that changes a run's status moves its token (version) too"
+MISSING = "redundant: on a missing item every comparison of the part's neighbours is false already"
+LIVENESS = "liveness only: the lease brings the run to the detector, which repairs it; no promise breaks"
+UNCAUGHT: dict[str, str] = {
+    "_advance:_next_is": STATE_VERSION,
+    "_advance:_still_active": STATE_VERSION,
+    "settle_ops:_next_is": STATE_VERSION,
+    "settle_ops:_still_active": STATE_VERSION,
+    "delete_after_completion_ops:status": STATE_VERSION,
+    "start_op:_run_status": RUN_TOKEN,
+    "skip_at_start_ops:_run_status": RUN_TOKEN,
+    "buffer_at_start_ops:_run_status": RUN_TOKEN,
+    "finish_ops:_run_status": RUN_TOKEN,
+    "retry_op:_run_status": RUN_TOKEN,
+    "recover_op:_run_status": RUN_TOKEN,
+    "recheck_op:_run_status": RUN_TOKEN,
+    "recheck_buffered_ops:_run_status": RUN_TOKEN,
+    "heartbeat_op:_run_status": RUN_TOKEN,
+    "overtake_op:_run_status": RUN_TOKEN,
+    "_rerun_missed:_run_status": RUN_TOKEN,
+    "promote_op:_run_status": RUN_TOKEN,
+    "start_op:run_id": MISSING,
+    "pause_on_failure_op:job_id": MISSING,
+    "delete_after_completion_ops:job_id": MISSING,
+    "_rerun_missed:_run_token": "redundant with its status part: a missed record changes only through "
+    "this write, which makes it pending",
+    "promote_op:_run_token": "redundant with its status part: a buffered run changes only by a move "
+    "out of buffered",
+    "recover_op:_run_token": "redundant with its lease part: every write that moves a run on sets or "
+    "removes its lease",
+    "heartbeat_op:_run_token": "redundant with its owner part, except when one worker host takes back "
+    "its own recovered run: no explored or simulated schedule does (the pair: the heartbeat mutant)",
+    "heartbeat_op:owner": "redundant with its token part: every takeover moves the token",
+    "skip_at_start_ops:_run_token": "a stale message's skip of a recovered run records it skipped behind "
+    "a live holder: a valid outcome, so no checker can tell",
+    "buffer_at_start_ops:_run_token#2": "as the skip's token: a stale message parks a recovered run, "
+    "whose lease brings it back to decide again",
+    "buffer_at_start_ops:status": LIVENESS,
+    "buffer_at_start_ops:any_of": LIVENESS,
+    "buffer_at_start_ops:_run_token": "not reached: needs a holder retried between a waiting run's walk "
+    "and its buffer write under cancel_other; the request then reaches a later attempt",
+    "promote_op:blocked_by": LIVENESS + " (a promoted run decides again at its start)",
+    "recheck_op:_run_token": LIVENESS + " (it moves check_at only)",
+    "recheck_buffered_ops:_run_token": LIVENESS,
+    "recheck_buffered_ops:_lease_as_read": LIVENESS,
+    "retry_op:_run_token": "not reached: needs a worker whose handler fails after its run was recovered "
+    "(a zombie that fails); the chaos zombies commit",
+    "overtake_op:_run_token": "not reached: needs two runs overtaking the same pending run at once",
+    "overtake_op:overtaken_by": "not reached: needs two runs overtaking the same pending run at once",
+    "register_ops:_state_as_read": "not caught: a claim landing between the registrar's read and write "
+    "stays in the chain and runs as claimed, and the version the change then repeats is told apart "
+    "by every later claim's and settle's next_run_at part",
+    "bookkeeping_op:version": "the reconcile cursor only: a page read twice or skipped is compared on the "
+    "next pass (no job's state, no record)",
+}
+
+
+def test_every_condition_part_has_a_catcher_or_a_reason() -> None:
+    parts = set(condition_parts())
+    assert not set(CATCHERS) & set(UNCAUGHT)
+    assert sorted(parts - set(CATCHERS) - set(UNCAUGHT)) == [], "a condition part without a catcher"
+    assert sorted((set(CATCHERS) | set(UNCAUGHT)) - parts) == [], "a catcher of a part that is gone"
+
+
+def test_the_ledger_names_every_part() -> None:
+    ledger = LEDGER.read_text()
+    assert [name for name in condition_parts() if f"`{name}`" not in ledger] == []
+
+
+def test_a_switch_drops_only_its_own_part() -> None:
+    from jobsched.core import transitions
+
+    def parts(op: Any) -> list[str]:
+        return [c.why for c in op.condition]
+
+    op = transitions.heartbeat_op("j@r", 3, "me", 10, 5)
+    with switched_off("heartbeat_op:owner"):
+        without = transitions.heartbeat_op("j@r", 3, "me", 10, 5)
+        finish = transitions.finish_ops(
+            "j@r", 3, transitions.RunStatus.RUNNING, transitions.RunStatus.FAILED, 5, _cfg()
+        )
+    assert len(parts(without)) == len(parts(op))
+    assert [w for w in parts(without) if w.startswith("mutant: switched off")] == [
+        "mutant: switched off: heartbeat_op:owner"
+    ]
+    assert not any("switched off" in why for why in parts(finish))
+    assert parts(transitions.heartbeat_op("j@r", 3, "me", 10, 5)) == parts(op)  # restored
+
+
+def _cfg() -> Any:
+    from jobsched.core.config import SchedulerConfig
+
+    return SchedulerConfig()
+
+
+@functools.cache
+def baseline(catcher: Catcher) -> set[str]:
+    return catcher.violations()
+
+
+@pytest.mark.parametrize("name", sorted(CATCHERS))
+def test_switching_a_part_off_is_caught(name: str) -> None:
+    catcher, expected = CATCHERS[name]
+    if isinstance(catcher, Chaos):
+        assert baseline(catcher) == set()  # the same run holds with the part on
+    with switched_off(name):
+        found = catcher.violations()
+    assert expected in found, (name, catcher, found)
