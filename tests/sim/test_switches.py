@@ -191,3 +191,17 @@ def test_switching_a_part_off_is_caught(name: str) -> None:
     with switched_off(name):
         found = catcher.violations()
     assert expected in found, (name, catcher, found)
+
+
+def test_the_clis_switch_a_part_off_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    from jobsched_tools.cli.main import main as jobsched
+    from jobsched_tools.explore.__main__ import main as explorer
+
+    args = ["--set", "pause-edit", "-k", "2", "--traces", "0"]
+    assert explorer(args) == 0
+    assert explorer([*args, "--switch", "pause_on_failure_op:*"]) == 1
+    assert "pause_over_edit" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        jobsched(["chaos", "--jobs", "2", "--hours", "0.1", "--switch", "claim_ops:no_such_part"])
+    assert exit_info.value.code == 2
+    assert "no condition part 'claim_ops:no_such_part'" in capsys.readouterr().err
