@@ -394,6 +394,8 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     "report-delete": (2, ()),
     "backfills-missed": (2, ()),
     "reregister": (2, ()),
+    "bulk-pause-tick": (2, ()),
+    "tick-retime-earlier": (3, ()),
     # a max_runs job's count outlives its deletion: registered again, it is finished at once
     "max-runs-reregister": (2, pytest.mark.xfail(strict=True, reason="issue 34 item 2")),
 }

@@ -65,6 +65,7 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
     "settle_ops:_run_is_new": (Chaos(seed=2), "record_overwritten"),
     "adhoc_run_ops:_run_is_new": (Chaos(seed=5), "duplicate_commit"),
     "_join_chain:_state_as_read": (Explore("tick-manual", 3), "unreachable_run"),
+    "register_ops:_state_as_read": (Explore("tick-retime-earlier", 1), "record_beyond_position"),
     "report_op:job_id": (Explore("report-delete", 2), "deleted_job_recreated"),
     "pause_on_failure_op:*": (Explore("pause-edit", 2), "pause_over_edit"),
     "delete_after_completion_ops:*": (Explore("completion-delete", 1), "paused_job_deleted"),
@@ -132,9 +133,6 @@ UNCAUGHT: dict[str, str] = {
     "(a zombie that fails); the chaos zombies commit",
     "overtake_op:_run_token": "not reached: needs two runs overtaking the same pending run at once",
     "overtake_op:overtaken_by": "not reached: needs two runs overtaking the same pending run at once",
-    "register_ops:_state_as_read": "not caught: a claim landing between the registrar's read and write "
-    "stays in the chain and runs as claimed, and the version the change then repeats is told apart "
-    "by every later claim's and settle's next_run_at part",
     "bookkeeping_op:version": "the reconcile cursor only: a page read twice or skipped is compared on the "
     "next pass (no job's state, no record)",
 }

@@ -160,6 +160,16 @@ def person(world: World, svc: Services, spec: ActorSpec) -> None:
     world.registration_pending = True  # its stream record is delivered in the drive at the latest
 
 
+def bulk(world: World, svc: Services, spec: ActorSpec) -> None:
+    """``jobsched pause/resume --group g``: one bounded operation over the group's jobs, each
+    through the ordinary pause or resume and its registration. ``arg``: "pause" or "resume"."""
+    world.person_last = str(spec.arg)
+    world.person_at = svc.clock.now_ms()
+    world.registration_pending = True
+    svc.ops.set_enabled_where(spec.arg == "resume", group="g", limit=10)
+    world.registration_pending = False
+
+
 def stream(world: World, svc: Services, spec: ActorSpec) -> None:
     """The registrar's apply of a stream record that comes late, dated when the person wrote
     it (``arg``: that instant)."""
@@ -274,6 +284,7 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
     "failing_worker": failing_worker,
     "person": person,
     "stream": stream,
+    "bulk": bulk,
 }
 
 
@@ -647,6 +658,20 @@ PROMISES.update(
                     "(operations.md: to bring a deleted job back, register it again)",
                 )
                 for name, job in (("reregister", ()), ("max-runs-reregister", (("max_runs", 1),)))
+            ),
+            ActorSet(
+                "tick-retime-earlier",
+                (_a("tick", "tick"), _a("registrar", "registrar", arg="retime:rate(2 minutes)")),
+                at=T0 + 3 * MINUTE + 40 * SECOND,
+                budget=Budget(crashes=0),
+                note="a tick claims 00:05 at 00:03:40 as a person re-times the job to every 2 minutes: "
+                "the new timing's first occurrence (00:04) comes before the claimed one",
+            ),
+            ActorSet(
+                "bulk-pause-tick",
+                (_a("bulk", "bulk", arg="pause"), _a("tick", "tick")),
+                job=(("group", "g"),),
+                note="a person pauses the job's group (a bulk operation) as a tick claims",
             ),
             ActorSet(
                 "report-delete",
