@@ -110,8 +110,9 @@ UNCAUGHT: dict[str, str] = {
     "delete_after_completion_ops:job_id": MISSING,
     "_rerun_missed:_run_token": "redundant with its status part: a missed record changes only through "
     "this write, which makes it pending (the pair: PAIRS)",
-    "promote_op:_run_token": "redundant with its status part: a buffered run changes only by a move "
-    "out of buffered",
+    "promote_op:_run_token": "not reached, nor with its status part: a second promotion needs two "
+    "promoters at once (the holder's worker and the detector after the holder ended); a promoted run "
+    "decides again at its start",
     "recover_op:_run_token": "redundant with its lease part: every write that moves a run on sets or "
     "removes its lease",
     "heartbeat_op:_run_token": "redundant with its owner part, except when one worker host takes back "
