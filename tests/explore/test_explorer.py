@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from jobsched.core import invariants as core_invariants
@@ -28,6 +29,7 @@ from jobsched_tools.explore.scenarios import (
     MORE,
     OVERTAKES,
     PROGRAMS,
+    PROMISES,
     SECOND,
     T0,
     TOYS,
@@ -423,3 +425,40 @@ def test_a_finished_overtaker_passing_the_walk_to_its_predecessor_is_needed(
     monkeypatch.setattr(chain, "chain_step", forgets_overtakes)
     found = explore(OVERTAKES["overtake-long-run"], k=3)
     assert "overlap" in found.counts, found.summary()
+
+
+# --- issue 34: the newer actors together ----------------------------------------------------------
+
+# Each set, the preemptions it is explored with (each a few seconds), and its marks.
+PROMISE_SETS: dict[str, tuple[int, Any]] = {
+    "reconcile-stream-tick": (1, ()),
+    "reconcile-edit-tick": (1, ()),
+    "completion-manual": (1, ()),
+    "holder-dead-cancel_other": (1, ()),
+    "holder-dead-buffer_all": (1, ()),
+    "max-runs-backfill": (1, ()),
+    "pause-edit": (2, ()),
+    # a map of the definition (retry) edited between the failed run's read and the pause (item 1)
+    "pause-edit-map": (2, ()),
+    "pause-delete": (2, ()),
+    "report-delete": (2, ()),
+    "backfills-missed": (2, ()),
+    "reregister": (2, ()),
+    "bulk-pause-tick": (2, ()),
+    "tick-retime-earlier": (3, ()),
+    # a max_runs job registered again after its deletion starts a new life (item 2)
+    "max-runs-reregister": (2, ()),
+}
+
+
+def test_every_promise_set_is_tested() -> None:
+    assert set(PROMISE_SETS) == set(PROMISES)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=marks) for name, (_, marks) in sorted(PROMISE_SETS.items())]
+)
+def test_promise_sets_keep_the_promises_and_invariants(name: str) -> None:
+    result = explore(PROMISES[name], k=PROMISE_SETS[name][0])
+    assert result.schedules > 0 and not result.truncated
+    assert result.violations == [], result.summary()

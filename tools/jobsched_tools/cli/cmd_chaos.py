@@ -9,6 +9,7 @@ With ``--json`` the last stdout line is one JSON object (a contract other tools 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from jobsched_tools.sim import ChaosConfig, run_chaos
 
@@ -41,18 +42,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
         help="remove one condition on purpose; the run must then report violations (sim/mutants.py)",
     )
+    parser.add_argument(
+        "--switch",
+        metavar="FUNCTION:PART",
+        help="switch off one condition part of core/transitions.py (sim/mutants.py condition_parts; "
+        "docs/promises.md lists them); the run must then report violations",
+    )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config = ChaosConfig(seed=args.seed, jobs=args.jobs, hours=args.hours, store=args.store)
-    if args.mutant:
-        from jobsched_tools.sim.mutants import mutant
+    from contextlib import ExitStack
 
-        with mutant(args.mutant):
-            report = run_chaos(config)
-    else:
+    with ExitStack() as removed:
+        if args.mutant:
+            from jobsched_tools.sim.mutants import mutant
+
+            removed.enter_context(mutant(args.mutant))
+        if args.switch:
+            from jobsched_tools.sim.mutants import condition_parts, switched_off
+
+            if args.switch not in condition_parts():
+                print(
+                    f"jobsched chaos: no condition part {args.switch!r}: see docs/promises.md",
+                    file=sys.stderr,
+                )
+                return 2
+            removed.enter_context(switched_off(args.switch))
         report = run_chaos(config)
     if args.json:
         if report.invariant_violations:

@@ -40,8 +40,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-schedules", type=int, default=None)
     parser.add_argument("--traces", type=int, default=1, help="traces printed per violated check")
+    parser.add_argument(
+        "--switch",
+        metavar="FUNCTION:PART",
+        help="switch off one condition part of core/transitions.py (sim/mutants.py condition_parts)",
+    )
     parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")
     args = parser.parse_args(argv)
+    if args.switch:
+        from jobsched_tools.sim.mutants import condition_parts, switched_off
+
+        if args.switch not in condition_parts():
+            parser.error(f"no condition part {args.switch!r}: see docs/promises.md")
+        with switched_off(args.switch):
+            return _explore(args)
+    return _explore(args)
+
+
+def _explore(args: argparse.Namespace) -> int:
     names = args.sets or sorted(CORE)
     offsets = tuple(int(o) for o in args.offsets.split(",") if o.strip())
     invariants = tuple(i for i in args.invariants.split(",") if i)

@@ -14,6 +14,7 @@ run on the actor's own thread; every store and queue call it makes through ``wor
 from __future__ import annotations
 
 import copy
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,10 +27,11 @@ from jobsched.core.invariants import ALL
 from jobsched.core.job import JobDefinition
 from jobsched.core.writes import JOBS, Put, Update, eq, not_exists
 from jobsched.services.messages import parse_run_message
-from jobsched.services.worker import HandlerResult, Started
+from jobsched.services.operations import JobNotFound
+from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
 
 from jobsched_tools.explore.sched import Call
-from jobsched_tools.explore.world import HANDLER_MS, TAKE, Budget, OffsetClock, Services, World
+from jobsched_tools.explore.world import HANDLER_MS, QUIET_LOG, TAKE, Budget, OffsetClock, Services, World
 
 T0 = int(datetime(2026, 12, 1, tzinfo=UTC).timestamp() * 1000)  # 00:00:00Z
 SECOND = 1_000
@@ -59,19 +61,27 @@ class ActorSet:
     overlap: str = "skip"
     schedule: str = OLD
     after_completion: str = "none"  # action_after_completion (issue 29)
+    # More fields of the job's definition (``max_runs``, ``pause_on_failure``, ``retry`` ...).
+    job: tuple[tuple[str, Any], ...] = ()
     note: str = ""
     # A check of the set's own, run after the drive (the toy protocols of the explorer's tests).
     check: Callable[[World], None] | None = None
     handler_ms: int = HANDLER_MS  # how long each handler runs in the drive to quiescence
 
 
-def job_item(schedule: str = OLD, overlap: str = "skip", after_completion: str = "none") -> dict[str, Any]:
+def job_item(
+    schedule: str = OLD,
+    overlap: str = "skip",
+    after_completion: str = "none",
+    job: tuple[tuple[str, Any], ...] = (),
+) -> dict[str, Any]:
     return JobDefinition(
         job_id=JOB_ID,
         schedule=schedule,
         target="t",
         overlap=overlap,
         action_after_completion=after_completion,
+        **dict(job),
     ).to_item()
 
 
@@ -86,8 +96,11 @@ def detector(_world: World, svc: Services, spec: ActorSpec) -> None:
     svc.detector.run(spec.name)
 
 
-def manual(_world: World, svc: Services, spec: ActorSpec) -> None:
-    svc.ops.trigger(JOB_ID, request_id=spec.name)
+def manual(world: World, svc: Services, spec: ActorSpec) -> None:
+    try:
+        svc.ops.trigger(JOB_ID, request_id=spec.name)
+    except JobNotFound:
+        world.note(f"{spec.name}: the job is gone (deleted): the manual run is refused")
 
 
 def backfill(_world: World, svc: Services, spec: ActorSpec) -> None:
@@ -101,22 +114,91 @@ def registrar(world: World, svc: Services, spec: ActorSpec) -> None:
     key = {"job_id": JOB_ID}
     change, _, schedule = str(spec.arg).partition(":")
     if change == "retime":
-        item = job_item(schedule or NEW, world.overlap)
+        item = job_item(schedule or NEW, world.overlap, world.after_completion, world.job)
         world.store.write([Put(JOBS, item, (), "person puts job")])
     elif change == "pause":
         world.store.update(Update(JOBS, key, (), "person updates job", set={"enabled": False}))
     elif change == "delete":
         world.store.delete(JOBS, key, (), "person deletes job")
+    elif change == "reput":  # the same job registered again (after a delete: a new life)
+        item = job_item(world.schedule, world.overlap, world.after_completion, world.job)
+        world.store.write([Put(JOBS, item, (), "person puts job")])
     else:
         raise ValueError(f"unknown change {change!r}")
+    world.person_last = change
+    world.person_at = svc.clock.now_ms()
     world.registration_pending = True
     svc.registrar.apply(JOB_ID)
     world.registration_pending = False
 
 
-def worker(world: World, svc: Services, spec: ActorSpec) -> None:
+def person(world: World, svc: Services, spec: ActorSpec) -> None:
+    """A person's write to the job item alone: its stream record comes late (``stream``), or
+    never, and the reconcile pass applies it. ``arg``: "retime[:SCHEDULE]", "pause", "resume",
+    "edit" (a map of the definition: the payload), "delete" or "reput" (the same job again, as
+    registered: re-registration after a delete)."""
+    key = {"job_id": JOB_ID}
+    change, _, schedule = str(spec.arg).partition(":")
+    if change == "retime":
+        item = job_item(schedule or NEW, world.overlap, world.after_completion, world.job)
+        world.store.write([Put(JOBS, item, (), "person puts job")])
+    elif change in ("pause", "resume"):
+        world.store.update(Update(JOBS, key, (), "person updates job", set={"enabled": change == "resume"}))
+    elif change == "edit":  # a scalar of the definition
+        world.store.update(Update(JOBS, key, (), "person updates job", set={"description": "edited"}))
+    elif change == "edit-map":  # a map of the definition
+        retry = {"max_attempts": 2, "backoff_seconds": 1}
+        world.store.update(Update(JOBS, key, (), "person updates job", set={"retry": retry}))
+    elif change == "delete":
+        world.store.delete(JOBS, key, (), "person deletes job")
+    elif change == "reput":
+        item = job_item(world.schedule, world.overlap, world.after_completion, world.job)
+        world.store.write([Put(JOBS, item, (), "person puts job")])
+    else:
+        raise ValueError(f"unknown change {change!r}")
+    world.person_last = change
+    world.person_at = svc.clock.now_ms()
+    world.registration_pending = True  # its stream record is delivered in the drive at the latest
+
+
+def bulk(world: World, svc: Services, spec: ActorSpec) -> None:
+    """``jobsched pause/resume --group g``: one bounded operation over the group's jobs, each
+    through the ordinary pause or resume and its registration. ``arg``: "pause" or "resume"."""
+    world.person_last = str(spec.arg)
+    world.person_at = svc.clock.now_ms()
+    world.registration_pending = True
+    svc.ops.set_enabled_where(spec.arg == "resume", group="g", limit=10)
+    world.registration_pending = False
+
+
+def stream(world: World, svc: Services, spec: ActorSpec) -> None:
+    """The registrar's apply of a stream record that comes late, dated when the person wrote
+    it (``arg``: that instant)."""
+    svc.registrar.apply(JOB_ID, changed_at=int(spec.arg) if spec.arg is not None else None)
+    world.registration_pending = False
+
+
+def worker(
+    world: World, svc: Services, spec: ActorSpec, beat_ms: int | None = None, fails: bool = False
+) -> None:
     """Receive a message (which one is a choice when reordering), start it, let the handler run
-    (a scheduling point of its own), finish it. ``arg``: how many messages (default 1)."""
+    (a scheduling point of its own), finish it. ``arg``: how many messages (default 1).
+    ``beat_ms``: the live worker heartbeats once, on a clock that far ahead, before its handler
+    ends (a detector acting that late finds a live worker's lease renewed, as it would).
+    ``fails``: every handler fails."""
+    beating = None
+    if beat_ms is not None:
+        beating = Worker(
+            world.store,
+            world.queue,
+            world.telemetry,
+            OffsetClock(svc.clock, beat_ms),
+            world.cfg,
+            world.registry,
+            spec.name,
+            logger_for=lambda _run_id: QUIET_LOG,
+            rng=random.Random(0),
+        )
     for _ in range(int(spec.arg or 1)):
         option = world.store._point(Call("receive", "receive", dynamic=lambda: _receivable(world)))
         if not option.startswith(TAKE) or option == TAKE + "none":
@@ -124,15 +206,29 @@ def worker(world: World, svc: Services, spec: ActorSpec) -> None:
         taken = world.mq.take(int(option[len(TAKE) :]))
         if taken is None:
             return
-        _work(world, svc, *taken, HandlerResult(True))
+        result = HandlerResult(not fails, error="the handler failed" if fails else None)
+        _work(world, svc, *taken, result, beating)
 
 
-def _work(world: World, svc: Services, receipt: str, body: dict[str, Any], result: HandlerResult) -> None:
+def _work(
+    world: World,
+    svc: Services,
+    receipt: str,
+    body: dict[str, Any],
+    result: HandlerResult,
+    beating: Worker | None = None,
+) -> None:
+    """Start the run, let its handler run (a scheduling point of its own), finish it. With
+    ``beating``, the live worker heartbeats first; fenced out, it ends without deleting the
+    message (its record fails, and SQS delivers it again)."""
     world.seen_by_actor(body)
     begun = svc.worker.begin(parse_run_message(body), svc.clock.now_ms() + 900_000)
     if isinstance(begun, Started):
         world.exec_start(begun)
         try:
+            if beating is not None and not beating.heartbeat(begun):
+                svc.worker.finish(begun, FENCED_OUT)
+                return
             world.store._point(Call("handler", f"handler of {begun.message.run_id} runs"))
             svc.worker.finish(begun, result)
         finally:  # also when the worker crashes: its handler dies with it
@@ -151,6 +247,17 @@ def worker_of(world: World, svc: Services, spec: ActorSpec) -> None:
     taken = world.mq.take(fresh[0]) if fresh else None
     if taken is not None:
         _work(world, svc, *taken, HandlerResult(True) if succeeds else HandlerResult(False, "it failed"))
+
+
+def beating_worker(world: World, svc: Services, spec: ActorSpec) -> None:
+    """A worker that heartbeats once a minute on (``worker``'s ``beat_ms``): alive, as a detector
+    acting a minute later sees it."""
+    worker(world, svc, spec, beat_ms=MINUTE)
+
+
+def failing_worker(world: World, svc: Services, spec: ActorSpec) -> None:
+    """A worker whose handlers fail (``pause_on_failure``)."""
+    worker(world, svc, spec, fails=True)
 
 
 def _receivable(world: World) -> tuple[str, ...]:
@@ -200,24 +307,40 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
     "registrar": registrar,
     "worker": worker,
     "worker_of": worker_of,
+    "beating_worker": beating_worker,
+    "failing_worker": failing_worker,
+    "person": person,
+    "stream": stream,
+    "bulk": bulk,
 }
 
 
 # --- building a world ----------------------------------------------------------------------------
 
 
-_SETUPS: dict[tuple[str, str, str, str], tuple[Any, ...]] = {}
+_SETUPS: dict[tuple[str, str, str, str, str], tuple[Any, ...]] = {}
+SETUPS = ("registered", "claimed", "claimed-manual", "edited-unapplied", "held-dead", "missed", "ran-deleted")
 
 
-def _setup(world: World, setup: str, overlap: str, schedule: str, after_completion: str = "none") -> None:
+def _setup(
+    world: World,
+    setup: str,
+    overlap: str,
+    schedule: str,
+    after_completion: str = "none",
+    job: tuple[tuple[str, Any], ...] = (),
+) -> None:
     """The world before the explored actors act, built once per set-up and copied after:
     "registered" (the job alone), "claimed" (a tick at 00:04 claimed 00:05), "claimed-manual"
-    (and a manual run at 00:04:30 joined the chain behind it)."""
-    cached = _SETUPS.get((setup, overlap, schedule, after_completion))
+    (and a manual run at 00:04:30 joined the chain behind it), "edited-unapplied" (a person
+    re-timed the job at 00:02:30, its stream record has not come, and a reconcile pass saw the
+    difference at 00:02:40: the next pass, a minute on, applies it)."""
+    cached = _SETUPS.get((setup, overlap, schedule, after_completion, repr(job)))
     if cached is None:
         world.clock.set(T0)
         drive = Services(world, world.inner, world.mq, world.clock, "setup")
-        world.inner.write([Put(JOBS, job_item(schedule, overlap, after_completion), (), "person puts job")])
+        item = job_item(schedule, overlap, after_completion, job)
+        world.inner.write([Put(JOBS, item, (), "person puts job")])
         drive.registrar.apply(JOB_ID)
         world.after_write([])
         if setup in ("claimed", "claimed-manual"):
@@ -228,10 +351,49 @@ def _setup(world: World, setup: str, overlap: str, schedule: str, after_completi
             world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
             drive.ops.trigger(JOB_ID, request_id="setup")
             world.after_write([])
-        if setup not in ("registered", "claimed", "claimed-manual"):
+        if setup == "edited-unapplied":
+            world.clock.set(T0 + 2 * MINUTE + 30 * SECOND)
+            retimed = job_item(NEW, overlap, after_completion, job)
+            world.inner.write([Put(JOBS, retimed, (), "person puts job")])
+            world.clock.set(T0 + 2 * MINUTE + 40 * SECOND)
+            drive.detector.run("setup")
+            world.after_write([])
+        if setup == "held-dead":
+            # 00:05's worker starts it and dies; the manual run's worker then meets it running
+            # (cancel_other: asks it to stop; buffer_all: waits behind it).
+            world.clock.set(T0 + 4 * MINUTE)
+            drive.trigger.tick("setup")
+            world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
+            drive.ops.trigger(JOB_ID, request_id="setup")
+            world.clock.set(T0 + 5 * MINUTE)
+            for receipt, body in sorted(world.mq.receive(10), key=lambda m: "@manual" in str(m[1]["run_id"])):
+                world.clock.set(world.clock.now_ms() + 5 * SECOND)
+                drive.worker.begin(parse_run_message(body), world.clock.now_ms() + 900_000)
+                world.mq.delete(receipt)
+            world.after_write([])
+        if setup == "missed":
+            # 00:05 came due with no tick; the detector records it missed (misfire: skip).
+            world.clock.set(T0 + 7 * MINUTE)
+            drive.detector.run("setup")
+            world.after_write([])
+        if setup == "ran-deleted":
+            # 00:05 claimed at 00:04 and run at 00:05; a person deletes the job at 00:06.
+            world.clock.set(T0 + 4 * MINUTE)
+            drive.trigger.tick("setup")
+            world.clock.set(T0 + 5 * MINUTE)
+            for receipt, body in world.mq.receive(10):
+                begun = drive.worker.begin(parse_run_message(body), world.clock.now_ms() + 900_000)
+                if isinstance(begun, Started):
+                    drive.worker.finish(begun, HandlerResult(True))
+                world.mq.delete(receipt)
+            world.clock.set(T0 + 6 * MINUTE)
+            world.inner.delete(JOBS, {"job_id": JOB_ID}, (), "person deletes job")
+            drive.registrar.apply(JOB_ID)
+            world.after_write([])
+        if setup not in SETUPS:
             raise ValueError(f"unknown set-up {setup!r}")
         cached = (copy.deepcopy(world.inner.tables), world.mq.snapshot(), list(world.ledger.marks))
-        _SETUPS[(setup, overlap, schedule, after_completion)] = cached
+        _SETUPS[(setup, overlap, schedule, after_completion, repr(job))] = cached
         world.trace.clear()
         world.ledger.findings.clear()
         world.ledger.seen.clear()
@@ -246,11 +408,23 @@ def _setup(world: World, setup: str, overlap: str, schedule: str, after_completi
 def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, ...] = ALL) -> World:
     world = World(CFG, actor_set.budget, invariants)
     world.overlap = actor_set.overlap
+    world.schedule = actor_set.schedule
+    world.after_completion = actor_set.after_completion
+    world.job = actor_set.job
     world.extra_check = actor_set.check
     world.handler_ms = actor_set.handler_ms
-    _setup(world, actor_set.setup, actor_set.overlap, actor_set.schedule, actor_set.after_completion)
+    _setup(
+        world,
+        actor_set.setup,
+        actor_set.overlap,
+        actor_set.schedule,
+        actor_set.after_completion,
+        actor_set.job,
+    )
     world.clock.set(actor_set.at)
     world.window_end = actor_set.window_end
+    # A change whose stream record has not come yet is delivered in the drive at the latest.
+    world.registration_pending = actor_set.setup == "edited-unapplied"
     world.check_invariants()  # the tokens as set up
     for spec, offset in zip(actor_set.actors, offsets, strict=True):
         clock = OffsetClock(world.clock, spec.offset_ms + offset)
@@ -430,4 +604,145 @@ TOYS: dict[str, ActorSet] = {
     )
 }
 
-ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **OVERTAKES, **TOYS}
+# Issue 34: the newer actors together (the reconcile pass, delete after completion, the waiting
+# policies' recovery, max_runs), each promise's checker able to fail (tests/sim/test_switches.py).
+PROMISES: dict[str, ActorSet] = {
+    s.name: s
+    for s in (
+        ActorSet(
+            "reconcile-stream-tick",
+            (
+                _a("detector", "detector"),
+                _a("stream", "stream", arg=T0 + 2 * MINUTE + 30 * SECOND),
+                _a("tick", "tick"),
+            ),
+            setup="edited-unapplied",
+            note="a re-time's stream record comes late, as the reconcile pass applies the change and "
+            "a tick claims",
+        ),
+        ActorSet(
+            "reconcile-edit-tick",
+            (
+                _a("detector", "detector"),
+                _a("registrar", "registrar", arg="retime:rate(4 minutes)"),
+                _a("tick", "tick"),
+            ),
+            setup="edited-unapplied",
+            note="a second edit (and its record) after a lost one, as the reconcile pass applies the "
+            "first and a tick claims",
+        ),
+        ActorSet(
+            "completion-manual",
+            (_a("worker", "worker"), _a("detector", "detector"), _a("manual", "manual")),
+            setup="claimed",
+            at=T0 + 5 * MINUTE + SECOND,
+            schedule="at(2026-12-01T00:05:00)",
+            after_completion="delete",
+            note="a one-time job that deletes itself after completion: its run, the reconcile pass's "
+            "delete and a person's manual run, in any order",
+        ),
+        *(
+            ActorSet(
+                f"holder-dead-{overlap}",
+                (_a("detector", "detector"), _a("workerA", "worker"), _a("workerB", "worker")),
+                setup="held-dead",
+                at=T0 + 5 * MINUTE + 40 * SECOND,
+                overlap=overlap,
+                budget=Budget(crashes=1, reorder=True),
+                note="00:05's worker died while it ran; the manual run waits behind it (cancel_other: "
+                "and asked it to stop); its lease lapsed: the detector recovers it as two workers take "
+                "what is sent",
+            )
+            for overlap in ("cancel_other", "buffer_all")
+        ),
+        ActorSet(
+            "max-runs-backfill",
+            (
+                _a("backfill", "backfill", arg=(T0, T0 + 5 * MINUTE + 20 * SECOND)),
+                _a("tick", "tick"),
+                _a("manual", "manual"),
+            ),
+            at=T0 + 5 * MINUTE + 20 * SECOND,
+            job=(("max_runs", 2),),
+            note="a job limited to 2 scheduled runs: 00:05 came due unclaimed; a backfill of it, a "
+            "late tick and a manual run",
+        ),
+    )
+}
+
+# pause_on_failure: a run failing for good (one attempt) pauses the job, racing a person's write.
+FAILING = (("pause_on_failure", True), ("retry", {"max_attempts": 1}))
+PROMISES.update(
+    {
+        s.name: s
+        for s in (
+            *(
+                ActorSet(
+                    f"pause-{change}",
+                    (_a("worker", "failing_worker"), _a("person", "person", arg=change)),
+                    setup="claimed",
+                    at=T0 + 5 * MINUTE,
+                    job=FAILING,
+                    budget=Budget(crashes=0),
+                    note="00:05's run fails for good and pauses the job, as a person edits or deletes it",
+                )
+                for change in ("edit", "edit-map", "delete")
+            ),
+            ActorSet(
+                "backfills-missed",
+                (
+                    _a("backfillA", "backfill", arg=(T0, T0 + 7 * MINUTE)),
+                    _a("worker", "worker"),
+                    _a("backfillB", "backfill", arg=(T0, T0 + 7 * MINUTE)),
+                ),
+                setup="missed",
+                at=T0 + 7 * MINUTE + 30 * SECOND,
+                window_end=T0 + 7 * MINUTE,
+                job=(("misfire", {"policy": "skip"}),),
+                budget=Budget(crashes=0),
+                note="00:05 was recorded missed; two people backfill it at once while a worker takes "
+                "what is sent (operations.md: each missed record becomes its run, at most once)",
+            ),
+            *(
+                ActorSet(
+                    name,
+                    (_a("registrar", "registrar", arg="reput"), _a("tick", "tick")),
+                    setup="ran-deleted",
+                    at=T0 + 7 * MINUTE,
+                    window_end=T0 + 12 * MINUTE,
+                    job=job,
+                    budget=Budget(crashes=0),
+                    note="a job ran 00:05 and was deleted; registered again, it starts a new life "
+                    "(operations.md: to bring a deleted job back, register it again)",
+                )
+                for name, job in (("reregister", ()), ("max-runs-reregister", (("max_runs", 1),)))
+            ),
+            ActorSet(
+                "tick-retime-earlier",
+                (_a("tick", "tick"), _a("registrar", "registrar", arg="retime:rate(2 minutes)")),
+                at=T0 + 3 * MINUTE + 40 * SECOND,
+                budget=Budget(crashes=0),
+                note="a tick claims 00:05 at 00:03:40 as a person re-times the job to every 2 minutes: "
+                "the new timing's first occurrence (00:04) comes before the claimed one",
+            ),
+            ActorSet(
+                "bulk-pause-tick",
+                (_a("bulk", "bulk", arg="pause"), _a("tick", "tick")),
+                job=(("group", "g"),),
+                note="a person pauses the job's group (a bulk operation) as a tick claims",
+            ),
+            ActorSet(
+                "report-delete",
+                (
+                    _a("stream", "stream", arg=T0 + 2 * MINUTE + 30 * SECOND),
+                    _a("person", "person", arg="delete"),
+                ),
+                setup="edited-unapplied",
+                budget=Budget(crashes=0),
+                note="a late record's registration writes its report as the person deletes the job",
+            ),
+        )
+    }
+)
+
+ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **OVERTAKES, **PROMISES, **TOYS}

@@ -21,8 +21,9 @@ from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import Clock, ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
+from jobsched.core.job import definition_digest
 from jobsched.core.policies import UNFINISHED
-from jobsched.core.run import run_id_for
+from jobsched.core.run import run_id_for, run_key
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Delete, Item, Put, Update, WriteOp
 from jobsched.ports import INDEX_TABLE, IndexName, OutgoingMessage, Page, SendResult
 from jobsched.services.detector import MissDetector
@@ -47,7 +48,7 @@ class _NullLogger:
     warning = error = info
 
 
-_LOG = _NullLogger()
+_LOG = QUIET_LOG = _NullLogger()
 CRASH, LOST, STALE, DUP = "crash", "lost", "stale", "dup"
 TAKE = "take:"  # a worker's receive: which queued message (reorder)
 INDEXES = ("next-run", "lease")
@@ -174,6 +175,13 @@ class World:
         self.window_end = 0  # occurrences up to here must have their records after the drive
         self.job_id = "j"
         self.overlap = "skip"
+        # The job as set up (a person's re-put writes it again): schedule, after-completion action
+        # and more definition fields.
+        self.schedule = ""
+        self.after_completion = "none"
+        self.job: tuple[tuple[str, Any], ...] = ()
+        self.person_last: str | None = None  # the last change a person wrote to the job item
+        self.person_at = 0  # when (the person's clock)
         # A person's change was written and its registration has not finished (the registrar
         # crashed or failed): the stream delivers the record again in the drive.
         self.registration_pending = False
@@ -248,8 +256,27 @@ class World:
         for violation in found:
             self.find(violation.invariant, violation.key, violation.detail)
 
+    def check_pause(self, job_before: Item | None) -> None:
+        """pause_on_failure: the pause lands on the definition a failed run ran under, never on a
+        person's edit made since (README: "Never over a person's newer edit")."""
+        failed = {r.get("def_hash") for r in self.inner.tables[RUNS].values() if r.get("status") == "failed"}
+        if job_before is None:
+            self.find("paused_deleted_job", self.job_id, "the pause re-created a deleted job item")
+        elif definition_digest(job_before) not in failed:
+            self.find("pause_over_edit", self.job_id, "the pause landed on a definition no failed run ran")
+
     def exec_start(self, started: Started) -> None:
         message = started.message
+        run = self.inner.get(RUNS, run_key(message.run_id)) or {}
+        started_before = int(run.get("first_started_at") or 0) < int(run.get("started_at") or 0)
+        if run.get("cancel_requested") and started_before:
+            # cancel_other: a run asked to stop whose worker died ends cancelled (issue 34 item 3):
+            # its handler, which ran before, never runs again before the run that replaced it.
+            self.find(
+                "stopped_run_restarted",
+                message.run_id,
+                f"asked to stop by {run['cancel_requested']}, its handler starts again",
+            )
         if started.definition.overlap.value != "allow":
             others = [run for job, run, _ in self.ledger.executing if job == message.job_id]
             if others:
@@ -398,12 +425,16 @@ class ExplorerStore:
     def _apply(self, ops: Sequence[WriteOp], option: str, write: Callable[[], None]) -> None:
         keys = [(op.table, self.inner._target(op)) for op in ops if op.table in (STATE, RUNS)]
         before = {k: copy.deepcopy(self.inner.tables[k[0]].get(k[1])) for k in keys}
+        paused = [op for op in ops if isinstance(op, Update) and op.label == "pause on failure"]
+        job_before = copy.deepcopy(self.inner.get(JOBS, paused[0].key)) if paused else None
         try:
             write()
         except ConditionFailed as lost:
             self.world.seen_by_actor(["lost", lost.op_index, lost.current])
             raise
         self.world.previous.update(before)
+        if paused:
+            self.world.check_pause(job_before)
         self.world.seen_by_actor("written")
         self.world.after_write(ops)
         if option == CRASH:
@@ -629,6 +660,7 @@ def final_checks(world: World, skew_ms: int) -> None:
                     run_id,
                     f"skipped behind {run.get('blocked_by')}, not due until {holder.get('scheduled_at')}",
                 )
+    _persons_last_word(world)
     for actor in world.sched.actors:
         if actor.error is not None:
             world.find("unexpected_exception", actor.name, actor.error)
@@ -636,6 +668,34 @@ def final_checks(world: World, skew_ms: int) -> None:
         world.find("job_error", event.correlation_id, str(event.fields.get("error")))
     if world.extra_check is not None:
         world.extra_check(world)
+
+
+def _persons_last_word(world: World) -> None:
+    """A person's last write to the job item stands: a delete is not undone by jobsched's own
+    writes (a report, a pause), and a paused job is never deleted (it is not complete)."""
+    item = world.inner.get(JOBS, {"job_id": world.job_id})
+    if world.person_last == "delete" and item is not None:
+        world.find("deleted_job_recreated", world.job_id, f"the item is back: {sorted(item)}")
+    if world.person_last == "pause" and item is None:
+        world.find("paused_job_deleted", world.job_id, "a person paused it; jobsched deleted it")
+    if world.person_last == "reput":
+        # Registered again (after a delete): a new life, whose occurrences run (issue 34 item 2:
+        # a max_runs count must not outlive the job item it counted for).
+        scheduled = [
+            r
+            for r in world.inner.tables[RUNS].values()
+            if r.get("kind") == "scheduled" and int(r["scheduled_at"]) > world.person_at
+        ]
+        if not scheduled and any(
+            t > world.person_at and t <= world.window_end
+            for t in occurrences(_timing(world), world.person_at, world.window_end)
+        ):
+            world.find("reregistered_job_never_runs", world.job_id, "no run of its new life")
+
+
+def _timing(world: World) -> tuple[tuple[str, str], ...]:
+    item = world.inner.get(JOBS, {"job_id": world.job_id}) or {}
+    return tuple(sorted({"schedule": str(item.get("schedule")), "timezone": "UTC"}.items()))
 
 
 def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> set[int]:

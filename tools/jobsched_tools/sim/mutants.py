@@ -8,9 +8,14 @@ mutant must report violations of the invariant that condition protects; ``jobsch
 
 from __future__ import annotations
 
+import ast
+import inspect
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import CodeType
 from typing import Any
 
 from jobsched.core import policies, transitions
@@ -161,3 +166,188 @@ def mutant(name: str) -> Iterator[None]:
     finally:
         for owner, attr, original in saved:
             setattr(owner, attr, original)
+
+
+# --- switches: every named condition part of core/transitions.py, found in its source ------------
+#
+# A condition part is a ``Cond`` a write function of ``core/transitions.py`` builds: a call, in
+# that function's own body, to a builder of ``core/writes.py`` (``eq``, ``not_exists``,
+# ``any_of`` ...) or to one of the module's helpers that returns a ``Cond`` (``_run_token``,
+# ``_state_as_read`` ...). Each has a switch, named ``<function>:<part>``: ``<part>`` is the
+# helper's name, or the attribute a builder compares (``*`` when the attribute is a loop's
+# variable: every field as read), with ``#2`` for a second call of the same name in another
+# statement. Switching a part off makes the builder or helper return a condition that always
+# holds, when (and only when) it is called from that function at that part's lines: the
+# function's other parts, and the same helper elsewhere, stay. The parts are read from the
+# source, so a condition added without a catcher fails tests/sim/test_switches.py.
+
+BUILDERS = frozenset({"Cond", "exists", "not_exists", "eq", "ne", "lt", "le", "gt", "ge", "is_in", "any_of"})
+
+
+@dataclass(frozen=True)
+class Part:
+    """One named condition part: where it is built, and from what."""
+
+    function: str  # the write function of core/transitions.py whose body builds it
+    name: str  # the helper's name, or the attribute a builder compares (``*``: a loop's)
+    callees: tuple[str, ...]  # the names called (helpers of transitions.py, builders of writes.py)
+    lines: tuple[tuple[int, int], ...]  # the call sites (first line, last line)
+    why: str  # the part's why, as written (a helper's: its own why)
+
+    @property
+    def switch(self) -> str:
+        return f"{self.function}:{self.name}"
+
+
+def _source() -> ast.Module:
+    return ast.parse(Path(inspect.getfile(transitions)).read_text())
+
+
+def _callee(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id
+    return None
+
+
+_WHY_ARG = {"any_of": 0, "exists": 1, "not_exists": 1, "Cond": 2}  # the others: (attr, value, why)
+
+
+def _literal_why(node: ast.Call, function: ast.FunctionDef, helpers: dict[str, str]) -> str:
+    callee = _callee(node) or ""
+    if callee in helpers:
+        given = [a for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        return str(given[0].value) if given else helpers[callee]
+    index = _WHY_ARG.get(callee, 2)
+    why: ast.expr | None = node.args[index] if len(node.args) > index else None
+    if isinstance(why, ast.Name):  # ``why = "..."`` earlier in the function
+        name = why.id
+        for statement in ast.walk(function):
+            if isinstance(statement, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in statement.targets
+            ):
+                why = statement.value
+                break
+    if why is None:
+        return ""
+    try:
+        return str(ast.literal_eval(why))
+    except ValueError:
+        return ast.unparse(why)
+
+
+def _helper_whys(tree: ast.Module) -> dict[str, str]:
+    """The module's helpers that return a ``Cond`` (``-> Cond``), each with its first why."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.FunctionDef)
+            and isinstance(node.returns, ast.Name)
+            and node.returns.id == "Cond"
+        ):
+            strings = [
+                c.value
+                for c in ast.walk(node)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str) and len(c.value) > 20
+            ]
+            found[node.name] = strings[0] if strings else node.name
+    return found
+
+
+def _part_calls(function: ast.FunctionDef, callables: frozenset[str]) -> list[list[ast.Call]]:
+    """The Cond-building calls in ``function``'s body, in source order, outermost only (an
+    ``any_of``'s alternatives are part of it); the two branches of a conditional expression
+    that are both such calls (a part's two forms) come as one group."""
+    groups: list[list[ast.Call]] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.IfExp):
+            branches = [b for b in (node.body, node.orelse) if _callee(b) in callables]
+            if len(branches) == 2:
+                groups.append([b for b in branches if isinstance(b, ast.Call)])
+                return
+        if isinstance(node, ast.Call) and _callee(node) in callables:
+            groups.append([node])
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for statement in function.body:
+        visit(statement)
+    return groups
+
+
+def _part_name(call: ast.Call, helpers: dict[str, str]) -> str:
+    callee = _callee(call) or ""
+    if callee in helpers or callee == "any_of":
+        return callee
+    attr = call.args[0] if call.args else None
+    return str(attr.value) if isinstance(attr, ast.Constant) else "*"
+
+
+def condition_parts() -> dict[str, Part]:
+    """Every named condition part of core/transitions.py, by switch name, read from its source."""
+    tree = _source()
+    helpers = _helper_whys(tree)
+    callables = BUILDERS | frozenset(helpers)
+    parts: dict[str, Part] = {}
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef) or function.name in helpers:
+            continue
+        # Calls of one name in one statement (a loop's, an if's two forms of one part) are one part.
+        statements: dict[tuple[str, int], list[ast.Call]] = {}
+        for group in _part_calls(function, callables):
+            name = _part_name(group[0], helpers)
+            top = next(s for s in function.body if s.lineno <= group[0].lineno <= (s.end_lineno or s.lineno))
+            statements.setdefault((name, top.lineno), []).extend(group)
+        seen: dict[str, int] = {}
+        for (name, _), calls in statements.items():
+            seen[name] = seen.get(name, 0) + 1
+            label = name if seen[name] == 1 else f"{name}#{seen[name]}"
+            part = Part(
+                function.name,
+                label,
+                tuple(dict.fromkeys(_callee(c) or "" for c in calls)),
+                tuple((c.lineno, c.end_lineno or c.lineno) for c in calls),
+                _literal_why(calls[0], function, helpers),
+            )
+            parts[part.switch] = part
+    return parts
+
+
+def _codes(code: CodeType) -> set[CodeType]:
+    """A function's code and that of its comprehensions (frames of their own)."""
+    found = {code}
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            found |= _codes(const)
+    return found
+
+
+@contextmanager
+def switched_off(switch: str) -> Iterator[None]:
+    """Run the block with one condition part of core/transitions.py off (``condition_parts``):
+    built at its lines by its function, it is a condition that always holds."""
+    parts = condition_parts()
+    if switch not in parts:
+        raise ValueError(f"unknown condition part {switch!r}; one of {', '.join(sorted(parts))}")
+    part = parts[switch]
+    codes = _codes(getattr(transitions, part.function).__code__)
+    off = _holds(f"switched off: {switch}")
+
+    def replacing(original: Callable[..., Any]) -> Callable[..., Any]:
+        def replacement(*args: Any, **kwargs: Any) -> Any:
+            caller = sys._getframe(1)
+            if caller.f_code in codes and any(first <= caller.f_lineno <= last for first, last in part.lines):
+                return off
+            return original(*args, **kwargs)
+
+        return replacement
+
+    saved = {name: getattr(transitions, name) for name in part.callees}
+    try:
+        for name, original in saved.items():
+            setattr(transitions, name, replacing(original))
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(transitions, name, original)

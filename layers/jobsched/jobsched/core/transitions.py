@@ -657,6 +657,10 @@ def start_op(
             _run_status(RunStatus.PENDING),
             _run_token(version),
             overtaken,
+            # cancel_other: a pending run a newer one asked to stop never starts its handler
+            # again; the start is refused as a stale message's, and the detector ends the run as
+            # cancelled when its dispatch lease lapses (recover_op).
+            _not_asked_to_stop(),
         ),
         label="start run",
         set={
