@@ -231,28 +231,11 @@ STAR_DATA_MANAGED_POLICIES = {"AWSLambdaSQSQueueExecutionRole", "AWSLambdaDynamo
 
 
 def _transformed(template: dict[str, Any]) -> dict[str, Any]:
-    """The template after the SAM transform (offline: managed policy names resolve from a table)."""
-    translator = pytest.importorskip("samtranslator.translator.transform")
-    document = json.loads(json.dumps(template))
-    for resource in document["Resources"].values():
-        for key in ("CodeUri", "ContentUri"):
-            if key in resource.get("Properties", {}):
-                resource["Properties"][key] = "s3://bucket/key"
-    arn = "arn:aws:iam::aws:policy/"
-    known = {
-        "AWSLambdaBasicExecutionRole": arn + "service-role/AWSLambdaBasicExecutionRole",
-        "AWSXrayWriteOnlyAccess": arn + "AWSXrayWriteOnlyAccess",
-        "AWSLambdaSQSQueueExecutionRole": arn + "service-role/AWSLambdaSQSQueueExecutionRole",
-        "AWSLambdaDynamoDBExecutionRole": arn + "service-role/AWSLambdaDynamoDBExecutionRole",
-        "AWSCodeDeployRoleForLambda": arn + "service-role/AWSCodeDeployRoleForLambda",
-    }
+    """The template after the SAM transform (offline: managed policy names resolve from a table;
+    aws-sam-translator runs in .venv-tools, beside the SAM CLI)."""
+    from jobsched_tools.iam.policy import transform
 
-    class Loader:
-        def load(self) -> dict[str, str]:
-            return known
-
-    output: dict[str, Any] = translator.transform(document, {}, Loader())
-    return output
+    return transform(template, {}, "us-east-1")
 
 
 def test_sam_adds_no_managed_policy_with_wildcard_data_actions(template: dict[str, Any]) -> None:
