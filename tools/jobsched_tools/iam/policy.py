@@ -204,6 +204,15 @@ class CallRecorder:
         finally:
             self._acting = before
 
+    @contextmanager
+    def outside(self) -> Iterator[None]:
+        """Calls made meanwhile are no function's (a test's own writes, racing a function)."""
+        before, self._acting = self._acting, None
+        try:
+            yield
+        finally:
+            self._acting = before
+
     def declare(self, function: str, action: str, resource: str, origin: str) -> None:
         """A call AWS makes with the function's role on its behalf (an event source mapping's
         polling), which no code here makes."""
