@@ -23,7 +23,8 @@ install: $(STAMP)
 # package the layer ships (pydantic, pydantic-core, Powertools, ...) has exactly its locked version
 # where the tests run. .venv-tools: the pyproject's `tools` group (SAM CLI, cfn-lint, AWS CLI),
 # whose commands are linked into .venv/bin (`sam`, `cfn-lint`, `aws` work from either, and after
-# `. .venv/bin/activate`). Tools an older .venv still holds are taken out of it.
+# `. .venv/bin/activate`). The SAM CLI and the AWS CLI an older .venv still holds are taken out
+# of it (moto[server] brings a cfn-lint of its own into .venv; it pins nothing of the lock).
 $(STAMP): pyproject.toml $(LOCK) $(TOOLS_STAMP)
 	@echo "make install: jobsched and its development tools into $(VENV)/ (about 2 minutes the first time)"
 	@test -x $(BIN)/python || { echo "make install: creating $(VENV)/ with $(PY)"; $(PY) -m venv $(VENV); }
@@ -31,7 +32,7 @@ $(STAMP): pyproject.toml $(LOCK) $(TOOLS_STAMP)
 	@$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
 	@echo "make install: installing jobsched[dev] (boto3, Powertools, moto, pytest, ...) at the layer's locked versions ($(LOCK)); pip lists each package"
 	$(BIN)/pip install --progress-bar off --disable-pip-version-check -e '.[dev]' -c $(LOCK)
-	@$(BIN)/pip uninstall -q -y aws-sam-cli aws-sam-translator cfn-lint awscli 2>/dev/null || true
+	@$(BIN)/pip uninstall -q -y aws-sam-cli aws-sam-translator awscli 2>/dev/null || true
 	@for tool in sam cfn-lint aws; do ln -sf $(abspath $(TOOLS))/$$tool $(BIN)/$$tool; done
 	@touch $(STAMP)
 	@echo "make install: done ($(BIN)/jobsched; $(BIN)/sam, $(BIN)/cfn-lint and $(BIN)/aws from $(TOOLS_VENV)/)"
