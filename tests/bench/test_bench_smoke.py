@@ -1,5 +1,11 @@
 """Smoke test of ``jobsched bench --quick`` at tiny sizes: every key is there with a sane type, and
-the exact request counts per run match the design. No wall-clock assertions."""
+the exact request counts per run match the design. No wall-clock assertions.
+
+The three phases that start interpreters of their own (the cold imports, the peak memory of each
+function, the fan-out's spawned triggers) run for real in their own files
+(test_bench_subprocess_phases.py, test_fanout_bench.py), which pytest-xdist runs beside this one:
+in one test they passed its 300 s timeout on two loaded cores (issue 35 item 15). Here they are
+stand-ins of the same shape, so this test checks how the bench puts their figures in its JSON."""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ import math
 from pathlib import Path
 
 import pytest
-from jobsched_tools.bench import units
+from jobsched_tools.bench import cold_import, fanout, memory, units
 from jobsched_tools.cli.main import main
 
 KEYS = {
@@ -46,8 +52,34 @@ KEYS = {
 }
 
 
+def _cold_imports(runs: int) -> dict[str, object]:
+    per_function = dict.fromkeys(cold_import.FUNCTIONS, 90.0)
+    return {
+        "cold_import_ms": per_function,
+        "cold_import_ms_bare_boto3": 60.0,
+        "cold_import_overhead_ms": dict.fromkeys(cold_import.FUNCTIONS, 30.0),
+        "cold_first_call_ms": per_function,
+        "cold_import_runs": runs,
+    }
+
+
+def _peaks() -> dict[str, object]:
+    return {
+        "peak_rss_mb": dict.fromkeys(memory.FUNCTIONS, 120.0),
+        "baseline_rss_mb": dict.fromkeys(memory.FUNCTIONS, 80.0),
+    }
+
+
+def _fanout(*_args: object) -> dict[str, object]:
+    rates = dict.fromkeys(map(str, fanout.PROCESS_COUNTS), 1.0)
+    return {"fanout_runs_per_s": rates, "fanout_scaling_ratio": 1.0}
+
+
 def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setattr(cold_import, "measure", _cold_imports)
+    monkeypatch.setattr(memory, "measure", _peaks)
+    monkeypatch.setattr(fanout, "measure", _fanout)
     argv = [
         "bench",
         "--quick",
@@ -81,10 +113,10 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     }
     assert result["idle_usd_per_month"] <= 2.0
 
-    # Peak memory per function (issue 18): each at most the 256 MB target, and above its baseline.
-    assert set(result["peak_rss_mb"]) == {"trigger", "worker", "miss_detector", "registrar"}
-    for function, peak in result["peak_rss_mb"].items():
-        assert result["baseline_rss_mb"][function] <= peak <= 256, (function, peak)
+    # The subprocess phases' figures, as measured (stand-ins here): in the JSON as they came.
+    assert result["peak_rss_mb"] == _peaks()["peak_rss_mb"]
+    assert result["cold_import_ms"] == _cold_imports(1)["cold_import_ms"]
+    assert result["fanout_scaling_ratio"] == 1.0
 
     # The design: claim = one TransactWriteItems (the run's put and the job's advance, issue 25),
     # start = UpdateItem, commit = UpdateItem.
@@ -112,16 +144,6 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     assert split == pytest.approx(result["dispatch_efficiency"], rel=0.02)
     assert result["counts"]["crashes"] == result["counts"]["recovered"] == 1
     assert result["counts"]["lag_started"] == result["counts"]["lag_occurrences"]
-    # Cold-start imports: each function's, beside a bare boto3 measured in the same run.
-    assert set(result["cold_import_ms"]) == {"trigger", "worker", "miss_detector", "registrar"}
-    assert all(ms > 0 for ms in result["cold_import_ms"].values())
-    assert result["cold_import_ms_bare_boto3"] > 0
-    # Jobsched's own share: the function's import less the bare boto3's; and the first call's set-up.
-    for name, ms in result["cold_import_ms"].items():
-        assert result["cold_import_overhead_ms"][name] == pytest.approx(
-            ms - result["cold_import_ms_bare_boto3"]
-        )
-        assert result["cold_first_call_ms"][name] > 0
 
 
 def test_cost_formula() -> None:

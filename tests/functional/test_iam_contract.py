@@ -9,13 +9,16 @@ settles, a delete and an invalid job through the registrar; a fan-out tick and a
 trigger; the worker committing a staged effect, sending to an allowed queue, starting a Step
 Functions execution and an ECS task (passing its role), scheduling a retry and promoting a
 buffered run, each terminal outcome put on the outcome bus; the miss detector recovering a dead
-worker's lease, catching up overdue jobs and deleting a job after its completion. The calls AWS
-makes with a role on its behalf (the event source mappings' polling) are declared from the Lambda
-documentation. The template is transformed offline by aws-sam-translator and each role's
+worker's lease, catching up overdue jobs and deleting a job after its completion; a claim of the
+trigger and one of the registrar that lose a race (the run read back, the state read again); the
+promotion of a buffered run whose job changed meanwhile (its definition read from its snapshot).
+The calls AWS makes with a role on its behalf (the event source mappings' polling) are declared
+from the Lambda documentation. The template is transformed offline by aws-sam-translator and each role's
 statements resolved for a fake account and stack.
 
-Grants no call uses are printed (and warned), not failed. The mutation test takes each used grant
-away in turn and checks that a recorded call is then denied, so the contract can fail.
+Every grant must be used by some recorded call (least privilege: issue 35 item 12), and the
+mutation test takes each grant away in turn and checks that a recorded call is then denied, so the
+contract can fail both ways.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import contextlib
 import copy
 import json
 import uuid
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -223,7 +225,8 @@ class Scenario:
         assert result == {"batchItemFailures": []}
 
     def put_job(self, item: dict[str, Any], kind: str = "INSERT") -> None:
-        self.dynamodb.put_item(TableName=self.resources.jobs_table, Item=item)
+        with self.recorder.outside():  # a person's put, whichever function acts meanwhile
+            self.dynamodb.put_item(TableName=self.resources.jobs_table, Item=item)
         self.registrar(stream_record(kind, item["job_id"]["S"], item, self.clock.now_ms()))
 
     def trigger(self, tick: dict[str, Any]) -> dict[str, Any]:
@@ -286,6 +289,40 @@ class Scenario:
             published += 1
         assert published, "no run was written"
 
+    @contextlib.contextmanager
+    def racing(self, job_id: str) -> Iterator[list[str]]:
+        """Once, just before a claim of ``job_id`` (a TransactWriteItems updating its state),
+        another writer moves the job's state, as a racing trigger or registrar would: the claim
+        loses its condition, reads its run back (did its own transaction land?), reads the state
+        again and claims again. Yields the operations it raced (one, once it has)."""
+        from botocore.client import BaseClient
+
+        original: Any = BaseClient._make_api_call  # type: ignore[attr-defined]
+        raced: list[str] = []
+        state_table = self.resources.state_table
+
+        def claims_job(params: Any) -> bool:
+            updates = [item["Update"] for item in params.get("TransactItems", []) if "Update" in item]
+            return any(u["TableName"] == state_table and u["Key"]["job_id"]["S"] == job_id for u in updates)
+
+        def racing_call(client: Any, operation: str, params: Any) -> Any:
+            if not raced and operation == "TransactWriteItems" and claims_job(params):
+                raced.append(operation)
+                with self.recorder.outside():
+                    self.dynamodb.update_item(
+                        TableName=state_table,
+                        Key={"job_id": {"S": job_id}},
+                        UpdateExpression="ADD version :one",
+                        ExpressionAttributeValues={":one": {"N": "1"}},
+                    )
+            return original(client, operation, params)
+
+        BaseClient._make_api_call = racing_call  # type: ignore[attr-defined]
+        try:
+            yield raced
+        finally:
+            BaseClient._make_api_call = original  # type: ignore[attr-defined]
+
     def detector(self) -> dict[str, Any]:
         with self.recorder.acting("MissDetectorFunction"):
             summary: dict[str, Any] = load_app("miss_detector").lambda_handler(
@@ -336,12 +373,22 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     scenario.put_job(job_item("once", "iam.noop", max_runs=1, action_after_completion="delete"))
     changing = job_item("changing", "iam.noop")
     scenario.put_job(changing)
+    # A registration whose early claim (Trigger.claim_now) loses a race: it reads its run back
+    # (GetItem on the runs table) and the state again, and claims again.
+    with scenario.racing("contested-early") as raced:
+        scenario.put_job(job_item("contested-early", "iam.noop"))
+    assert raced == ["TransactWriteItems"] and scenario.sent("contested-early")
+    scenario.put_job(job_item("contested", "iam.noop"))
     scenario.put_job(job_item("broken", "iam.noop", schedule="cron(61 * * * ? *)"))  # reported invalid
 
     # The trigger: a scheduled tick (fan-out: it invokes group 1 through its alias) and group 1's.
     scenario.advance_to(NOW + 2 * MINUTE)
-    scenario.trigger(event("trigger_scheduled.json"))
-    scenario.trigger({"group": 1, "groups": 2})
+    # A tick's claim that loses a race the same way: the run read back, the state read again.
+    claimed_early = len(scenario.sent("contested"))
+    with scenario.racing("contested") as raced:
+        scenario.trigger(event("trigger_scheduled.json"))
+        scenario.trigger({"group": 1, "groups": 2})
+    assert raced == ["TransactWriteItems"] and len(scenario.sent("contested")) > claimed_early
 
     # The worker: a staged effect, a send to an allowed queue, a failure that schedules a retry.
     for job_id in ("ledger", "sender", "flaky", "fragile", "workflow", "container", "once"):
@@ -379,6 +426,11 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
         assert isinstance(started, Started)
         scenario.advance_to(second.scheduled_at)
         assert worker.process(second, scenario.clock.now_ms() + 15 * MINUTE) is Outcome.BUFFERED
+        # The job is changed while its second run waits: the promotion sends it with the
+        # definition it was claimed under, read from its snapshot in the state table.
+        scenario.put_job(
+            job_item("buffered", "iam.noop", overlap="buffer_one", timeout_seconds=301), "MODIFY"
+        )
         assert worker.finish(started, worker.execute(started)) is Outcome.SUCCEEDED
     assert [b["run_id"] for b in scenario.sent("buffered")][:1] == [second.run_id]  # promoted
 
@@ -556,6 +608,7 @@ def test_each_function_s_calls_are_recorded(recorded: CallRecorder) -> None:
     # promotion's definition), its staged effects, and the registrar's claim on the runs table.
     worker = {(c.action, c.resource) for c in recorded.distinct("WorkerFunction")}
     assert ("dynamodb:GetItem", STACK.attribute("JobsTable", "Arn")) in worker
+    assert ("dynamodb:GetItem", STACK.attribute("StateTable", "Arn")) in worker  # a snapshot
     assert ("sqs:ChangeMessageVisibility", STACK.attribute("WorkQueue", "Arn")) in worker
     assert ("dynamodb:PutItem", table_arn(EFFECTS)) in worker
     assert ("dynamodb:UpdateItem", table_arn(EFFECTS)) in worker
@@ -573,6 +626,11 @@ def test_each_function_s_calls_are_recorded(recorded: CallRecorder) -> None:
         assert puts is (function == "OutcomePublisherFunction"), function
     registrar = {(c.action, c.resource) for c in recorded.distinct("RegistrarFunction")}
     assert ("dynamodb:PutItem", STACK.attribute("RunsTable", "Arn")) in registrar
+    # A claim that lost a race reads its run back, and the trigger reads the state again.
+    assert ("dynamodb:GetItem", STACK.attribute("RunsTable", "Arn")) in registrar
+    trigger = {(c.action, c.resource) for c in recorded.distinct("TriggerFunction")}
+    assert ("dynamodb:GetItem", STACK.attribute("RunsTable", "Arn")) in trigger
+    assert ("dynamodb:GetItem", STACK.attribute("StateTable", "Arn")) in trigger
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
@@ -589,17 +647,16 @@ def test_every_call_is_allowed_by_the_function_s_role(recorded: CallRecorder, fu
     assert not conditional, f"{function}: conditions this check cannot evaluate: {conditional}"
 
 
-def test_grants_no_call_uses_are_listed(recorded: CallRecorder) -> None:
-    """Listed, not failed: a grant can be needed by a path no scenario takes."""
+def test_every_grant_is_used_by_a_recorded_call(recorded: CallRecorder) -> None:
+    """Least privilege (issue 35 item 12): each grant of each role (an action on a resource) is
+    what some scenario's call, or a mapping's declared call, needs. A grant no path uses goes from
+    the template; a path the scenarios miss gets a scenario."""
     unused_grants = [
         grant
         for function in FUNCTIONS
         for grant in unused(grants(function, STATEMENTS[function]), recorded.distinct(function))
     ]
-    if unused_grants:
-        report = "grants no recorded call uses:\n" + "\n".join(f"  {grant}" for grant in unused_grants)
-        print(report)
-        warnings.warn(report, stacklevel=1)
+    assert unused_grants == [], "grants no recorded call uses:\n" + "\n".join(f"  {g}" for g in unused_grants)
 
 
 def _grant_id(grant: Grant) -> str:
@@ -610,7 +667,7 @@ def _grant_id(grant: Grant) -> str:
 def test_taking_away_a_used_grant_denies_a_recorded_call(recorded: CallRecorder, grant: Grant) -> None:
     calls: list[Call] = recorded.distinct(grant.function)
     if not any(grant.covers(call) for call in calls):
-        pytest.skip(f"no recorded call uses {grant} (listed by test_grants_no_call_uses_are_listed)")
+        pytest.skip(f"no recorded call uses {grant} (test_every_grant_is_used_by_a_recorded_call fails)")
     statements = STATEMENTS[grant.function]
     assert not denied(calls, statements)
     refused = denied(calls, without(statements, grant))

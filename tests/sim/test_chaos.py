@@ -3,6 +3,7 @@ simulation is deterministic, it runs on moto too, and it does catch a broken con
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from pathlib import Path
@@ -58,17 +59,29 @@ FAULT_KINDS = (
 )
 
 
-def test_fixed_seeds_hold_every_invariant_with_every_fault_injected() -> None:
+@functools.cache
+def fixed_seed_report(seed: int) -> ChaosReport:
+    return run_chaos(ChaosConfig(seed=seed, jobs=30, hours=2))
+
+
+# One test per seed, each with its own timeout: the five in one test passed its 300 s on two
+# loaded cores (issue 35 item 15). The reports are made once per process and shared.
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_fixed_seed_holds_every_invariant(seed: int) -> None:
+    report = fixed_seed_report(seed)
+    assert report.invariant_violations == [], (seed, report.invariant_violations[:5])
+    assert report.duplicate_commits == report.duplicate_effects == report.lost_occurrences == 0
+    assert report.occurrences_due > 500
+    settled = report.committed_runs + report.policy_misses + report.backlogged
+    assert settled == report.occurrences_due
+    assert report.leases_recovered > 0
+
+
+@pytest.mark.timeout(600)  # alone, it makes the five reports itself
+def test_the_fixed_seeds_inject_every_fault_kind() -> None:
     injected: Counter[str] = Counter()
     for seed in SEEDS:
-        report = run_chaos(ChaosConfig(seed=seed, jobs=30, hours=2))
-        assert report.invariant_violations == [], (seed, report.invariant_violations[:5])
-        assert report.duplicate_commits == report.duplicate_effects == report.lost_occurrences == 0
-        assert report.occurrences_due > 500
-        settled = report.committed_runs + report.policy_misses + report.backlogged
-        assert settled == report.occurrences_due
-        assert report.leases_recovered > 0
-        injected.update(report.faults_injected)
+        injected.update(fixed_seed_report(seed).faults_injected)
     missing = [kind for kind in FAULT_KINDS if injected[kind] == 0]
     assert missing == [], f"fault kinds never injected: {missing}"
 
@@ -98,14 +111,6 @@ def test_cli_json_contract_and_determinism(capsys: pytest.CaptureFixture[str]) -
     ):
         assert key in runs[0]
     assert runs[0]["seed"] == 7 and runs[0]["invariant_violations"] == []
-
-
-def test_moto_store_holds_the_invariants() -> None:
-    report = run_chaos(ChaosConfig(seed=4, jobs=6, hours=1, store="moto"))
-    assert report.invariant_violations == []
-    assert report.occurrences_due > 50
-    assert report.committed_runs > 0
-    assert sum(report.faults_injected.values()) > 0
 
 
 def violation_kinds(report: ChaosReport) -> set[str]:

@@ -1,9 +1,13 @@
 """The layer's dependencies have one source and one lock (issue 15): ``requirements.in`` lists the
 runtime's direct dependencies as ``pyproject.toml`` does, ``requirements.txt`` (what sam build
-installs) is uv's lock of it (``make lock``), and neither holds the tooling (SAM CLI, moto)."""
+installs) is uv's lock of it (``make lock``), and neither holds the tooling (SAM CLI, moto). The
+tests run what ships (issue 35 item 16): the test environment holds every locked distribution at
+exactly the lock's version, so the tools that pin their own (the SAM CLI pins pydantic~=2.13) live
+in a venv of their own, the pyproject's ``tools`` group in .venv-tools."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import tomllib
 from pathlib import Path
 
@@ -24,8 +28,12 @@ def requirements(path: Path) -> dict[str, Requirement]:
     return {canonicalize_name(req.name): req for req in reqs}
 
 
+def pyproject() -> dict[str, object]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
 def project() -> dict[str, object]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]  # type: ignore[no-any-return]
+    return pyproject()["project"]  # type: ignore[return-value]
 
 
 def test_requirements_in_is_the_runtime_part_of_pyproject() -> None:
@@ -53,8 +61,27 @@ def test_the_lock_holds_no_tooling_and_no_boto3() -> None:
     assert locked.isdisjoint(TOOLING | {"boto3", "botocore", "aws-xray-sdk"})
     dev = {canonicalize_name(Requirement(r).name) for r in project()["optional-dependencies"]["dev"]}  # type: ignore[index]
     main = {canonicalize_name(Requirement(r).name) for r in project()["dependencies"]}  # type: ignore[attr-defined]
-    assert "aws-sam-cli" in dev and "aws-sam-cli" not in main
+    tools = {canonicalize_name(Requirement(r).name) for r in pyproject()["dependency-groups"]["tools"]}
+    assert tools == {"aws-sam-cli", "cfn-lint", "awscli"}
+    assert tools.isdisjoint(dev | main)  # not in .venv, where they would pin pydantic and botocore
     assert "matplotlib" not in main and "matplotlib" not in dev  # its own extra, `plot`
     assert [canonicalize_name(Requirement(r).name) for r in project()["optional-dependencies"]["plot"]] == [  # type: ignore[index]
         "matplotlib"
     ]
+
+
+def test_the_test_environment_holds_exactly_the_locked_versions() -> None:
+    """What the tests import is what the layer ships: each distribution of the lock, installed
+    here at the lock's version (``make install`` installs .venv with the lock as constraints)."""
+    locked = requirements(LAYER / "requirements.txt")
+    assert {"pydantic", "pydantic-core", "aws-lambda-powertools"} <= set(locked)
+    wrong = {}
+    for name, req in locked.items():
+        pinned = next(iter(req.specifier)).version
+        try:
+            installed = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            installed = "absent"
+        if installed != pinned:
+            wrong[name] = f"{installed} installed, {pinned} locked"
+    assert wrong == {}, f"the test environment is not the layer's lock (make install): {wrong}"

@@ -33,12 +33,18 @@ uses none of them).
 from __future__ import annotations
 
 import copy
+import functools
+import importlib.util
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -203,6 +209,15 @@ class CallRecorder:
         finally:
             self._acting = before
 
+    @contextmanager
+    def outside(self) -> Iterator[None]:
+        """Calls made meanwhile are no function's (a test's own writes, racing a function)."""
+        before, self._acting = self._acting, None
+        try:
+            yield
+        finally:
+            self._acting = before
+
     def declare(
         self,
         function: str,
@@ -252,16 +267,67 @@ class CallRecorder:
 # ---------------------------------------------------------------------------- the template
 
 
+# aws-sam-translator comes with the SAM CLI, which lives apart in .venv-tools/: it pins its own
+# pydantic (~=2.13), while .venv holds exactly the layer's locked one (issue 35 item 16). So the
+# transform runs in .venv-tools' Python, fed the document on stdin.
+_TRANSLATE = """
+import json, sys
+import boto3
+from samtranslator.parser.parser import Parser
+from samtranslator.translator.translator import Translator
+
+request = json.load(sys.stdin)
+# A session naming the region, with dummy credentials: the transform calls nothing.
+session = boto3.session.Session(
+    region_name=request["region"], aws_access_key_id="x", aws_secret_access_key="x"
+)
+output = Translator(None, Parser(), boto_session=session).translate(
+    request["template"],
+    parameter_values=request["parameters"],
+    get_managed_policy_map=lambda: request["managed"],
+)
+json.dump(output, sys.stdout)
+"""
+TOOLS_PYTHON = Path(__file__).resolve().parents[3] / ".venv-tools" / "bin" / "python"
+
+
+class TransformError(RuntimeError):
+    """The SAM transform refused the template (its message is aws-sam-translator's)."""
+
+
+def translator_python() -> str:
+    """The Python that has aws-sam-translator: $JOBSCHED_TOOLS_PYTHON, else the checkout's
+    .venv-tools (``make install``), else this one if it has it."""
+    explicit = os.environ.get("JOBSCHED_TOOLS_PYTHON")
+    if explicit:
+        return explicit
+    if TOOLS_PYTHON.exists():
+        return str(TOOLS_PYTHON)
+    if importlib.util.find_spec("samtranslator") is not None:
+        return sys.executable
+    raise TransformError(
+        "the SAM transform needs aws-sam-translator (it comes with the SAM CLI): run `make install`,"
+        " which puts it in .venv-tools/, or set JOBSCHED_TOOLS_PYTHON to a Python that has it"
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _translate(request: str, python: str) -> str:
+    done = subprocess.run(
+        [python, "-c", _TRANSLATE], input=request, capture_output=True, text=True, timeout=300, check=False
+    )
+    if done.returncode != 0:
+        raise TransformError(f"the SAM transform failed ({python}):\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
 def transform(
     template: Mapping[str, Any], parameters: Mapping[str, Any] | None = None, region: str = "us-east-1"
 ) -> dict[str, Any]:
     """The template after the SAM transform, offline: code locations become a dummy S3 object,
     AWS managed policy names resolve from a fixed table instead of IAM, and the region is given
-    (SAM otherwise asks boto3 for one)."""
-    import boto3
-    from samtranslator.parser.parser import Parser  # type: ignore[import-untyped]
-    from samtranslator.translator.translator import Translator  # type: ignore[import-untyped]
-
+    (SAM otherwise asks boto3 for one). Run by aws-sam-translator in ``translator_python()``;
+    the same request is transformed once per process."""
     document = copy.deepcopy(dict(template))
     for resource in document["Resources"].values():
         for key in ("CodeUri", "ContentUri"):
@@ -276,11 +342,9 @@ def transform(
         "AWSLambdaRole": arn + "service-role/AWSLambdaRole",
         "AWSCodeDeployRoleForLambda": arn + "service-role/AWSCodeDeployRoleForLambda",
     }
-    # A session naming the region, with dummy credentials: the transform calls nothing.
-    session = boto3.session.Session(region_name=region, aws_access_key_id="x", aws_secret_access_key="x")
-    translator = Translator(None, Parser(), boto_session=session)
-    output: dict[str, Any] = translator.translate(
-        document, parameter_values=dict(parameters or {}), get_managed_policy_map=lambda: known
+    request = {"template": document, "parameters": dict(parameters or {}), "region": region, "managed": known}
+    output: dict[str, Any] = json.loads(
+        _translate(json.dumps(request, sort_keys=True, default=str), translator_python())
     )
     return output
 

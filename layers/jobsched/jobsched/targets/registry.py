@@ -54,8 +54,8 @@ class StagedEffectsTooLarge(RequestTooLarge):
 
 class EffectTables:
     """The tables a handler may stage effects on: the stack's ``StagedEffectTableArns`` parameter
-    (``STAGED_EFFECT_TABLE_ARNS``), which is also the worker role's grant of ``PutItem``,
-    ``UpdateItem`` and ``ConditionCheckItem`` on them. An empty list allows no table.
+    (``STAGED_EFFECT_TABLE_ARNS``), which is also the worker role's grant of ``PutItem`` and
+    ``UpdateItem`` on them. An empty list allows no table.
 
     Each entry is a table ARN (IAM's wildcards ``*`` and ``?`` allowed, as in the grant). A staged
     effect names its table by name or by ARN; a name matches an entry's ``table/NAME`` part. The
@@ -82,7 +82,7 @@ class EffectTables:
             raise EffectNotAllowed(
                 f"staged effect on table {table!r} is not allowed: add the table's ARN to the "
                 f"stack's {self.PARAMETER} parameter (STAGED_EFFECT_TABLE_ARNS; now {listed}), "
-                "which also grants the worker's role PutItem, UpdateItem and ConditionCheckItem on it"
+                "which also grants the worker's role PutItem and UpdateItem on it"
             )
 
 
