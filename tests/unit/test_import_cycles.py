@@ -115,6 +115,7 @@ RUNTIME_LAYERS = ("core", "ports", "adapters", "targets", "services", "runtime")
 TOOLS_LAYERS = (
     "emulator",
     "iam",
+    "build_check",
     "fakes",
     "importer",
     "sim",
