@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+
+from jobsched_tools.ops import blocks
 
 BEGIN = "  # BEGIN generated alarms: edit ALARMS in tools/jobsched_tools/ops/alarms.py, then run"
 BEGIN_2 = "  # `python -m jobsched_tools.ops.alarms` (the template tests fail while they disagree)."
@@ -153,25 +154,11 @@ def render() -> str:
 
 def current(text: str) -> str:
     """The generated block as it stands in ``text`` (the template)."""
-    start = text.index(BEGIN)
-    end = text.index(END, start) + len(END)
-    return text[start:end]
+    return blocks.current(text, BEGIN, END)
 
 
 def main(argv: list[str]) -> int:
-    from jobsched_tools.emulator.provision import find_template
-
-    path = Path(find_template())
-    text = path.read_text(encoding="utf-8")
-    block = current(text)
-    if block == render():
-        return 0
-    if "--check" in argv:
-        print(f"{path}: the alarms block is not what ALARMS generates; run python -m {__name__}")
-        return 1
-    path.write_text(text.replace(block, render()), encoding="utf-8")
-    print(f"{path}: alarms block rewritten ({len(ALARMS)} alarms)")
-    return 0
+    return blocks.rewrite(argv, BEGIN, END, render, "alarms", "jobsched_tools.ops.alarms")
 
 
 if __name__ == "__main__":

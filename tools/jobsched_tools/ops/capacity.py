@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+
+from jobsched_tools.ops import blocks
 
 BEGIN = "  # BEGIN generated capacity: edit SCALED in tools/jobsched_tools/ops/capacity.py, then run"
 BEGIN_2 = "  # `python -m jobsched_tools.ops.capacity` (the template tests fail while they disagree)."
@@ -90,25 +91,12 @@ def render() -> str:
 
 
 def current(text: str) -> str:
-    start = text.index(BEGIN)
-    end = text.index(END, start) + len(END)
-    return text[start:end]
+    """The generated block as it stands in ``text`` (the template)."""
+    return blocks.current(text, BEGIN, END)
 
 
 def main(argv: list[str]) -> int:
-    from jobsched_tools.emulator.provision import find_template
-
-    path = Path(find_template())
-    text = path.read_text(encoding="utf-8")
-    block = current(text)
-    if block == render():
-        return 0
-    if "--check" in argv:
-        print(f"{path}: the capacity block is not what SCALED generates; run python -m {__name__}")
-        return 1
-    path.write_text(text.replace(block, render()), encoding="utf-8")
-    print(f"{path}: capacity block rewritten ({len(SCALED)} tables and indexes)")
-    return 0
+    return blocks.rewrite(argv, BEGIN, END, render, "capacity", "jobsched_tools.ops.capacity")
 
 
 if __name__ == "__main__":

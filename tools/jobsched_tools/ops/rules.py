@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
+
+from jobsched_tools.ops import blocks
 
 BEGIN = "  # BEGIN generated rules: edit rules() in tools/jobsched_tools/ops/rules.py, then run"
 BEGIN_2 = "  # `python -m jobsched_tools.ops.rules` (the template tests fail while they disagree)."
@@ -103,9 +104,8 @@ def render() -> str:
 
 
 def current(text: str) -> str:
-    start = text.index(BEGIN)
-    end = text.index(END, start) + len(END)
-    return text[start:end]
+    """The generated block as it stands in ``text`` (the template)."""
+    return blocks.current(text, BEGIN, END)
 
 
 # --- evaluating Rules in Python ------------------------------------------------------------------
@@ -181,19 +181,7 @@ def parameter_refusals(template: Mapping[str, Any], parameters: Mapping[str, Any
 
 
 def main(argv: list[str]) -> int:
-    from jobsched_tools.emulator.provision import find_template
-
-    path = Path(find_template())
-    text = path.read_text(encoding="utf-8")
-    block = current(text)
-    if block == render():
-        return 0
-    if "--check" in argv:
-        print(f"{path}: the Rules block is not what rules() generates; run python -m {__name__}")
-        return 1
-    path.write_text(text.replace(block, render()), encoding="utf-8")
-    print(f"{path}: Rules block rewritten ({len(rules())} rules)")
-    return 0
+    return blocks.rewrite(argv, BEGIN, END, render, "Rules", "jobsched_tools.ops.rules")
 
 
 if __name__ == "__main__":
