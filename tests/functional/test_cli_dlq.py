@@ -15,6 +15,7 @@ from jobsched.core.run import RunMessage, RunStatus, encode_body
 from jobsched_tools.cli.main import main
 from jobsched_tools.emulator.provision import Resources
 from test_cli_honest_output import JOB, record, register, resources
+from test_cli_ops import stack_args
 
 assert resources  # the fixture, imported for the tests below
 
@@ -22,18 +23,7 @@ FAILED_RUN = "nightly-report@2026-11-02T02:00:00Z"
 
 
 def target(resources: Resources) -> list[str]:
-    return [
-        "--jobs-table",
-        resources.jobs_table,
-        "--state-table",
-        resources.state_table,
-        "--runs-table",
-        resources.runs_table,
-        "--queue-url",
-        resources.work_queue_url,
-        "--dlq-url",
-        resources.dead_letter_queue_url,
-    ]
+    return [*stack_args(resources), "--dlq-url", resources.dead_letter_queue_url]
 
 
 def dlq(capsys: pytest.CaptureFixture[str], resources: Resources, *args: str) -> tuple[int, str, str]:

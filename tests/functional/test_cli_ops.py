@@ -32,8 +32,9 @@ def resources() -> Iterator[Resources]:
         yield provision(dynamodb, sqs, prefix="cli")
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], resources: Resources, *args: str) -> tuple[int, str, str]:
-    target = [
+def stack_args(resources: Resources) -> list[str]:
+    """The local stack's tables and work queue, as the CLI's options name them."""
+    return [
         "--jobs-table",
         resources.jobs_table,
         "--state-table",
@@ -42,11 +43,12 @@ def run_cli(capsys: pytest.CaptureFixture[str], resources: Resources, *args: str
         resources.runs_table,
         "--queue-url",
         resources.work_queue_url,
-        "--shard-count",
-        "4",
     ]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], resources: Resources, *args: str) -> tuple[int, str, str]:
     with pytest.raises(SystemExit) as exited:
-        main([*args, *target])
+        main([*args, *stack_args(resources), "--shard-count", "4"])
     out, err = capsys.readouterr()
     return int(exited.value.code or 0), out, err
 

@@ -17,9 +17,9 @@ from jobsched.core.timing import start_at_ms
 from jobsched.core.transitions import pause_on_failure_op
 from jobsched.services.messages import parse_run_message
 from jobsched_tools.cli.cmd_describe import describe, render
-from jobsched_tools.cli.main import main
 from jobsched_tools.emulator.provision import Resources, provision
 from moto import mock_aws
+from test_cli_ops import run_cli
 
 DEADLINE = 900_000
 
@@ -125,22 +125,8 @@ def resources() -> Iterator[Resources]:
 
 
 def _cli(capsys: pytest.CaptureFixture[str], resources: Resources, *args: str) -> tuple[int, str]:
-    target = [
-        "--jobs-table",
-        resources.jobs_table,
-        "--state-table",
-        resources.state_table,
-        "--runs-table",
-        resources.runs_table,
-        "--queue-url",
-        resources.work_queue_url,
-        "--shard-count",
-        "4",
-    ]
-    with pytest.raises(SystemExit) as exited:
-        main([*args, *target])
-    out, _err = capsys.readouterr()
-    return int(exited.value.code or 0), out
+    code, out, _err = run_cli(capsys, resources, *args)
+    return code, out
 
 
 def test_the_cli_screen_and_json_carry_the_same_data(
