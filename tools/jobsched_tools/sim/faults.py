@@ -8,6 +8,7 @@ That ledger is what the invariants read, independently of the services' own book
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -662,3 +663,19 @@ def _op_key(op: WriteOp) -> str:
     if isinstance(op, Put):
         return str(op.item.get("run_id") or op.item.get("job_id") or op.item.get("pk"))
     return _key_text(op.key)
+
+
+class SimDeadLetters:
+    """A job's dead-letter queue: keeps every letter sent, and fails a send at a seeded rate."""
+
+    def __init__(self, rng: random.Random, failure: float) -> None:
+        self._rng = rng
+        self._failure = failure
+        self.sent: list[dict[str, Any]] = []
+        self.failed = 0
+
+    def send(self, queue_arn: str, body: str, deduplication_id: str) -> None:  # noqa: ARG002
+        if self._rng.random() < self._failure:
+            self.failed += 1
+            raise ConnectionError("injected: the dead-letter queue did not answer")
+        self.sent.append(json.loads(body))

@@ -126,6 +126,22 @@ class Checker:
     def violate(self, kind: str, key: str, detail: str) -> None:
         self.violations.append((kind, key, detail))
 
+    # Issue 38: a run failed for good on a job with a dead-letter queue owes it its outcome, at
+    # least once. After the drain nothing is still owed, every run recorded sent was sent, and
+    # nothing is sent for a run that did not fail.
+    def dead_letters(self) -> None:
+        letters = {str(letter["run_id"]) for letter in self.world.dead_letters.sent}
+        for run_id, run in self.runs.items():
+            owed = run.get("dead_letter")
+            if owed == "pending":
+                self.violate("dead_letter_owed", run_id, "its dead letter is still owed after the drain")
+            elif owed == "sent" and run_id not in letters:
+                self.violate("dead_letter_unsent", run_id, "recorded sent, but no letter reached the queue")
+        for run_id in sorted(letters):
+            status = (self.runs.get(run_id) or {}).get("status", "failed")
+            if status != "failed":
+                self.violate("dead_letter_for_unfailed", run_id, f"a letter for a {status} run")
+
     def runs_of(self, job_id: str) -> list[dict[str, Any]]:
         return [r for r in self.runs.values() if r["job_id"] == job_id]
 
@@ -461,6 +477,7 @@ def check(world: ObservedWorld) -> ChaosReport:
     checker.odd_inputs()
     checker.converged()
     checker.completions()
+    checker.dead_letters()
     checker.seen()
     violations = checker.violations
     report.invariant_violations = [f"{kind} {key}: {detail}" for kind, key, detail in violations]

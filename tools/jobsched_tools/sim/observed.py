@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 
-from jobsched_tools.sim.faults import FaultyStore, SimQueue
+from jobsched_tools.sim.faults import FaultyStore, SimDeadLetters, SimQueue
 from jobsched_tools.sim.report import LogEntry
 from jobsched_tools.sim.scenario import ChaosConfig, FaultRates, SimJob
 
@@ -39,6 +39,7 @@ class ObservedWorld(Protocol):
     leases_recovered: int
     unexpected: list[str]
     job_errors: list[tuple[str, str]]  # (job or run id, error) the services isolated
+    dead_letters: SimDeadLetters  # every letter a job's dead-letter queue was sent
     # Every write a person made to a job item: (when, the item after it or None, when its stream
     # record reaches the registrar or None: lost).
     person_log: dict[str, list[tuple[int, dict[str, Any] | None, int | None]]]

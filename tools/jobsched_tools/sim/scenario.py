@@ -48,6 +48,11 @@ class FaultRates:
     # auto scaling catches up): each store call is throttled with ``squeeze_throttle`` (issue 37).
     # Off by default (drawn only when set, so the fixed seeds' runs stay as they were).
     capacity_squeezes: int = 0
+    # Issue 38's per-job dead-letter queues: this share of the jobs name one, and each send of a
+    # dead letter fails with ``dead_letter_send_failure`` (the queue did not answer). Off by default;
+    # drawn from a generator of their own, so the fixed seeds' runs stay as they were.
+    dead_letter_jobs: float = 0.0
+    dead_letter_send_failure: float = 0.3
     squeeze_throttle: float = 0.6
     store_transient: float = 0.005  # per store call, before the write happens
     store_lost_response: float = 0.005  # per write: applied, then the response is lost

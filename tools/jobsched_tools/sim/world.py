@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, TypeVar
 
 from jobsched.core.clock import ManualClock, SkewedClock, ms_to_dt
@@ -38,7 +38,14 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
 from jobsched.targets.registry import HandlerRegistry
 
-from jobsched_tools.sim.faults import EFFECTS, FaultyStore, LeaseIndexedMemoryStore, SimCrash, SimQueue
+from jobsched_tools.sim.faults import (
+    EFFECTS,
+    FaultyStore,
+    LeaseIndexedMemoryStore,
+    SimCrash,
+    SimDeadLetters,
+    SimQueue,
+)
 from jobsched_tools.sim.invariants import all_items, check
 from jobsched_tools.sim.report import ChaosReport, LogEntry
 from jobsched_tools.sim.scenario import (
@@ -57,6 +64,7 @@ T = TypeVar("T")
 STREAM_RETRIES = 10  # the registrar's event source mapping's MaximumRetryAttempts (template.yaml)
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "skipped", "missed", "cancelled"})
 MINUTE = 60_000
+DEAD_LETTER_QUEUE = "arn:aws:sqs:us-east-1:123456789012:sim-dead-letters"
 
 
 class StreamRecord(NamedTuple):
@@ -146,6 +154,21 @@ class World:
         self.queue = SimQueue(self.clock, cfg.visibility_timeout_seconds, self.rng, rates, self.counts)
         self.telemetry = SimTelemetry(self)
         self.jobs = build_jobs(self.rng, cfg.jobs, self.start_ms, cfg.hours, rates.large_payload_jobs)
+        # Dead letters (issue 38): their own generator, so the other draws stay as they were.
+        self.dead_letters = SimDeadLetters(
+            random.Random(cfg.seed * 7919 + 38), rates.dead_letter_send_failure
+        )
+        if rates.dead_letter_jobs:
+            picks = random.Random(cfg.seed * 7919 + 39)
+            self.jobs = [
+                replace(
+                    job,
+                    definition=job.definition.model_copy(update={"dead_letter_queue_arn": DEAD_LETTER_QUEUE}),
+                )
+                if picks.random() < rates.dead_letter_jobs
+                else job
+                for job in self.jobs
+            ]
         self.by_id = {job.definition.job_id: job for job in self.jobs}
         outage_len = (20 * MINUTE, 90 * MINUTE)
         self.outages = windows(self.rng, rates.trigger_outages, self.start_ms, self.window_end, *outage_len)
@@ -192,11 +215,23 @@ class World:
         detector_clock = skewed("detector")
         # Sequential index reads, as for the trigger: faults land in a reproducible order.
         self.detector = MissDetector(
-            self.store, self.queue, self.telemetry, detector_clock, self.sched_cfg, parallel_queries=False
+            self.store,
+            self.queue,
+            self.telemetry,
+            detector_clock,
+            self.sched_cfg,
+            parallel_queries=False,
+            dead_letter_sender=self.dead_letters,
         )
         tiny = self.sched_cfg.model_copy(update={"detector_max_items": 2})
         self.overloaded_detector = MissDetector(
-            self.store, self.queue, self.telemetry, detector_clock, tiny, parallel_queries=False
+            self.store,
+            self.queue,
+            self.telemetry,
+            detector_clock,
+            tiny,
+            parallel_queries=False,
+            dead_letter_sender=self.dead_letters,
         )
         registry = HandlerRegistry()
         registry.add("sim.effect", lambda _ctx: None)  # never called: handlers are simulated
@@ -211,6 +246,7 @@ class World:
                 f"worker-{n}",
                 logger_for=lambda _run_id: _NullLogger(),
                 rng=random.Random(self.rng.random()),
+                dead_letter_sender=self.dead_letters,
             )
             for n in range(cfg.workers)
         ]

@@ -1,0 +1,35 @@
+"""Issue 38 in the chaos world: jobs with their own dead-letter queue, whose sends fail at a
+seeded rate. Every run failed for good on such a job reaches its queue at least once, nothing is
+still owed after the drain, and no letter is sent for a run that did not fail (sim/invariants.py,
+``dead_letters``)."""
+
+from __future__ import annotations
+
+import pytest
+from jobsched.services.dead_letters import DeadLetters
+from jobsched_tools.sim import ChaosConfig, FaultRates
+from jobsched_tools.sim.world import World
+
+CONFIG = ChaosConfig(seed=2, jobs=20, hours=1, faults=FaultRates(dead_letter_jobs=0.5))
+
+
+def test_every_owed_dead_letter_is_sent_through_failed_sends() -> None:
+    world = World(CONFIG)
+    report = world.run()
+    assert report.invariant_violations == []
+    assert world.dead_letters.failed > 0  # sends failed, and were paid later
+    assert {letter["run_id"] for letter in world.dead_letters.sent}  # letters were sent
+
+
+def test_without_the_detector_paying_the_debt_a_letter_stays_owed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker sends once, right after its commit; a failed send is paid by the detector's
+    lease sweep (level-triggered). Without the sweep's delivery the run reports owed letters."""
+    from jobsched.services import detector
+
+    class WorkerOnly(DeadLetters):
+        def deliver(self, run: dict[str, object]) -> None:  # noqa: ARG002 - pays nothing
+            return None
+
+    monkeypatch.setattr(detector, "DeadLetters", WorkerOnly)
+    report = World(CONFIG).run()
+    assert any(v.startswith("dead_letter_owed") for v in report.invariant_violations)
