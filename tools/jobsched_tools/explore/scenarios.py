@@ -178,6 +178,16 @@ def stream(world: World, svc: Services, spec: ActorSpec) -> None:
     world.registration_pending = False
 
 
+def late_record(world: World, svc: Services, spec: ActorSpec) -> None:
+    """The stream record of a person's write, late (after the reconcile pass applied the write):
+    the registrar's apply of it, dated when the person wrote it (``arg``: that instant), with
+    the image the write left (the job as set up: ``RESUMED_AT``'s resume)."""
+    image = job_item(world.schedule, world.overlap, world.after_completion, world.job)
+    svc.registrar.on_stream_record("MODIFY", JOB_ID, image, changed_at=int(spec.arg))
+    world.registration_pending = False
+    world.records_delivered.append(int(spec.arg))
+
+
 def worker(
     world: World, svc: Services, spec: ActorSpec, beat_ms: int | None = None, fails: bool = False
 ) -> None:
@@ -311,6 +321,7 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
     "failing_worker": failing_worker,
     "person": person,
     "stream": stream,
+    "late_record": late_record,
     "bulk": bulk,
 }
 
@@ -319,7 +330,23 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
 
 
 _SETUPS: dict[tuple[str, str, str, str, str], tuple[Any, ...]] = {}
-SETUPS = ("registered", "claimed", "claimed-manual", "edited-unapplied", "held-dead", "missed", "ran-deleted")
+SETUPS = (
+    "registered",
+    "claimed",
+    "claimed-manual",
+    "edited-unapplied",
+    "held-dead",
+    "missed",
+    "ran-deleted",
+    "resumed-reconciled",
+    "resumed-suspected",
+    "recovered-waiting",
+    "held-due",
+)
+# "resumed-reconciled": when the person resumed the job (its stream record comes late), and when
+# the reconcile pass first saw the difference (the date it gives the change).
+RESUMED_AT = T0 + 4 * MINUTE + 30 * SECOND
+RESUME_SEEN_AT = T0 + 5 * MINUTE + 10 * SECOND
 
 
 def _setup(
@@ -390,6 +417,7 @@ def _setup(
             world.inner.delete(JOBS, {"job_id": JOB_ID}, (), "person deletes job")
             drive.registrar.apply(JOB_ID)
             world.after_write([])
+        _redate_and_waiting_setups(world, drive, setup)
         if setup not in SETUPS:
             raise ValueError(f"unknown set-up {setup!r}")
         cached = (copy.deepcopy(world.inner.tables), world.mq.snapshot(), list(world.ledger.marks))
@@ -403,6 +431,61 @@ def _setup(
     world.inner.tables = copy.deepcopy(tables)
     world.mq.restore(messages, seq)
     world.ledger.marks = list(marks)
+
+
+def _redate_and_waiting_setups(world: World, drive: Services, setup: str) -> None:
+    """Issue 34's later set-ups (``_setup``): a resume whose stream record comes late, and runs
+    waiting for a worker or a turn."""
+    key = {"job_id": JOB_ID}
+    if setup in ("resumed-reconciled", "resumed-suspected"):
+        # Paused at 00:01 (applied); resumed at 00:04:30, its stream record late. The reconcile
+        # pass sees the difference at 00:05:10 ("resumed-suspected") and applies it a minute
+        # on, dated 00:05:10 (provisional: ``redate_floor``), so 00:05 was taken as not due: the
+        # record, when it comes, dates the change at 00:04:30 and settles 00:05 behind the
+        # job's place.
+        world.clock.set(T0 + MINUTE)
+        world.inner.update(Update(JOBS, key, (), "person updates job", set={"enabled": False}))
+        drive.registrar.apply(JOB_ID)
+        world.after_write([])
+        world.clock.set(RESUMED_AT)
+        world.inner.update(Update(JOBS, key, (), "person updates job", set={"enabled": True}))
+        passes = 2 if setup == "resumed-reconciled" else 1
+        for at in (RESUME_SEEN_AT, RESUME_SEEN_AT + MINUTE + 5 * SECOND)[:passes]:
+            world.clock.set(at)
+            drive.detector.run("setup")
+            world.after_write([])
+    if setup == "recovered-waiting":
+        # 00:05's worker starts it at 00:05 and dies. The manual run made at 00:04:30 behind it
+        # got no worker (its messages wait, the worker function throttled): the detector
+        # redispatched it at 00:05:35 (token 2), and its first message (token 1) is still queued.
+        world.clock.set(T0 + 4 * MINUTE)
+        drive.trigger.tick("setup")
+        world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
+        drive.ops.trigger(JOB_ID, request_id="setup")
+        world.clock.set(T0 + 5 * MINUTE)
+        for seq, body, _ in world.mq.queued():
+            taken = world.mq.take(seq) if "@manual" not in str(body["run_id"]) else None
+            if taken is not None:
+                drive.worker.begin(parse_run_message(taken[1]), world.clock.now_ms() + 900_000)
+                world.mq.delete(taken[0])
+        world.clock.set(T0 + 5 * MINUTE + 35 * SECOND)
+        drive.detector.run("setup")
+        world.after_write([])
+    if setup == "held-due":
+        # A manual run made at 00:03:50 started at 00:03:55 and holds the turn (its worker
+        # died); 00:05, claimed at 00:04, comes due behind it; a second manual run is made at
+        # 00:04:30 behind 00:05. Neither message is taken yet.
+        world.clock.set(T0 + 3 * MINUTE + 50 * SECOND)
+        drive.ops.trigger(JOB_ID, request_id="first")
+        world.clock.set(T0 + 3 * MINUTE + 55 * SECOND)
+        for receipt, body in world.mq.receive(10):
+            drive.worker.begin(parse_run_message(body), world.clock.now_ms() + 900_000)
+            world.mq.delete(receipt)
+        world.clock.set(T0 + 4 * MINUTE)
+        drive.trigger.tick("setup")
+        world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
+        drive.ops.trigger(JOB_ID, request_id="setup")
+        world.after_write([])
 
 
 def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, ...] = ALL) -> World:
@@ -740,6 +823,78 @@ PROMISES.update(
                 setup="edited-unapplied",
                 budget=Budget(crashes=0),
                 note="a late record's registration writes its report as the person deletes the job",
+            ),
+        )
+    }
+)
+
+# Issue 34: the last condition parts no set reached (tests/sim/test_switches.py): a late stream
+# record's redate racing a claim and a backfill, and a stale message walking a recovered run.
+PROMISES.update(
+    {
+        s.name: s
+        for s in (
+            ActorSet(
+                "redate-tick",
+                (_a("record", "late_record", arg=RESUMED_AT), _a("tick", "tick")),
+                setup="resumed-reconciled",
+                at=T0 + 9 * MINUTE + 10 * SECOND,
+                window_end=T0 + 11 * MINUTE,
+                budget=Budget(crashes=0),
+                note="a resume's stream record comes after the reconcile pass applied it, as a tick "
+                "claims 00:10: the record settles 00:05 (due after the person's write) behind the "
+                "chain's end as the tick left it",
+            ),
+            ActorSet(
+                "redate-backfill",
+                (
+                    _a("backfill", "backfill", arg=(RESUMED_AT, T0 + 5 * MINUTE + 20 * SECOND)),
+                    _a("record", "late_record", arg=RESUMED_AT),
+                ),
+                setup="resumed-reconciled",
+                at=T0 + 7 * MINUTE,
+                window_end=T0 + 11 * MINUTE,
+                budget=Budget(crashes=0),
+                note="a person backfills 00:05 (the reconcile pass dated the resume after it) as the "
+                "resume's late record settles it: one record, one run",
+            ),
+            ActorSet(
+                "redate-reconcile-tick",
+                (
+                    _a("detector", "detector"),
+                    _a("record", "late_record", arg=RESUMED_AT),
+                    _a("tick", "tick"),
+                ),
+                setup="resumed-suspected",
+                at=T0 + 8 * MINUTE + 40 * SECOND,
+                window_end=T0 + 11 * MINUTE,
+                budget=Budget(crashes=0),
+                note="a resume's stream record comes late, as the reconcile pass applies the resume "
+                "and a tick claims 00:10: 00:05, due after the person's write, runs or is recorded "
+                "whichever of the record and the pass applies the change first (issue 34 item 4)",
+            ),
+            ActorSet(
+                "waiting-race-cancel_other",
+                (
+                    _a("workerS", "worker_of", arg=("scheduled", True)),
+                    _a("workerM", "worker_of", arg=("manual", True)),
+                ),
+                setup="held-due",
+                at=T0 + 5 * MINUTE + SECOND,
+                overlap="cancel_other",
+                budget=Budget(crashes=0),
+                note="a manual run holds the turn; 00:05 comes due behind it and a second manual run "
+                "behind 00:05: each one's worker walks and waits (and asks its holder to stop) at once",
+            ),
+            ActorSet(
+                "stale-message-recovered",
+                (_a("detector", "detector"), _a("worker", "worker")),
+                setup="recovered-waiting",
+                at=T0 + 6 * MINUTE + 10 * SECOND,
+                overlap="buffer_one",
+                budget=Budget(crashes=0, reorder=True),
+                note="a manual run behind 00:05 (its worker died) waits for a worker; the detector "
+                "redispatches it again as a worker takes any of its messages, the first one stale",
             ),
         )
     }

@@ -14,7 +14,7 @@ import json
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jobsched.core import invariants as core_invariants
@@ -185,6 +185,9 @@ class World:
         # A person's change was written and its registration has not finished (the registrar
         # crashed or failed): the stream delivers the record again in the drive.
         self.registration_pending = False
+        # The instants of the people's writes whose stream records were delivered late (after the
+        # reconcile pass may have applied them): the change counts from the write (issue 34 item 4).
+        self.records_delivered: list[int] = []
         self.extra_check: Callable[[World], None] | None = None
         self.handler_ms = HANDLER_MS  # how long each handler of the drive runs
         self.registry = HandlerRegistry()
@@ -311,6 +314,7 @@ class World:
         h.update(_canon(self.mq.state()).encode())
         h.update(repr((self.ledger.marks, sorted(self.ledger.commits.items()))).encode())
         h.update(repr((self.registration_pending, [a.error for a in self.sched.actors])).encode())
+        h.update(repr(self.records_delivered).encode())
         return h.digest()
 
     def seen_by_actor(self, result: Any) -> None:
@@ -433,6 +437,10 @@ class ExplorerStore:
             self.world.seen_by_actor(["lost", lost.op_index, lost.current])
             raise
         self.world.previous.update(before)
+        for op in ops:
+            if isinstance(op, Put) and op.table == RUNS and before.get((RUNS, self.inner._target(op))):
+                # I1: a record is created once (``attribute_not_exists``), never put over another.
+                self.world.find("record_overwritten", _op_key(op), f"{op.label} replaced it")
         if paused:
             self.world.check_pause(job_before)
         self.world.seen_by_actor("written")
@@ -705,7 +713,7 @@ def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> se
     due: set[int] = set()
     allowed: set[int] = set()
     at_a_change: set[int] = set()
-    for span in segments(world.ledger.marks, world.window_end):
+    for span in segments(_dated_by_records(world), world.window_end):
         stretch = occurrences(span.timing, span.start, min(span.end, world.window_end))
         due.update(stretch)
         allowed.update(occurrences(span.timing, span.start, span.end + ahead))
@@ -719,3 +727,20 @@ def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> se
         if status not in COMMITTED and status not in POLICY:
             world.find("lost_occurrence", run_id, f"due, and {status or 'absent'} after the drive")
     return allowed
+
+
+def _dated_by_records(world: World) -> list[StateMark]:
+    """The state's history, with each stretch that a person's write started dated from the write
+    when its stream record was delivered (late, after the reconcile pass dated the change when it
+    first saw it): the timing's occurrences after the write are due, whichever of the record and
+    the pass applied the change first (issue 34 item 4; chaos's ``after_writes``)."""
+    marks = list(world.ledger.marks)
+    for written in world.records_delivered:
+        for index, mark in enumerate(marks):
+            opens = mark.status == "active" and (index == 0 or marks[index - 1].status != "active")
+            if not opens or mark.at < written or mark.next_run_at is None:
+                continue
+            due = occurrences(mark.timing, written + 1, int(mark.next_run_at))
+            marks[index] = replace(mark, at=written, next_run_at=min([*due, int(mark.next_run_at)]))
+            break
+    return marks
