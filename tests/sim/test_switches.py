@@ -83,6 +83,11 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
     "finish_ops:_run_token": (Chaos(seed=3), "fenced_out_commit"),
     "recover_op:_lease_as_read": (Chaos(seed=5, faults=STALL), "live_lease_recovered"),
     "retire_definition_op:definition": (Chaos(seed=1), "snapshot_overwritten"),
+    # A late stream record's redate (issue 34 item 4): a claim between its read and its write; a
+    # backfill's record of the instant it settles; a stale message's walk parks a recovered run.
+    "redate_ops:_state_unchanged": (Explore("redate-tick", 1), "unreachable_run"),
+    "redate_ops:_run_is_new": (Explore("redate-backfill", 1), "record_overwritten"),
+    "buffer_at_start_ops:_run_token#2": (Explore("stale-message-recovered", 1), "token_decreased"),
 }
 
 # Parts whose removal no chaos run or explorer set reports, and why (docs/promises.md, "Parts no
@@ -124,12 +129,12 @@ UNCAUGHT: dict[str, str] = {
     "heartbeat_op:owner": "redundant with its token part: every takeover moves the token",
     "skip_at_start_ops:_run_token": "redundant with its status part: a pending run is left only by writes "
     "that move its token (the pair: PAIRS)",
-    "buffer_at_start_ops:_run_token#2": "not reached: a stale message's walk parks a recovered run "
-    "(its lease brings it back to decide again)",
     "buffer_at_start_ops:status": LIVENESS,
     "buffer_at_start_ops:any_of": LIVENESS,
-    "buffer_at_start_ops:_run_token": "not reached: needs a holder retried between a waiting run's walk "
-    "and its buffer write under cancel_other; the request then reaches a later attempt",
+    "buffer_at_start_ops:_run_token": "redundant with the re-walk: a write that moves the holder's token "
+    "leaves it pending or running (its start, retry, recovery or promotion: the re-walk makes this same "
+    "write at the new token) or buffered (its own wait: the same two writes in the other order, which the "
+    "part does not stop, leave what its removal lets through)",
     "promote_op:blocked_by": LIVENESS + " (a promoted run decides again at its start)",
     "recheck_op:_run_token": LIVENESS + " (it moves check_at only)",
     "recheck_buffered_ops:_run_token": LIVENESS,
@@ -138,10 +143,6 @@ UNCAUGHT: dict[str, str] = {
     "(a zombie that fails); the chaos zombies commit",
     "overtake_op:_run_token": "not reached: needs two runs overtaking the same pending run at once",
     "overtake_op:overtaken_by": "not reached: needs two runs overtaking the same pending run at once",
-    "redate_ops:_state_unchanged": "not reached: needs a tick or a change to move the state between the "
-    "late record's read and its redate write (chaos seed 1, 30 jobs, 2 h, stream_late 0.5 and seed 2 do not)",
-    "redate_ops:_run_is_new": "not reached: needs the same late record delivered twice after the pass, "
-    "or a settle recording the same instant first (chaos stream_late seeds 1 and 2 do not)",
     "bookkeeping_op:version": "the reconcile cursor only: a page read twice or skipped is compared on the "
     "next pass (no job's state, no record)",
 }
@@ -227,6 +228,43 @@ def test_the_clis_switch_a_part_off_by_name(capsys: pytest.CaptureFixture[str]) 
         jobsched(["chaos", "--jobs", "2", "--hours", "0.1", "--switch", "claim_ops:no_such_part"])
     assert exit_info.value.code == 2
     assert "no condition part 'claim_ops:no_such_part'" in capsys.readouterr().err
+
+
+def test_the_holders_token_only_orders_two_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``buffer_at_start_ops:_run_token`` (``cancel_other``) is reached: a manual run's worker reads
+    00:05 pending as its holder, 00:05's own worker parks it behind the run before it, and the
+    holder's token fails the manual run's wait (it walks again and is skipped). Without the part
+    that wait lands, behind a waiting holder: what the same two writes leave in the other order
+    with the part on. The explored outcomes are the same, so no checker can tell
+    (docs/promises.md, "Parts no checker catches")."""
+    import json
+
+    import jobsched_tools.explore.search as search
+    from jobsched.core.writes import RUNS
+
+    finish = search._finish
+
+    def explored() -> tuple[set[str], int]:
+        outcomes: set[str] = set()
+        refused = 0  # schedules where the manual run's wait failed and it walked again
+
+        def record(world: Any, terminal: Any, skew_ms: int) -> None:
+            nonlocal refused
+            runs = sorted(world.inner.tables[RUNS].values(), key=lambda run: str(run["run_id"]))
+            outcomes.add(json.dumps(runs, default=repr, sort_keys=True))
+            writes = [line for line in world.trace if line.startswith("workerM: write")]
+            refused += len(writes) > 1
+            finish(world, terminal, skew_ms)
+
+        monkeypatch.setattr(search, "_finish", record)
+        assert explore(ACTOR_SETS["waiting-race-cancel_other"], k=2).violations == []
+        return outcomes, refused
+
+    with_part, refused = explored()
+    with switched_off("buffer_at_start_ops:_run_token"):
+        without, refused_without = explored()
+    assert refused > 0 and refused_without == 0  # reached: the part fails a wait
+    assert without == with_part
 
 
 @pytest.mark.parametrize("pair", sorted(PAIRS))
