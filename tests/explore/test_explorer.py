@@ -461,7 +461,9 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     "redate-tick": (3, ()),
     "redate-backfill": (3, ()),
     "redate-reconcile-tick": (1, ()),
-    "waiting-race-cancel_other": (2, ()),
+    # two runs wait in line at once, against "at most one waits" (docs/promises.md, Known gaps)
+    "waiting-race-cancel_other": (2, pytest.mark.xfail(strict=True, reason="at most one waits")),
+    "waiting-race-buffer_one": (2, pytest.mark.xfail(strict=True, reason="at most one waits")),
     "stale-message-recovered": (2, ()),
 }
 

@@ -873,18 +873,22 @@ PROMISES.update(
                 "and a tick claims 00:10: 00:05, due after the person's write, runs or is recorded "
                 "whichever of the record and the pass applies the change first (issue 34 item 4)",
             ),
-            ActorSet(
-                "waiting-race-cancel_other",
-                (
-                    _a("workerS", "worker_of", arg=("scheduled", True)),
-                    _a("workerM", "worker_of", arg=("manual", True)),
-                ),
-                setup="held-due",
-                at=T0 + 5 * MINUTE + SECOND,
-                overlap="cancel_other",
-                budget=Budget(crashes=0),
-                note="a manual run holds the turn; 00:05 comes due behind it and a second manual run "
-                "behind 00:05: each one's worker walks and waits (and asks its holder to stop) at once",
+            *(
+                ActorSet(
+                    f"waiting-race-{overlap}",
+                    (
+                        _a("workerS", "worker_of", arg=("scheduled", True)),
+                        _a("workerM", "worker_of", arg=("manual", True)),
+                    ),
+                    setup="held-due",
+                    at=T0 + 5 * MINUTE + SECOND,
+                    overlap=overlap,
+                    budget=Budget(crashes=0),
+                    note="a manual run holds the turn; 00:05 comes due behind it and a second manual "
+                    "run behind 00:05: each one's worker walks and waits (cancel_other: and asks its "
+                    "holder to stop) at once",
+                )
+                for overlap in ("cancel_other", "buffer_one")
             ),
             ActorSet(
                 "stale-message-recovered",

@@ -223,7 +223,21 @@ class World:
             (op.set.get("changed_at") for op in ops if isinstance(op, Update) and op.table == STATE), None
         )
         self._mark(self.inner.tables[STATE].get(self.job_id), dated)
+        self._one_waits()
         self.check_invariants()
+
+    def _one_waits(self) -> None:
+        """``buffer_one`` and ``cancel_other``: at most one run waits (README, ``overlap``); a
+        backfill run waits at the end of the line instead of being skipped, so it is not counted."""
+        waiting = sorted(
+            str(run["run_id"])
+            for run in self.inner.tables[RUNS].values()
+            if run.get("status") == "buffered"
+            and run.get("kind") != "backfill"
+            and run.get("overlap") in ("buffer_one", "cancel_other")
+        )
+        if len(waiting) > 1:
+            self.find("more_than_one_waits", self.job_id, f"{', '.join(waiting)} wait at once")
 
     def _mark(self, state: Item | None, dated: int | None = None) -> None:
         """The state's history for the nothing-lost check; a registration's write dates its
