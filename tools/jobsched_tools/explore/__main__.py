@@ -71,6 +71,7 @@ def _explore(args: argparse.Namespace) -> int:
             stale=base.stale if args.stale is None else args.stale,
             dups=base.dups if args.dups is None else args.dups,
             reorder=base.reorder or args.reorder,
+            unanswered=base.unanswered,
         )
         from dataclasses import replace
 
