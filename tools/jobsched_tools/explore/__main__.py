@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--switch",
         metavar="FUNCTION:PART",
-        help="switch off one condition part of core/transitions.py (sim/mutants.py condition_parts)",
+        help="switch off one condition part of core/transitions.py or core/dead_letter.py "
+        "(sim/mutants.py condition_parts)",
     )
     parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")
     args = parser.parse_args(argv)
