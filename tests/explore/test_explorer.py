@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from jobsched.core import invariants as core_invariants
 from jobsched.core.policies import OverlapDecision
-from jobsched.core.run import run_id_for
+from jobsched.core.run import run_id_for, run_key
 from jobsched.core.writes import RUNS, STATE, Put, Update
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Outcome, Started
@@ -465,6 +465,8 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     "waiting-race-cancel_other": (2, pytest.mark.xfail(strict=True, reason="at most one waits")),
     "waiting-race-buffer_one": (2, pytest.mark.xfail(strict=True, reason="at most one waits")),
     "stale-message-recovered": (2, ()),
+    # issue 38: a failed run's dead letter, its worker and the detector paying it
+    "dead-letter-payers": (2, ()),
 }
 
 
@@ -494,3 +496,33 @@ def test_a_late_records_occurrences_are_checked_from_the_persons_write(
     monkeypatch.setattr(Registrar, "_late_record", lambda *_args, **_kwargs: False)
     found = explore(PROMISES[name], k=1, stop_on_first=True)
     assert {f.check: f.key for f in found.violations} == {"lost_occurrence": rid(5)}
+
+
+def test_a_dead_letter_the_worker_did_not_send_is_paid_by_the_detector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 38 in the explorer: the worker's send unanswered, the detector's lease sweep (40 s
+    on) sends the letter and records it; without the detector's payment the debt stays owed."""
+    world = play(
+        PROMISES["dead-letter-payers"],
+        [
+            ("worker", "through", "receive", "take:1"),
+            ("worker", "through", "send dead letter", "unanswered"),
+            ("worker", "rest", ""),
+            ("detector", "rest", ""),
+        ],
+    )
+    run = world.inner.get(RUNS, run_key(rid(5))) or {}
+    assert (run.get("status"), run.get("dead_letter")) == ("failed", "sent")
+    assert [letter["run_id"] for letter in world.dead_letter_queue.sent] == [rid(5)]
+    assert world.ledger.findings == []
+
+    from jobsched.services import detector
+    from jobsched.services.dead_letters import DeadLetters
+
+    class WorkerOnly(DeadLetters):
+        def deliver(self, run: dict[str, Any]) -> bool:  # noqa: ARG002 - pays nothing
+            return False
+
+    monkeypatch.setattr(detector, "DeadLetters", WorkerOnly)
+    assert "dead_letter_owed" in explore(PROMISES["dead-letter-payers"], k=1).counts

@@ -1,8 +1,9 @@
 """Every named condition part of core/transitions.py has a switch, and switching it off is caught
 by the chaos run or the explorer (issue 34).
 
-The parts are read from transitions.py's source (``sim/mutants.condition_parts``), not from a
-list kept here: a condition added without a catcher, or without a reason why none can catch it,
+The parts are read from transitions.py's source (``sim/mutants.condition_parts``), and from the
+other core modules in ``MORE_MODULES`` (core/dead_letter.py, issue 38), not from a list kept
+here: a condition added without a catcher, or without a reason why none can catch it,
 fails ``test_every_condition_part_has_a_catcher_or_a_reason``. ``CATCHERS`` records, for each
 part, the smallest chaos seed or explorer set known to catch its removal and the violation it
 reports; the test runs only that one. docs/promises.md is the ledger: which promise each part
@@ -20,7 +21,7 @@ import pytest
 from jobsched_tools.explore.scenarios import ACTOR_SETS
 from jobsched_tools.explore.search import explore
 from jobsched_tools.sim import ChaosConfig, FaultRates, run_chaos
-from jobsched_tools.sim.mutants import condition_parts, switched_off
+from jobsched_tools.sim.mutants import MORE_MODULES, condition_parts, switched_off
 
 LEDGER = Path(__file__).resolve().parents[2] / "docs" / "promises.md"
 
@@ -88,6 +89,8 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
     "redate_ops:_state_unchanged": (Explore("redate-tick", 1), "unreachable_run"),
     "redate_ops:_run_is_new": (Explore("redate-backfill", 1), "record_overwritten"),
     "buffer_at_start_ops:_run_token#2": (Explore("stale-message-recovered", 1), "token_decreased"),
+    # core/dead_letter.py (issue 38): a failed send recorded after the other payer's success.
+    "dead_letter_retry_op:_letter_owed": (Explore("dead-letter-payers", 1), "dead_letter_check_at_left"),
 }
 
 # Parts whose removal no chaos run or explorer set reports, and why (docs/promises.md, "Parts no
@@ -97,6 +100,14 @@ STATE_VERSION = "redundant: every write that moves the state's position or statu
 RUN_TOKEN = "redundant: every write that changes a run's status moves its token (version) too"
 MISSING = "redundant: on a missing item every comparison of the part's neighbours is false already"
 LIVENESS = "liveness only: the lease brings the run to the detector, which repairs it; no promise breaks"
+FAILED_IS_FINAL = (
+    "redundant with _letter_owed: dead_letter pending is written only by a run's final failure "
+    "(with_dead_letter), and no write moves a failed run on (each needs it pending, running or buffered)"
+)
+FAILED_VERSION = (
+    "redundant: no write moves a failed run's version (the debt's own writes move none), so a failed "
+    "run's version as read is its version now"
+)
 UNCAUGHT: dict[str, str] = {
     "_advance:_next_is": STATE_VERSION,
     "_advance:_still_active": STATE_VERSION,
@@ -145,6 +156,15 @@ UNCAUGHT: dict[str, str] = {
     "overtake_op:overtaken_by": "not reached: needs two runs overtaking the same pending run at once",
     "bookkeeping_op:version": "the reconcile cursor only: a page read twice or skipped is compared on the "
     "next pass (no job's state, no record)",
+    # core/dead_letter.py (issue 38): the writes that settle a failed run's dead-letter debt.
+    "dead_letter_done_op:_failed_run": FAILED_IS_FINAL,
+    "dead_letter_retry_op:_failed_run": FAILED_IS_FINAL,
+    "dead_letter_done_op:_failure_as_read": FAILED_VERSION,
+    "dead_letter_retry_op:_failure_as_read": FAILED_VERSION,
+    "dead_letter_done_op:_letter_owed": "a second record of one debt comes only after its payer's own send "
+    "succeeded (a second letter: at least once, deduplicated on run_id) or was refused by the same "
+    "AllowedDeadLetterQueueArns: it writes the outcome the first wrote (sent over sent: only dead_letter_at "
+    "moves; explorer dead-letter-payers k=2 and chaos dead_letter_jobs seed 2 report nothing)",
 }
 
 
@@ -275,3 +295,26 @@ def test_switching_a_redundant_pair_off_is_caught(pair: tuple[str, str]) -> None
     with switched_off(pair[0]), switched_off(pair[1]):
         found = catcher.violations()
     assert expected in found, (pair, catcher, found)
+
+
+def test_a_switch_reaches_the_core_modules_beyond_transitions() -> None:
+    """core/dead_letter.py's parts are read and switched as transitions.py's are: one part of one
+    write, the same helper in the other write untouched, and back after the block."""
+    from jobsched.core import dead_letter
+
+    assert dead_letter in MORE_MODULES
+    run = {"run_id": "j@r", "version": 4, "status": "failed", "dead_letter": "pending"}
+
+    def whys(op: Any) -> list[str]:
+        return [c.why for c in op.condition]
+
+    retry = dead_letter.dead_letter_retry_op(run, "unanswered", 5)
+    with switched_off("dead_letter_retry_op:_letter_owed"):
+        retry_off = dead_letter.dead_letter_retry_op(run, "unanswered", 5)
+        done = dead_letter.dead_letter_done_op(run, dead_letter.SENT, 5)
+    assert [w for w in whys(retry_off) if "switched off" in w] == [
+        "mutant: switched off: dead_letter_retry_op:_letter_owed"
+    ]
+    assert len(whys(retry_off)) == len(whys(retry)) == 3
+    assert not any("switched off" in why for why in whys(done))
+    assert whys(dead_letter.dead_letter_retry_op(run, "unanswered", 5)) == whys(retry)  # restored

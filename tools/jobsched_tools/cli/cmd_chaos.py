@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--switch",
         metavar="FUNCTION:PART",
-        help="switch off one condition part of core/transitions.py (sim/mutants.py condition_parts; "
+        help="switch off one condition part of core/transitions.py or core/dead_letter.py (sim/mutants.py "
+        "condition_parts; "
         "docs/promises.md lists them); the run must then report violations",
     )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")

@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--switch",
         metavar="FUNCTION:PART",
-        help="switch off one condition part of core/transitions.py (sim/mutants.py condition_parts)",
+        help="switch off one condition part of core/transitions.py or core/dead_letter.py "
+        "(sim/mutants.py condition_parts)",
     )
     parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")
     args = parser.parse_args(argv)
@@ -71,6 +72,7 @@ def _explore(args: argparse.Namespace) -> int:
             stale=base.stale if args.stale is None else args.stale,
             dups=base.dups if args.dups is None else args.dups,
             reorder=base.reorder or args.reorder,
+            unanswered=base.unanswered,
         )
         from dataclasses import replace
 

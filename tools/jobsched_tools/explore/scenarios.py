@@ -904,4 +904,26 @@ PROMISES.update(
     }
 )
 
+# Issue 38: a run failed for good owes its job's own dead-letter queue its outcome, written in the
+# failure's own write; its worker pays it, and the detector's lease sweep pays what is still owed
+# (the worker died, or its send failed). Two payers, either's send unanswered or its actor dead.
+DEAD_LETTER_QUEUE = "arn:aws:sqs:us-east-1:123456789012:explored-dead-letters"
+PROMISES.update(
+    {
+        s.name: s
+        for s in (
+            ActorSet(
+                "dead-letter-payers",
+                (_a("worker", "failing_worker"), _a("detector", "detector", offset_ms=40 * SECOND)),
+                setup="claimed",
+                at=T0 + 5 * MINUTE,
+                job=(("retry", {"max_attempts": 1}), ("dead_letter_queue_arn", DEAD_LETTER_QUEUE)),
+                budget=Budget(crashes=1, unanswered=1),
+                note="00:05's run fails for good, owing its dead letter; its worker pays it as the "
+                "detector, 40 s on (past the debt's check_at), pays what it finds owed",
+            ),
+        )
+    }
+)
+
 ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **OVERTAKES, **PROMISES, **TOYS}

@@ -20,6 +20,7 @@ from typing import Any
 from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import Clock, ManualClock
 from jobsched.core.config import SchedulerConfig
+from jobsched.core.dead_letter import PENDING, REFUSED, SENT
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.job import definition_digest
 from jobsched.core.policies import UNFINISHED
@@ -50,6 +51,7 @@ class _NullLogger:
 
 _LOG = QUIET_LOG = _NullLogger()
 CRASH, LOST, STALE, DUP = "crash", "lost", "stale", "dup"
+UNANSWERED = "unanswered"  # a dead-letter send the job's queue did not answer (issue 38)
 TAKE = "take:"  # a worker's receive: which queued message (reorder)
 INDEXES = ("next-run", "lease")
 COMMITTED = ("succeeded", "failed")
@@ -72,6 +74,7 @@ class Budget:
     stale: int = 0
     dups: int = 0
     reorder: bool = False
+    unanswered: int = 0  # dead-letter sends that fail (``PointDeadLetters``)
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,7 @@ class World:
         self.handler_ms = HANDLER_MS  # how long each handler of the drive runs
         self.registry = HandlerRegistry()
         self.registry.add("t", lambda _ctx: None)
+        self.dead_letter_queue = PointDeadLetters(self)  # every job's own dead-letter queue
 
     # --- the ledger ----------------------------------------------------------------------------
 
@@ -313,6 +317,7 @@ class World:
             h.update(_canon(sorted(self.inner.tables[table].values(), key=_canon)).encode())
         h.update(_canon(self.mq.state()).encode())
         h.update(_canon(sorted(self.ledger.executing)).encode())
+        h.update(_canon(sorted(self.dead_letter_queue.sent, key=_canon)).encode())
         for actor in self.sched.actors:
             h.update(f"{actor.name}:{actor.pc}:{actor.done}:{actor.crashed}".encode())
             h.update(actor.digest.digest())
@@ -329,6 +334,7 @@ class World:
         h.update(repr((self.ledger.marks, sorted(self.ledger.commits.items()))).encode())
         h.update(repr((self.registration_pending, [a.error for a in self.sched.actors])).encode())
         h.update(repr(self.records_delivered).encode())
+        h.update(_canon(sorted(self.dead_letter_queue.sent, key=_canon)).encode())
         return h.digest()
 
     def seen_by_actor(self, result: Any) -> None:
@@ -490,6 +496,26 @@ class PointQueue:
         return result
 
 
+class PointDeadLetters:
+    """A job's own dead-letter queue (issue 38), as the explored actors send to it: each send is
+    a scheduling point, which fails (the queue did not answer) while the budget's ``unanswered``
+    allows; every letter that reached it is kept for the checks (``_dead_letters``)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.sent: list[dict[str, Any]] = []
+
+    def send(self, queue_arn: str, body: str, deduplication_id: str) -> None:  # noqa: ARG002
+        world = self.world
+        options = (OK, UNANSWERED) if world.used[UNANSWERED] < world.budget.unanswered else (OK,)
+        option = world.store._point(Call("send", f"send dead letter {deduplication_id}", options))
+        if option == UNANSWERED:
+            world.seen_by_actor("unanswered")
+            raise ConnectionError("explorer: the dead-letter queue did not answer")
+        self.sent.append(json.loads(body))
+        world.seen_by_actor("sent")
+
+
 def _key(key: Item) -> str:
     return ",".join(str(v) for v in key.values())
 
@@ -541,7 +567,14 @@ class Services:
             claim_now=lambda job_id: early.claim_now(job_id, "registrar"),
         )
         self.detector = MissDetector(
-            store, queue, world.telemetry, clock, cfg, parallel_queries=False, registrar=self.registrar_inline
+            store,
+            queue,
+            world.telemetry,
+            clock,
+            cfg,
+            parallel_queries=False,
+            registrar=self.registrar_inline,
+            dead_letter_sender=world.dead_letter_queue,
         )
         self.worker = Worker(
             store,
@@ -553,6 +586,7 @@ class Services:
             name,
             logger_for=lambda _run_id: _LOG,
             rng=random.Random(0),
+            dead_letter_sender=world.dead_letter_queue,
         )
         from jobsched.services.operations import Operations
 
@@ -683,6 +717,7 @@ def final_checks(world: World, skew_ms: int) -> None:
                     f"skipped behind {run.get('blocked_by')}, not due until {holder.get('scheduled_at')}",
                 )
     _persons_last_word(world)
+    _dead_letters(world, runs)
     for actor in world.sched.actors:
         if actor.error is not None:
             world.find("unexpected_exception", actor.name, actor.error)
@@ -713,6 +748,26 @@ def _persons_last_word(world: World) -> None:
             for t in occurrences(_timing(world), world.person_at, world.window_end)
         ):
             world.find("reregistered_job_never_runs", world.job_id, "no run of its new life")
+
+
+def _dead_letters(world: World, runs: dict[str, Item]) -> None:
+    """Issue 38, as the chaos checker's ``dead_letters``: after the drive (whose detector pays
+    every debt its lease sweep finds) nothing is still owed, every run recorded sent reached its
+    queue, and no letter is for a run that did not fail. And a settled debt leaves no
+    ``check_at`` (data-model.md: a finished run keeps it only while a dead letter is owed)."""
+    letters = {str(letter["run_id"]) for letter in world.dead_letter_queue.sent}
+    for run_id, run in sorted(runs.items()):
+        owed = run.get("dead_letter")
+        if owed == PENDING:
+            world.find("dead_letter_owed", run_id, "its dead letter is still owed after the drive")
+        elif owed == SENT and run_id not in letters:
+            world.find("dead_letter_unsent", run_id, "recorded sent, but no letter reached the queue")
+        if owed in (SENT, REFUSED) and "check_at" in run:
+            world.find("dead_letter_check_at_left", run_id, f"settled ({owed}), it still has check_at")
+    for run_id in sorted(letters):
+        status = runs.get(run_id, {}).get("status")
+        if status != "failed":
+            world.find("dead_letter_for_unfailed", run_id, f"a letter for a {status} run")
 
 
 def _timing(world: World) -> tuple[tuple[str, str], ...]:
