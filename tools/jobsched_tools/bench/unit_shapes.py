@@ -67,8 +67,8 @@ DEFAULTS = SchedulerConfig()
 OTHER_USD_PER_MILLION = 0.1505 + 0.219 + 0.022 + 0.12
 # The trigger's next-run pages per run at scale (the same run's est_read_units_per_run: 800 due
 # jobs' items over its query pages). The bench prices only these; the product's GetItems (the
-# worker's strongly consistent read of the job's state, 1 unit a run) are metered here and
-# priced too, in every shape alike.
+# trigger's strongly consistent read of the job item at each claim, load_job: 1 unit a run) are
+# metered here and priced too, in every shape alike.
 TRIGGER_PAGE_READ_UNITS = 0.04
 
 # How often the trigger (one tick a minute, TickRate's default) meets an entry of the due index:
@@ -669,7 +669,7 @@ def measure_shapes() -> list[ShapeUnits]:
             "the atomic claim (run + state), start, commit: what jobsched builds",
             _unchanged,
             ALL_KEPT,
-            "metered on the product's services: the trigger's next-run pages, the worker's reads",
+            "metered on the product's services: the trigger's next-run pages and job-item reads",
             lambda _driven: 0.0,
         ),
         _replayed(
