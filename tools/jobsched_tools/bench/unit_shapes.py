@@ -325,7 +325,17 @@ DUE_CLAIMABLE = Index(
     RUNS,
     ("lease_shard", "check_at"),
     "INCLUDE",
-    ("scheduled_at", "next_at", "timing", "def_hash", "after_run_id", "kind", "overlap", "max_attempts"),
+    (
+        "scheduled_at",
+        "next_at",
+        "next_key",
+        "timing",
+        "def_hash",
+        "after_run_id",
+        "kind",
+        "overlap",
+        "max_attempts",
+    ),
     ("job_id", "run_id"),
 )
 TIMING = {"schedule": "rate(1 hour)", "timezone": "UTC"}
@@ -349,7 +359,11 @@ def _scheduled_run(job_id: str, occurrence: int, overlap: str, timing_on_run: bo
         "check_at": occurrence * HOUR,
     }
     if timing_on_run:  # what a claimer needs to make the next one, without reading the state
-        run |= {"timing": dict(TIMING), "next_at": (occurrence + 1) * HOUR}
+        run |= {
+            "timing": dict(TIMING),
+            "next_at": (occurrence + 1) * HOUR,
+            "next_key": f"{job_id}@{occurrence + 1}",
+        }
     return run
 
 
