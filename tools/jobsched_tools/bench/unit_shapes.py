@@ -153,8 +153,9 @@ class ShapedStore(MeteringStore):
         return super().update(shaped)
 
     def expire_by_ttl(self, charge_indexes: bool) -> None:
-        """TTL deletes every run item: no write unit on the table ("without consuming write
-        throughput"); each index entry it removes charged as a delete's index write, or not."""
+        """TTL deletes every finished run (one with ``expires_at``): no write unit on the table
+        ("without consuming write throughput"); each index entry it removes charged as a delete's
+        index write, or not (AWS's documentation does not say which)."""
         finished = [key for key, item in self.tables[RUNS].items() if "expires_at" in item]
         for item in (self.tables[RUNS][key] for key in finished):
             for index in self.indexes:
