@@ -462,8 +462,8 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     "redate-backfill": (3, ()),
     "redate-reconcile-tick": (1, ()),
     # two runs wait in line at once, against "at most one waits" (docs/promises.md, Known gaps)
-    "waiting-race-cancel_other": (2, pytest.mark.xfail(strict=True, reason="at most one waits")),
-    "waiting-race-buffer_one": (2, pytest.mark.xfail(strict=True, reason="at most one waits")),
+    "waiting-race-cancel_other": (2, ()),
+    "waiting-race-buffer_one": (2, ()),
     "stale-message-recovered": (2, ()),
     # issue 38: a failed run's dead letter, its worker and the detector paying it
     "dead-letter-payers": (2, ()),

@@ -89,6 +89,14 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
     "redate_ops:_state_unchanged": (Explore("redate-tick", 1), "unreachable_run"),
     "redate_ops:_run_is_new": (Explore("redate-backfill", 1), "record_overwritten"),
     "buffer_at_start_ops:_run_token#2": (Explore("stale-message-recovered", 1), "token_decreased"),
+    # At most one run waits (buffer_one, cancel_other; walk rule W16): two runs of one chain each
+    # finding their holder free of waiters. Under cancel_other the holder's token also stops the
+    # second of the two (its wait moved the holder's token), so buffer_one catches the holder's part.
+    "buffer_at_start_ops:_nobody_waits_behind": (
+        Explore("waiting-race-cancel_other", 2),
+        "more_than_one_waits",
+    ),
+    "buffer_at_start_ops:_holder_not_waiting": (Explore("waiting-race-buffer_one", 2), "more_than_one_waits"),
     # core/dead_letter.py (issue 38): a failed send recorded after the other payer's success.
     "dead_letter_retry_op:_letter_owed": (Explore("dead-letter-payers", 1), "dead_letter_check_at_left"),
 }
@@ -142,10 +150,9 @@ UNCAUGHT: dict[str, str] = {
     "that move its token (the pair: PAIRS)",
     "buffer_at_start_ops:status": LIVENESS,
     "buffer_at_start_ops:any_of": LIVENESS,
-    "buffer_at_start_ops:_run_token": "redundant with the re-walk: a write that moves the holder's token "
-    "leaves it pending or running (its start, retry, recovery or promotion: the re-walk makes this same "
-    "write at the new token) or buffered (its own wait: the same two writes in the other order, which the "
-    "part does not stop, leave what its removal lets through)",
+    "buffer_at_start_ops:_run_token": "redundant: a write that moves the holder's token leaves it pending or "
+    "running (its start, retry, recovery or promotion: the re-walk makes this same write at the new token) "
+    "or buffered (its own wait, which W16's _holder_not_waiting refuses too; the pair: PAIRS)",
     "promote_op:blocked_by": LIVENESS + " (a promoted run decides again at its start)",
     "recheck_op:_run_token": LIVENESS + " (it moves check_at only)",
     "recheck_buffered_ops:_run_token": LIVENESS,
@@ -171,6 +178,10 @@ UNCAUGHT: dict[str, str] = {
 # Parts no checker catches alone because each of the two stops the race by itself: switched off
 # together, they are caught (the reasons in UNCAUGHT rest on this).
 PAIRS: dict[tuple[str, str], tuple[Catcher, str]] = {
+    ("buffer_at_start_ops:_run_token", "buffer_at_start_ops:_holder_not_waiting"): (
+        Explore("waiting-race-cancel_other", 2),
+        "more_than_one_waits",
+    ),
     ("_rerun_missed:_run_status", "_rerun_missed:_run_token"): (
         Explore("backfills-missed", 2),
         "stale_message_link",
@@ -278,14 +289,19 @@ def test_the_holders_token_only_orders_two_writes(monkeypatch: pytest.MonkeyPatc
 
         monkeypatch.setattr(search, "_finish", record)
         found = explore(ACTOR_SETS["waiting-race-cancel_other"], k=2).violations
-        assert {v.check for v in found} <= {"more_than_one_waits"}  # a known gap, either way
+        assert {v.check for v in found} <= {"more_than_one_waits"}  # with both parts off
         return outcomes, refused
 
     with_part, refused = explored()
-    with switched_off("buffer_at_start_ops:_run_token"):
+    with (
+        switched_off("buffer_at_start_ops:_run_token"),
+        switched_off("buffer_at_start_ops:_holder_not_waiting"),
+    ):
         without, refused_without = explored()
-    assert refused > 0 and refused_without == 0  # reached: the part fails a wait
-    assert without == with_part
+    assert refused > 0 and refused_without == 0  # reached: the parts fail a wait
+    assert without != with_part  # both off: the second wait lands
+    with switched_off("buffer_at_start_ops:_run_token"):
+        assert explored()[0] == with_part  # W16's holder part alone stops the second wait
 
 
 @pytest.mark.parametrize("pair", sorted(PAIRS))
