@@ -25,6 +25,7 @@ from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Outcome, Started
 from jobsched_tools.explore.scenarios import (
     CORE,
+    FENCES,
     MINUTE,
     MORE,
     OVERTAKES,
@@ -469,5 +470,18 @@ def test_every_promise_set_is_tested() -> None:
 )
 def test_promise_sets_keep_the_promises_and_invariants(name: str) -> None:
     result = explore(PROMISES[name], k=PROMISE_SETS[name][0])
+    assert result.schedules > 0 and not result.truncated
+    assert result.violations == [], result.summary()
+
+
+# --- issue 34: the fencing parts of the retry and of the promotion, reached -----------------------
+
+
+@pytest.mark.parametrize("name", sorted(FENCES))
+def test_fence_sets_keep_the_promises_and_invariants(name: str) -> None:
+    """A frozen worker's retry (``zombie-retry``) and two promoters of one waiting run
+    (``promoters-buffer_one``): with every condition on, nothing is reported
+    (tests/sim/test_switches.py switches the fencing parts off and sees the violations)."""
+    result = explore(FENCES[name], k=2)
     assert result.schedules > 0 and not result.truncated
     assert result.violations == [], result.summary()
