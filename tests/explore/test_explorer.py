@@ -479,9 +479,10 @@ def test_promise_sets_keep_the_promises_and_invariants(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(FENCES))
 def test_fence_sets_keep_the_promises_and_invariants(name: str) -> None:
-    """A frozen worker's retry (``zombie-retry``) and two promoters of one waiting run
-    (``promoters-buffer_one``): with every condition on, nothing is reported
-    (tests/sim/test_switches.py switches the fencing parts off and sees the violations)."""
+    """A frozen worker's retry (``zombie-retry``), two promoters of one waiting run
+    (``promoters-buffer_one``), an overtake of a run recovered meanwhile (``overtake-recovered``):
+    with every condition on, nothing is reported (tests/sim/test_switches.py switches the
+    fencing parts off and sees the violations of the first two)."""
     result = explore(FENCES[name], k=2)
     assert result.schedules > 0 and not result.truncated
     assert result.violations == [], result.summary()

@@ -141,7 +141,7 @@ UNCAUGHT: dict[str, str] = {
     "overtake_op:_run_token": "no promise breaks: the mark moves no token and lands only on a run still "
     "pending, which then waits for the starter; a token that moved while the run stayed pending (its "
     "dispatch lease recovered, a promotion) leaves it not yet due, so the starter's next walk marks it "
-    "all the same, and after a retry its ended attempt overlaps nothing",
+    "all the same, and after a retry its ended attempt overlaps nothing (reached: overtake-recovered)",
     "overtake_op:overtaken_by": "unreachable: two starters passing over one run both lie after it in the "
     "chain, so the later one's walk gets past the earlier: as not yet due (it marks it: the two writes "
     "meet there), as waiting for it (the earlier one's start is refused by that mark), or finished (its "

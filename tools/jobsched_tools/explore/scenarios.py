@@ -836,6 +836,20 @@ FENCES: dict[str, ActorSet] = {
             "read the waiting run, is slow to promote it; the waiting run's lease lapses and the "
             "detector (40 s on) promotes it, and another worker starts it: two promoters at once",
         ),
+        ActorSet(
+            "overtake-recovered",
+            (
+                _a("manual", "manual"),
+                _a("worker", "worker_of", arg=("manual", True)),
+                _a("detector", "detector", offset_ms=42 * SECOND),
+            ),
+            setup="claimed",
+            at=T0 + 4 * MINUTE + 50 * SECOND,
+            budget=Budget(crashes=0),
+            note="a manual run's worker passes over 00:05 (not yet due) as a detector 42 s on finds "
+            "00:05's dispatch lease lapsed and recovers it (pending, a new token): the overtake's "
+            "mark then lands on, or is refused by, a run whose token moved",
+        ),
     )
 }
 
