@@ -803,7 +803,8 @@ PROMISES.update(
     }
 )
 
-# Issue 34: the races the fencing parts of the retry and the promotion stop, reached.
+# Issue 34: the races the fencing parts of the retry, the promotion and the overtake stop, reached
+# (tests/sim/test_switches.py switches the parts off).
 FENCES: dict[str, ActorSet] = {
     s.name: s
     for s in (
