@@ -25,6 +25,7 @@ from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Outcome, Started
 from jobsched_tools.explore.scenarios import (
     CORE,
+    FENCES,
     MINUTE,
     MORE,
     OVERTAKES,
@@ -526,3 +527,17 @@ def test_a_dead_letter_the_worker_did_not_send_is_paid_by_the_detector(
 
     monkeypatch.setattr(detector, "DeadLetters", WorkerOnly)
     assert "dead_letter_owed" in explore(PROMISES["dead-letter-payers"], k=1).counts
+
+
+# --- issue 34: the fencing parts of the retry and of the promotion, reached -----------------------
+
+
+@pytest.mark.parametrize("name", sorted(FENCES))
+def test_fence_sets_keep_the_promises_and_invariants(name: str) -> None:
+    """A frozen worker's retry (``zombie-retry``), two promoters of one waiting run
+    (``promoters-buffer_one``), an overtake of a run recovered meanwhile (``overtake-recovered``):
+    with every condition on, nothing is reported (tests/sim/test_switches.py switches the
+    fencing parts off and sees the violations of the first two)."""
+    result = explore(FENCES[name], k=2)
+    assert result.schedules > 0 and not result.truncated
+    assert result.violations == [], result.summary()

@@ -99,6 +99,8 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
     "buffer_at_start_ops:_holder_not_waiting": (Explore("waiting-race-buffer_one", 2), "more_than_one_waits"),
     # core/dead_letter.py (issue 38): a failed send recorded after the other payer's success.
     "dead_letter_retry_op:_letter_owed": (Explore("dead-letter-payers", 1), "dead_letter_check_at_left"),
+    # A worker whose handler failed wakes after its run was recovered and started again.
+    "retry_op:_run_token": (Explore("zombie-retry", 2), "token_decreased"),
 }
 
 # Parts whose removal no chaos run or explorer set reports, and why (docs/promises.md, "Parts no
@@ -138,9 +140,11 @@ UNCAUGHT: dict[str, str] = {
     "definition_as_read:job_id": MISSING,
     "_rerun_missed:_run_token": "redundant with its status part: a missed record changes only through "
     "this write, which makes it pending (the pair: PAIRS)",
-    "promote_op:_run_token": "not reached, nor with its status part: a second promotion needs two "
-    "promoters at once (the holder's worker and the detector after the holder ended); a promoted run "
-    "decides again at its start",
+    "promote_op:_run_token": "redundant with its status part: its promoters (the holder's worker, the "
+    "detector) call it only after their own write ended the holder, and a run whose token moved since "
+    "is never buffered behind that holder again: a wait names only an unfinished holder, and an unnamed "
+    "one (buffer_all) is behind a holder whose buffered_next, never removed, names another run "
+    "(the pair, two promoters at once: PAIRS)",
     "recover_op:_run_token": "redundant with its lease part: every write that moves a run on sets or "
     "removes its lease",
     "heartbeat_op:_run_token": "redundant with its owner part, except when one worker host takes back "
@@ -157,10 +161,18 @@ UNCAUGHT: dict[str, str] = {
     "recheck_op:_run_token": LIVENESS + " (it moves check_at only)",
     "recheck_buffered_ops:_run_token": LIVENESS,
     "recheck_buffered_ops:_lease_as_read": LIVENESS,
-    "retry_op:_run_token": "not reached: needs a worker whose handler fails after its run was recovered "
-    "(a zombie that fails); the chaos zombies commit",
-    "overtake_op:_run_token": "not reached: needs two runs overtaking the same pending run at once",
-    "overtake_op:overtaken_by": "not reached: needs two runs overtaking the same pending run at once",
+    "overtake_op:_run_token": "no promise breaks: the mark moves no token and lands only on a run still "
+    "pending, which then waits for the starter; a token that moved while the run stayed pending (its "
+    "dispatch lease recovered, a promotion) leaves it not yet due, so the starter's next walk marks it "
+    "all the same, and after a retry its ended attempt overlaps nothing (reached: overtake-recovered)",
+    "overtake_op:overtaken_by": "unreachable: two starters passing over one run both lie after it in the "
+    "chain, so the later one's walk gets past the earlier: as not yet due (it marks it: the two writes "
+    "meet there), as waiting for it (the earlier one's start is refused by that mark), or finished (its "
+    "mark came first, and is read); a skip's link never jumps past a run its walk passed over",
+    "redate_ops:_state_unchanged": "not reached: needs a tick or a change to move the state between the "
+    "late record's read and its redate write (chaos seed 1, 30 jobs, 2 h, stream_late 0.5 and seed 2 do not)",
+    "redate_ops:_run_is_new": "not reached: needs the same late record delivered twice after the pass, "
+    "or a settle recording the same instant first (chaos stream_late seeds 1 and 2 do not)",
     "bookkeeping_op:version": "the reconcile cursor only: a page read twice or skipped is compared on the "
     "next pass (no job's state, no record)",
     # core/dead_letter.py (issue 38): the writes that settle a failed run's dead-letter debt.
@@ -190,6 +202,12 @@ PAIRS: dict[tuple[str, str], tuple[Catcher, str]] = {
     ("definition_as_read:job_id", "definition_as_read:*"): (
         Explore("pause-delete", 2),
         "paused_deleted_job",
+    ),
+    # Two promoters at once (the holder's worker, slow, and the detector): the stale promotion
+    # lands on the run already promoted and started, and it runs twice.
+    ("promote_op:_run_status", "promote_op:_run_token"): (
+        Explore("promoters-buffer_one", 2),
+        "token_decreased",
     ),
 }
 

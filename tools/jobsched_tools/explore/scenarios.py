@@ -270,6 +270,28 @@ def failing_worker(world: World, svc: Services, spec: ActorSpec) -> None:
     worker(world, svc, spec, fails=True)
 
 
+def zombie_worker(world: World, svc: Services, spec: ActorSpec) -> None:
+    """A worker whose handler fails, then freezes (a long pause, a frozen sandbox) before its
+    retry write, past its lease: it wakes after its run was recovered (and maybe started again)
+    and writes the retry with the token it holds. Its handler returned before the freeze, so it
+    runs beside nothing; only its write is late."""
+    option = world.store._point(Call("receive", "receive", dynamic=lambda: _receivable(world)))
+    if not option.startswith(TAKE) or option == TAKE + "none":
+        return
+    taken = world.mq.take(int(option[len(TAKE) :]))
+    if taken is None:
+        return
+    receipt, body = taken
+    world.seen_by_actor(body)
+    begun = svc.worker.begin(parse_run_message(body), svc.clock.now_ms() + 900_000)
+    if isinstance(begun, Started):
+        world.exec_start(begun)
+        world.exec_end(begun)  # the handler failed at once
+        world.store._point(Call("freeze", f"{spec.name} frozen before its retry of {begun.message.run_id}"))
+        svc.worker.finish(begun, HandlerResult(False, "the handler failed"))
+    world.mq.delete(receipt)
+
+
 def _receivable(world: World) -> tuple[str, ...]:
     fresh = [seq for seq, _, received in world.mq.queued() if received == 0]
     if not fresh:
@@ -319,6 +341,7 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
     "worker_of": worker_of,
     "beating_worker": beating_worker,
     "failing_worker": failing_worker,
+    "zombie_worker": zombie_worker,
     "person": person,
     "stream": stream,
     "late_record": late_record,
@@ -342,6 +365,7 @@ SETUPS = (
     "resumed-suspected",
     "recovered-waiting",
     "held-due",
+    "manual-waiting",
 )
 # "resumed-reconciled": when the person resumed the job (its stream record comes late), and when
 # the reconcile pass first saw the difference (the date it gives the change).
@@ -418,6 +442,7 @@ def _setup(
             drive.registrar.apply(JOB_ID)
             world.after_write([])
         _redate_and_waiting_setups(world, drive, setup)
+        SETUP_STEPS.get(setup, _no_more_steps)(world, drive)
         if setup not in SETUPS:
             raise ValueError(f"unknown set-up {setup!r}")
         cached = (copy.deepcopy(world.inner.tables), world.mq.snapshot(), list(world.ledger.marks))
@@ -486,6 +511,31 @@ def _redate_and_waiting_setups(world: World, drive: Services, setup: str) -> Non
         world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
         drive.ops.trigger(JOB_ID, request_id="setup")
         world.after_write([])
+
+
+def _manual_waiting(world: World, drive: Services) -> None:
+    """00:05 claimed at 00:04, a manual run at 00:04:30 behind it; at 00:05 the manual run's
+    worker finds 00:05 pending (due, not started) and parks the manual run behind it
+    (``buffer_one``). 00:05's message is still queued."""
+    world.clock.set(T0 + 4 * MINUTE)
+    drive.trigger.tick("setup")
+    world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
+    drive.ops.trigger(JOB_ID, request_id="setup")
+    world.clock.set(T0 + 5 * MINUTE)
+    manual = [seq for seq, body, _ in world.mq.queued() if body.get("kind") == "manual"]
+    taken = world.mq.take(manual[0])
+    assert taken is not None
+    drive.worker.begin(parse_run_message(taken[1]), world.clock.now_ms() + 900_000)
+    world.mq.delete(taken[0])
+    world.after_write([])
+
+
+def _no_more_steps(_world: World, _drive: Services) -> None:
+    return None
+
+
+# Set-ups built by a function of their own (the world after registration, and the setup's services).
+SETUP_STEPS: dict[str, Callable[[World, Services], None]] = {"manual-waiting": _manual_waiting}
 
 
 def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, ...] = ALL) -> World:
@@ -927,3 +977,55 @@ PROMISES.update(
 )
 
 ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **OVERTAKES, **PROMISES, **TOYS}
+# Issue 34: the races the fencing parts of the retry, the promotion and the overtake stop, reached
+# (tests/sim/test_switches.py switches the parts off).
+FENCES: dict[str, ActorSet] = {
+    s.name: s
+    for s in (
+        ActorSet(
+            "zombie-retry",
+            (
+                _a("zombie", "zombie_worker"),
+                _a("detector", "detector", offset_ms=40 * SECOND),
+                _a("worker", "worker", offset_ms=40 * SECOND),
+            ),
+            setup="claimed",
+            at=T0 + 5 * MINUTE,
+            budget=Budget(crashes=0),
+            note="00:05's handler fails and its worker freezes before the retry write; its lease "
+            "lapses, the detector (40 s on) recovers the run and another worker starts it; the "
+            "frozen worker then writes its retry with the token it held",
+        ),
+        ActorSet(
+            "promoters-buffer_one",
+            (
+                _a("workerS", "beating_worker"),
+                _a("detector", "detector", offset_ms=40 * SECOND),
+                _a("workerP", "worker_of", offset_ms=40 * SECOND, arg=("manual", True)),
+            ),
+            setup="manual-waiting",
+            at=T0 + 5 * MINUTE + 5 * SECOND,
+            overlap="buffer_one",
+            budget=Budget(crashes=0),
+            note="the manual run waits behind 00:05; 00:05 runs and ends, and its worker, having "
+            "read the waiting run, is slow to promote it; the waiting run's lease lapses and the "
+            "detector (40 s on) promotes it, and another worker starts it: two promoters at once",
+        ),
+        ActorSet(
+            "overtake-recovered",
+            (
+                _a("manual", "manual"),
+                _a("worker", "worker_of", arg=("manual", True)),
+                _a("detector", "detector", offset_ms=42 * SECOND),
+            ),
+            setup="claimed",
+            at=T0 + 4 * MINUTE + 50 * SECOND,
+            budget=Budget(crashes=0),
+            note="a manual run's worker passes over 00:05 (not yet due) as a detector 42 s on finds "
+            "00:05's dispatch lease lapsed and recovers it (pending, a new token): the overtake's "
+            "mark then lands on, or is refused by, a run whose token moved",
+        ),
+    )
+}
+
+ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **OVERTAKES, **PROMISES, **TOYS, **FENCES}
