@@ -976,7 +976,6 @@ PROMISES.update(
     }
 )
 
-ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **OVERTAKES, **PROMISES, **TOYS}
 # Issue 34: the races the fencing parts of the retry, the promotion and the overtake stop, reached
 # (tests/sim/test_switches.py switches the parts off).
 FENCES: dict[str, ActorSet] = {
