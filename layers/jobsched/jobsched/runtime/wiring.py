@@ -144,6 +144,7 @@ class App:
             claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
             target_problems=partial(destination_problems, allow=self.settings),
             detector_wake=self.detector_wake,
+            dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
         )
 
     @cached_property

@@ -33,6 +33,7 @@ from jobsched.core.timing import effective_grace_ms
 from jobsched.core.transitions import REDATE_FLOOR, redate_ops, register_ops, sized_report_ops
 from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.dead_letters import dead_letter_problems
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.settle import CHUNK_BYTES, CHUNK_RECORDS, MAX_PER_PASS, Settler, SettleRequest
@@ -63,6 +64,7 @@ class Registrar:
         claim_now: Callable[[str], object] | None = None,
         target_problems: Callable[[str, Mapping[str, Any]], list[str]] | None = None,
         detector_wake: DetectorWake | None = None,
+        dead_letter_queues: Collection[str] | None = None,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
@@ -79,6 +81,10 @@ class Registrar:
         # Why the stack would refuse a valid job's destination at call time (its allow-lists:
         # targets/builtin.py destination_problems), made an invalid reason here instead.
         self._target_problems = target_problems
+        # The stack's AllowedDeadLetterQueueArns: a job naming another dead-letter queue is
+        # invalid at registration, as a refused target is (None: not checked, for tests and
+        # simulations; the sender refuses it in any case).
+        self._dead_letter_queues = tuple(dead_letter_queues) if dead_letter_queues is not None else None
         # The trigger and the miss detector apply the registrar inline when a job item changed
         # unseen; they leave the report on the job item to the registrar function (least
         # privilege: they may only read job items).
@@ -233,6 +239,8 @@ class Registrar:
             reasons.append(f"target: no handler named {target!r} in this deployment (it has: {known})")
         if definition is not None and self._target_problems is not None:
             reasons += self._target_problems(definition.target, definition.payload)
+        if definition is not None and self._dead_letter_queues is not None:
+            reasons += dead_letter_problems(definition.dead_letter_queue_arn, self._dead_letter_queues)
         if reasons:
             return None, bound_reasons(reasons)
         return definition, None
