@@ -1,8 +1,12 @@
-"""A job's dead-letter queue against the stack's allow-list: registration checks
-``dead_letter_queue_arn`` against ``AllowedDeadLetterQueueArns`` as it checks a target's
-destination: a queue not listed makes the job invalid, with the parameter and the value to add, on
-every path (put-item through the registrar, the Python API, ``jobsched register`` and ``jobsched
-import``).
+"""A job's dead-letter queue against the stack's allow-list, and allow-lists that change later:
+
+- registration checks ``dead_letter_queue_arn`` against ``AllowedDeadLetterQueueArns`` as it
+  checks a target's destination: a queue not listed makes the job invalid, with the parameter and
+  the value to add, on every path (put-item through the registrar, the Python API, ``jobsched
+  register`` and ``jobsched import``);
+- a job invalid only because an allow-list refused its destination is registered by the miss
+  detector's reconcile pass once the stack lists it (no stream record comes: the job item is
+  unchanged), and left alone while the lists still refuse it or when anything else is wrong.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import T0
+from harness import KINDS, T0, Env, build, job
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Put
+from jobsched.services.detector import MissDetector
 from jobsched.services.operations import Operations
+from jobsched.services.reconciler import ALLOWED_NOW
 from jobsched.services.registrar import Registrar
 from jobsched.targets.builtin import destination_problems
 from jobsched_tools.deployment import ALLOW_LIST_PARAMETERS, AllowListValues, Target
@@ -148,3 +154,77 @@ def test_register_and_import_check_the_dead_letter_queue_against_the_stack(
     target.allow_lists.allowed_dead_letter_queue_arns.append(UNLISTED)  # type: ignore[union-attr]
     code, out, _ = run_cli(capsys, resources, "register", str(spec))
     assert (code, out) == (0, "lettered: scheduled\n")
+
+
+# --- an allow-list widened later ---------------------------------------------------------------
+
+
+@pytest.fixture(params=KINDS)
+def env(request: pytest.FixtureRequest) -> Any:
+    with build(request.param) as built:
+        yield built
+
+
+def _registered_invalid(env: Env, raw: dict[str, Any] | None = None, **fields: Any) -> None:
+    """The job put by a person (with ``raw`` attributes over its item) and marked invalid by the
+    registrar function, whose stack lists neither its target queue nor its dead-letter queue."""
+    item = {**job("x", "rate(1 hour)", **fields).to_item(), **(raw or {})}
+    env.store.write([Put(JOBS, item, condition=(), label="a person's put-item")])
+    other = lists(queues=["arn:aws:sqs:eu-central-1:123456789012:other"])
+    refusing = registrar(env.store, env.clock, other, cfg=env.cfg)
+    assert refusing.apply("x") is Registration.INVALID
+    assert env.state("x")["status"] == "invalid"
+
+
+def _detector(env: Env, allow: AllowListValues | None) -> MissDetector:
+    """The detector as the Lambda wiring makes it: its reconcile pass's registrar checks the
+    stack's lists as they are now (None: a detector without them, as in the simulations)."""
+    checking = registrar(env.store, env.clock, allow, False, env.cfg, queue=env.queue) if allow else None
+    return MissDetector(
+        env.store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False, registrar=checking
+    )
+
+
+QUEUE_TARGET = {
+    "target": "sqs_send",
+    "payload": {"queue_url": TARGET_QUEUE_URL, "message": {}},
+    "dead_letter_queue_arn": UNLISTED,
+}
+
+
+def test_a_job_the_stack_lists_later_is_registered_by_the_reconcile_pass(env: Env) -> None:
+    _registered_invalid(env, **QUEUE_TARGET)
+    assert len(env.job_item("x")["invalid_reasons"]) == 2  # type: ignore[index]
+    widened = lists(queues=[TARGET_QUEUE], dead_letter_queues=[UNLISTED])
+    result = _detector(env, widened).run("after the stack update")
+    assert result.jobs_reconciled == 1
+    state = env.state("x")
+    assert state["status"] == "active" and state["next_run_at"] == T0 + 3_600_000
+    report = env.job_item("x")
+    assert report is not None and report["status"] == "active" and "invalid_reasons" not in report
+    (event,) = env.telemetry.named("job.reconciled")
+    assert event.correlation_id == "x" and event.fields["differed"] == [ALLOWED_NOW]
+    assert _detector(env, widened).run("again").jobs_reconciled == 0  # once: the items agree now
+
+
+def test_a_job_the_lists_still_refuse_is_left_invalid_without_a_write(env: Env) -> None:
+    _registered_invalid(env, **QUEUE_TARGET)
+    before = (env.state("x"), env.job_item("x"))
+    half = lists(queues=[TARGET_QUEUE])  # the target's queue listed, the dead-letter queue not
+    assert _detector(env, half).run("half").jobs_reconciled == 0
+    assert (env.state("x"), env.job_item("x")) == before
+    assert not env.telemetry.named("job.reconciled")
+
+
+def test_only_allow_list_reasons_are_looked_at_again(env: Env) -> None:
+    """A job with another reason too (a bad time zone) is not the stack's to mend; nor does a
+    detector that does not check the lists make refused jobs valid."""
+    _registered_invalid(env, {"timezone": "Europe/Berln"}, **QUEUE_TARGET)
+    widened = lists(queues=[TARGET_QUEUE], dead_letter_queues=[UNLISTED])
+    assert _detector(env, widened).run("other reason").jobs_reconciled == 0
+    assert env.state("x")["status"] == "invalid"
+
+    env.store.write([Put(JOBS, job("y", "rate(1 hour)", **QUEUE_TARGET).to_item(), (), "put")])
+    registrar(env.store, env.clock, lists(), cfg=env.cfg).apply("y")
+    assert _detector(env, None).run("no lists").jobs_reconciled == 0
+    assert env.state("y")["status"] == "invalid"

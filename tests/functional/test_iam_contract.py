@@ -9,8 +9,8 @@ settles, a delete and an invalid job through the registrar; a fan-out tick and a
 trigger; the worker committing a staged effect, sending to an allowed queue, starting a Step
 Functions execution and an ECS task (passing its role), scheduling a retry and promoting a
 buffered run, each terminal outcome put on the outcome bus; the miss detector recovering a dead
-worker's lease, catching up overdue jobs, deleting a job after its completion, and sending a dead
-letter; a claim of the
+worker's lease, catching up overdue jobs, deleting a job after its completion, sending a dead
+letter and registering a job the stack's allow-list refused until the stack listed it; a claim of the
 trigger and one of the registrar that lose a race (the run read back, the state read again); the
 promotion of a buffered run whose job changed meanwhile (its definition read from its snapshot).
 The calls AWS makes with a role on its behalf are declared: the event source mappings' polling,
@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -466,6 +467,23 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     scenario.advance_to(scenario.clock.now_ms() + 2 * MINUTE)
     detected = scenario.detector()
     assert detected["jobs_reconciled"] == 1, detected
+
+    # A job invalid because the stack did not list its dead-letter queue, which the stack lists
+    # later: no record comes (the job item is unchanged); the detector's reconcile pass registers
+    # it and writes its report on the job item (UpdateItem, as a pause on failure).
+    late = queue_arn(f"{PREFIX}-late-dlq")
+    scenario.put_job(job_item("late-listed", "iam.noop", dead_letter_queue_arn=late))
+    assert scenario.job("late-listed")["status"] == {"S": "invalid"}
+    listed = os.environ["ALLOWED_DEAD_LETTER_QUEUE_ARNS"]
+    os.environ["ALLOWED_DEAD_LETTER_QUEUE_ARNS"] = f"{listed},{late}"  # the stack updated
+    wiring.reset_app()
+    try:
+        scenario.advance_to(scenario.clock.now_ms() + MINUTE)
+        scenario.detector()
+    finally:
+        os.environ["ALLOWED_DEAD_LETTER_QUEUE_ARNS"] = listed
+        wiring.reset_app()
+    assert scenario.job("late-listed")["status"] == {"S": "active"}
 
     # A person's changes through the registrar: a pause, a resume, a re-time of a job left behind
     # (settling the old schedule's occurrences), a delete.
