@@ -228,3 +228,39 @@ def test_only_allow_list_reasons_are_looked_at_again(env: Env) -> None:
     registrar(env.store, env.clock, lists(), cfg=env.cfg).apply("y")
     assert _detector(env, None).run("no lists").jobs_reconciled == 0
     assert env.state("y")["status"] == "invalid"
+
+
+def test_a_job_whose_check_fails_does_not_stop_the_others(env: Env) -> None:
+    """Loops over jobs isolate failures: a check that raises for one job is logged as its
+    ``job.error`` and the pass registers the next job all the same."""
+    broken = job("a-broken", "rate(1 hour)", **QUEUE_TARGET).to_item()
+    broken["payload"] = json.dumps({"queue_url": TARGET_QUEUE_URL, "message": {"broken": True}})
+    fine = job("b-fine", "rate(1 hour)", **QUEUE_TARGET).to_item()
+    for item in (broken, fine):
+        env.store.write([Put(JOBS, item, condition=(), label="a person's put-item")])
+        refused = registrar(env.store, env.clock, lists(), cfg=env.cfg).apply(str(item["job_id"]))
+        assert refused is Registration.INVALID
+    widened = lists(queues=[TARGET_QUEUE], dead_letter_queues=[UNLISTED])
+
+    def checks(target: str, payload: Any) -> list[str]:
+        if payload.get("message") == {"broken": True}:
+            raise RuntimeError("the check broke")
+        return destination_problems(target, payload, allow=widened)
+
+    checking = Registrar(
+        env.store,
+        env.telemetry,
+        env.clock,
+        env.cfg,
+        env.queue,
+        report=False,
+        target_problems=checks,
+        dead_letter_queues=widened.allowed_dead_letter_queue_arns,
+    )
+    detector = MissDetector(
+        env.store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False, registrar=checking
+    )
+    assert detector.run("one breaks").jobs_reconciled == 1
+    assert env.state("b-fine")["status"] == "active" and env.state("a-broken")["status"] == "invalid"
+    (error,) = env.telemetry.named("job.error")
+    assert error.correlation_id == "a-broken" and "the check broke" in error.fields["error"]

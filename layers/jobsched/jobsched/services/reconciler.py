@@ -293,9 +293,18 @@ class Reconciler:
         checks the lists: one that does not would make every such job valid."""
         if not (self._registrar.checks_allow_lists and refused_only_by_allow_lists(job, state)):
             return
-        if not self._registrar.valid_now(job):
-            return  # still refused: nothing written
         job_id = str(job["job_id"])
+        try:
+            allowed = self._registrar.valid_now(job)
+        except Exception as exc:  # one job's failure must not stop the others
+            done.errors += 1
+            self._telemetry.event(
+                "job.error", job_id, actor="reconciler", error=f"{type(exc).__name__}: {exc}"[:500]
+            )
+            self._telemetry.metric("JobErrors", 1)
+            return
+        if not allowed:
+            return  # still refused: nothing written
         if self._apply(job_id, [ALLOWED_NOW], None, deadline_ms, done, report=True):
             done.revalidated += 1
 
