@@ -128,7 +128,7 @@ def test_register_and_import_check_the_dead_letter_queue_against_the_stack(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from jobsched_tools.cli import cmd_import, cmd_ops
+    from jobsched_tools.cli import cmd_import, common
 
     target = Target(
         resources.jobs_table,
@@ -138,7 +138,7 @@ def test_register_and_import_check_the_dead_letter_queue_against_the_stack(
         shard_count=4,
         allow_lists=lists(queues=[TARGET_QUEUE], dead_letter_queues=[LISTED]),
     )
-    for module in (cmd_ops, cmd_import):
+    for module in (common, cmd_import):
         monkeypatch.setattr(module, "resolve_target", lambda _args: target)
     # nightly-sqs.json's DeadLetterConfig names reports-dlq, which the stack does not list.
     schedule = Path(__file__).parents[1] / "unit" / "eventbridge_schedules" / "nightly-sqs.json"
