@@ -81,7 +81,7 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
         "cancelled_run_redispatched",
     ),
     "start_op:_run_token": (Chaos(seed=2), "token_decreased"),
-    "finish_ops:_run_token": (Chaos(seed=3), "fenced_out_commit"),
+    "finish_ops:_run_token": (Chaos(seed=5, faults=ZOMBIE), "fenced_out_commit"),
     "recover_op:_lease_as_read": (Chaos(seed=5, faults=STALL), "live_lease_recovered"),
     "retire_definition_op:definition": (Chaos(seed=1), "snapshot_overwritten"),
     # A late stream record's redate (issue 34 item 4): a claim between its read and its write; a
@@ -169,10 +169,6 @@ UNCAUGHT: dict[str, str] = {
     "chain, so the later one's walk gets past the earlier: as not yet due (it marks it: the two writes "
     "meet there), as waiting for it (the earlier one's start is refused by that mark), or finished (its "
     "mark came first, and is read); a skip's link never jumps past a run its walk passed over",
-    "redate_ops:_state_unchanged": "not reached: needs a tick or a change to move the state between the "
-    "late record's read and its redate write (chaos seed 1, 30 jobs, 2 h, stream_late 0.5 and seed 2 do not)",
-    "redate_ops:_run_is_new": "not reached: needs the same late record delivered twice after the pass, "
-    "or a settle recording the same instant first (chaos stream_late seeds 1 and 2 do not)",
     "bookkeeping_op:version": "the reconcile cursor only: a page read twice or skipped is compared on the "
     "next pass (no job's state, no record)",
     # core/dead_letter.py (issue 38): the writes that settle a failed run's dead-letter debt.
