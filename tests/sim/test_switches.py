@@ -158,8 +158,8 @@ UNCAUGHT: dict[str, str] = {
     "buffer_at_start_ops:any_of": "not reached: it keeps I9 (wait_unnamed: a second run written behind a "
     "holder would take the first one's name, leaving it to the detector a dispatch lease late; "
     "tests/explore/test_explorer.py::test_a_wait_that_takes_another_runs_name_is_reported), but two runs "
-    "reach one holder only under buffer_all after the run between them failed without starting, "
-    "racing, which no explored set or chaos seed does",
+    "reach one holder only when the run between them passes the walk on (W6-W8), racing, which no "
+    "explored set or chaos seed does",
     "buffer_at_start_ops:_run_token": "redundant: a write that moves the holder's token leaves it pending or "
     "running (its start, retry, recovery or promotion: the re-walk makes this same write at the new token) "
     "or buffered (its own wait, which W16's _holder_not_waiting refuses too; the pair: PAIRS)",
