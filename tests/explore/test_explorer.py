@@ -541,3 +541,44 @@ def test_fence_sets_keep_the_promises_and_invariants(name: str) -> None:
     result = explore(FENCES[name], k=2)
     assert result.schedules > 0 and not result.truncated
     assert result.violations == [], result.summary()
+
+
+def _waiting_line(world: World) -> dict[str, Any]:
+    """00:05 runs; the manual run made at 00:04 waits behind it, named (``buffered_next``); the
+    manual run made at 00:04:30 is pending, its walk about to find 00:05 too (two runs reach one
+    holder under ``buffer_all`` when the run between them failed without starting)."""
+    holder, first, second = "j@" + str(T0 + 300_000), "j@m-1", "j@m-2"
+    runs = {
+        holder: {"status": "running", "version": 2, "buffered_next": first},
+        first: {"status": "buffered", "version": 2, "blocked_by": holder},
+        second: {"status": "pending", "version": 1},
+    }
+    for run_id, fields in runs.items():
+        item = {"job_id": "j", "run_id": run_id, "overlap": "buffer_all", **fields}
+        world.inner.write([Put(RUNS, item, (), "set up")])
+    return {run_id: world.inner.get(RUNS, run_key(run_id)) or {} for run_id in runs}
+
+
+@pytest.mark.parametrize("any_of", [True, False])
+def test_a_wait_that_takes_another_runs_name_is_reported(any_of: bool) -> None:
+    """I9 (``wait_unnamed``): a holder's ``buffered_next`` names the run its end promotes; a
+    second wait written over it leaves the first run to the detector, a dispatch lease late.
+    ``buffer_at_start_ops:any_of`` refuses the second wait; switched off, the write lands and the
+    explorer's check at the write reports it (no explored schedule reaches two runs waiting behind
+    one holder at once: docs/promises.md)."""
+    from jobsched.core.errors import ConditionFailed
+    from jobsched.core.transitions import buffer_at_start_ops
+    from jobsched_tools.explore.scenarios import CFG
+    from jobsched_tools.sim.mutants import switched_off
+
+    world = World(CFG, Budget(), ())  # the hand-made items are not whole runs: I9's check alone
+    runs = _waiting_line(world)
+    holder, second = runs["j@" + str(T0 + 300_000)], runs["j@m-2"]
+    if any_of:
+        with pytest.raises(ConditionFailed):
+            world.store.write(buffer_at_start_ops("j@m-2", 1, holder, T0, CFG))
+        assert world.ledger.findings == []
+        return
+    with switched_off("buffer_at_start_ops:any_of"):
+        world.store.write(buffer_at_start_ops("j@m-2", int(second["version"]), holder, T0, CFG))
+    assert [(f.check, f.key) for f in world.ledger.findings] == [("wait_unnamed", "j@m-1")]

@@ -101,6 +101,10 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
     "dead_letter_retry_op:_letter_owed": (Explore("dead-letter-payers", 1), "dead_letter_check_at_left"),
     # A worker whose handler failed wakes after its run was recovered and started again.
     "retry_op:_run_token": (Explore("zombie-retry", 2), "token_decreased"),
+    # I9, a named wait is owed its promotion (README, cancel_other: "the new run starts when it
+    # ended"): 00:05's worker ends as the manual run's worker, having read it running, parks
+    # the manual run behind it; nobody promotes it until its lease lapses.
+    "buffer_at_start_ops:status": (Explore("workers-buffer_all", 1), "wait_behind_ended"),
 }
 
 # Parts whose removal no chaos run or explorer set reports, and why (docs/promises.md, "Parts no
@@ -109,7 +113,6 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
 STATE_VERSION = "redundant: every write that moves the state's position or status moves its version too"
 RUN_TOKEN = "redundant: every write that changes a run's status moves its token (version) too"
 MISSING = "redundant: on a missing item every comparison of the part's neighbours is false already"
-LIVENESS = "liveness only: the lease brings the run to the detector, which repairs it; no promise breaks"
 FAILED_IS_FINAL = (
     "redundant with _letter_owed: dead_letter pending is written only by a run's final failure "
     "(with_dead_letter), and no write moves a failed run on (each needs it pending, running or buffered)"
@@ -152,15 +155,26 @@ UNCAUGHT: dict[str, str] = {
     "heartbeat_op:owner": "redundant with its token part: every takeover moves the token",
     "skip_at_start_ops:_run_token": "redundant with its status part: a pending run is left only by writes "
     "that move its token (the pair: PAIRS)",
-    "buffer_at_start_ops:status": LIVENESS,
-    "buffer_at_start_ops:any_of": LIVENESS,
+    "buffer_at_start_ops:any_of": "not reached: it keeps I9 (wait_unnamed: a second run written behind a "
+    "holder would take the first one's name, leaving it to the detector a dispatch lease late; "
+    "tests/explore/test_explorer.py::test_a_wait_that_takes_another_runs_name_is_reported), but two runs "
+    "reach one holder only when the run between them passes the walk on (W6-W8), racing, which no "
+    "explored set or chaos seed does",
     "buffer_at_start_ops:_run_token": "redundant: a write that moves the holder's token leaves it pending or "
     "running (its start, retry, recovery or promotion: the re-walk makes this same write at the new token) "
     "or buffered (its own wait, which W16's _holder_not_waiting refuses too; the pair: PAIRS)",
-    "promote_op:blocked_by": LIVENESS + " (a promoted run decides again at its start)",
-    "recheck_op:_run_token": LIVENESS + " (it moves check_at only)",
-    "recheck_buffered_ops:_run_token": LIVENESS,
-    "recheck_buffered_ops:_lease_as_read": LIVENESS,
+    "promote_op:blocked_by": "redundant with its token part: blocked_by is written only by the run's wait "
+    "and its skip, which both move its token",
+    "recheck_op:_run_token": "no promise breaks: a stale recheck lands only on a run running again after "
+    "a retry or a recovery written after the detector's read; the lease it writes was read, so it is no "
+    "later than the new attempt's lease (or, at the default leases, the check_at it replaces): the "
+    "detector looks no later, finds the live lease and rechecks (docs/promises.md)",
+    "recheck_buffered_ops:_run_token": "redundant with its lease part: the detector acts on a lapsed lease, "
+    "and every write that moves a buffered run's token (its promotion, a new wait) writes a dispatch "
+    "lease from its own now, later than the lapsed one",
+    "recheck_buffered_ops:_lease_as_read": "no promise breaks: with the token as read, only another "
+    "detector's renewal (no token move) got in between; the stale write's premise stands (a holder's end "
+    "is final, its buffered_next never changes), so it renews again or promotes a run whose holder ended",
     "overtake_op:_run_token": "no promise breaks: the mark moves no token and lands only on a run still "
     "pending, which then waits for the starter; a token that moved while the run stayed pending (its "
     "dispatch lease recovered, a promotion) leaves it not yet due, so the starter's next walk marks it "
@@ -169,8 +183,10 @@ UNCAUGHT: dict[str, str] = {
     "chain, so the later one's walk gets past the earlier: as not yet due (it marks it: the two writes "
     "meet there), as waiting for it (the earlier one's start is refused by that mark), or finished (its "
     "mark came first, and is read); a skip's link never jumps past a run its walk passed over",
-    "bookkeeping_op:version": "the reconcile cursor only: a page read twice or skipped is compared on the "
-    "next pass (no job's state, no record)",
+    "bookkeeping_op:version": "not reached: two overlapping invocations read from one cursor, so whichever "
+    "write stands, every page before its cursor was compared by its writer (none skipped; the other's "
+    "suspects are seen again); the shard mark's drain hold (a stale drained_since over a removal) needs "
+    "a ShardCount change, which no explored set or chaos seed makes",
     # core/dead_letter.py (issue 38): the writes that settle a failed run's dead-letter debt.
     "dead_letter_done_op:_failed_run": FAILED_IS_FINAL,
     "dead_letter_retry_op:_failed_run": FAILED_IS_FINAL,

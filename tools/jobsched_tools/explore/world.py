@@ -228,6 +228,7 @@ class World:
         )
         self._mark(self.inner.tables[STATE].get(self.job_id), dated)
         self._one_waits()
+        self._waits_owed(ops)
         self.check_invariants()
 
     def _one_waits(self) -> None:
@@ -242,6 +243,23 @@ class World:
         )
         if len(waiting) > 1:
             self.find("more_than_one_waits", self.job_id, f"{', '.join(waiting)} wait at once")
+
+    def _waits_owed(self, ops: Sequence[WriteOp]) -> None:
+        """I9, a named wait is owed its promotion (``core_invariants.owed_promotion``): checked at
+        the write, on the runs it changed (the tables alone cannot tell a promotion on its way,
+        between a holder's end and its promoter's write, from one nobody owes)."""
+        for op in ops:
+            if not isinstance(op, Update) or op.table != RUNS:
+                continue
+            after = self.inner.get(RUNS, op.key)
+            if after is None:
+                continue
+            before = self.previous.get((RUNS, self.inner._target(op)))
+            found = core_invariants.owed_promotion(
+                before, after, lambda run_id: self.inner.get(RUNS, run_key(run_id))
+            )
+            for violation in found:
+                self.find(violation.invariant, violation.key, violation.detail)
 
     def _mark(self, state: Item | None, dated: int | None = None) -> None:
         """The state's history for the nothing-lost check; a registration's write dates its

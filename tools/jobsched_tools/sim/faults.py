@@ -311,6 +311,9 @@ class FaultyStore:
             core_invariants.check(states, written, None, self.ledger.tokens, self.LOCAL_INVARIANTS)
         )
         self._check_waits(written, runs_before)
+        for run in written:  # I9: a named wait is owed its promotion (a read or two, at a wait only)
+            before = runs_before.get(str(run["run_id"]))
+            self.note_core(core_invariants.owed_promotion(before, run, self._read_run))
 
     def _check_waits(self, written: Sequence[Item], runs_before: dict[str, Item | None]) -> None:
         """The waits-for relation stays acyclic (``core_invariants.WAITS_ACYCLIC``): a new cycle
@@ -326,6 +329,9 @@ class FaultyStore:
                 if path is not None:
                     cycle = " -> ".join([*path, run_id])
                     self.note_core([core_invariants.Violation(core_invariants.WAITS_ACYCLIC, run_id, cycle)])
+
+    def _read_run(self, run_id: str) -> Item | None:
+        return self.inner.get(RUNS, run_key(run_id))
 
     def _waits_path(self, start: str, goal: str) -> list[str] | None:
         """The runs from ``start`` to ``goal`` along the waits-for relation, if ``goal`` is reached

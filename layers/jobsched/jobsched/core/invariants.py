@@ -28,11 +28,19 @@ The invariants (docs/design.md):
   that overtook it (``overtaken_by``: its start is refused while that run is unfinished). A run
   that waits, directly or through others, for a run that waits for it never starts: nothing
   promotes a buffered run before its holder ends (``waits_for``).
+
+One invariant is of a write, not of the tables (``owed_promotion``, checked on each run a write
+changed, with its image before): I9, a named wait is owed its promotion (issue 34). A run its
+holder names (``buffered_next``) starts to wait only behind an unfinished holder
+(``wait_behind_ended``), and stays named while it waits behind it (``wait_unnamed``): so the
+holder's end promotes it at once (README, ``cancel_other``: "the new run starts when it
+ended"), not the miss detector a dispatch lease later. The tables alone cannot tell: between a
+holder's end and its promoter's write, a named run waits behind an ended holder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +57,8 @@ NO_WALK = "finished_without_walk"
 BEYOND_POSITION = "record_beyond_position"
 SKIPPED_BUFFER_ALL = "skipped_under_buffer_all"
 WAITS_ACYCLIC = "waits_cycle"
+WAIT_BEHIND_ENDED = "wait_behind_ended"
+WAIT_UNNAMED = "wait_unnamed"
 ALL = (
     ONE_RECORD,
     TOKEN_DECREASED,
@@ -291,4 +301,42 @@ def _position(states: Mapping[str, Item], by_job: Mapping[str, Mapping[str, Item
                 found.append(Violation(BEYOND_POSITION, run_id, f"after last_scheduled_at {last}"))
             elif next_at is not None and at >= int(next_at):
                 found.append(Violation(BEYOND_POSITION, run_id, f"at or after next_run_at {next_at}"))
+    return found
+
+
+def owed_promotion(before: Item | None, after: Item, read: Callable[[str], Item | None]) -> list[Violation]:
+    """I9 on one run a write changed (``before``, ``after``: its images; ``read``: a run by id, as
+    the write left it). A wait this write made that its holder names must be behind an
+    unfinished holder; a holder whose ``buffered_next`` this write moved must not leave the run
+    it named waiting behind it unnamed."""
+    found: list[Violation] = []
+    run_id = str(after["run_id"])
+    newly_waits = after.get("status") == RunStatus.BUFFERED.value and (before or {}).get(
+        "version"
+    ) != after.get("version")
+    if newly_waits and after.get("blocked_by"):
+        holder = read(str(after["blocked_by"]))
+        if (
+            holder is not None
+            and holder.get("buffered_next") == run_id
+            and holder.get("status") not in UNFINISHED
+        ):
+            found.append(
+                Violation(
+                    WAIT_BEHIND_ENDED,
+                    run_id,
+                    f"named by {holder['run_id']}, which had ended ({holder.get('status')})",
+                )
+            )
+    named = (before or {}).get("buffered_next")
+    if named is not None and after.get("buffered_next") != named:
+        waiting = read(str(named)) or {}
+        if waiting.get("status") == RunStatus.BUFFERED.value and waiting.get("blocked_by") == run_id:
+            found.append(
+                Violation(
+                    WAIT_UNNAMED,
+                    str(named),
+                    f"waits behind {run_id}, which now names {after.get('buffered_next')}",
+                )
+            )
     return found
