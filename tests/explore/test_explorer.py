@@ -457,6 +457,9 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     "tick-retime-earlier": (3, ()),
     # a max_runs job registered again after its deletion starts a new life (item 2)
     "max-runs-reregister": (2, ()),
+    # issue 34: the catchers of redundant pairs (tests/sim/test_switches.py PAIRS)
+    "pause-detector": (2, ()),
+    "stalled-retry": (2, ()),
 }
 
 

@@ -83,47 +83,56 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
     "finish_ops:_run_token": (Chaos(seed=3), "fenced_out_commit"),
     "recover_op:_lease_as_read": (Chaos(seed=5, faults=STALL), "live_lease_recovered"),
     "retire_definition_op:definition": (Chaos(seed=1), "snapshot_overwritten"),
+    # a worker whose handler failed stalls before its retry write while its run is redispatched
+    "retry_op:_run_token": (Explore("stalled-retry", 2), "token_decreased"),
 }
 
 # Parts whose removal no chaos run or explorer set reports, and why (docs/promises.md, "Parts no
-# checker catches"). Most are one of two parts that stop the same race: the other one fails the
-# write whenever this one would, so taking one away changes nothing any schedule can show.
+# checker catches"). Most are one of two or three parts that stop the same race: another one fails
+# the write whenever this one would, so taking one away changes nothing any schedule can show.
+# Every reason that says "redundant" is backed by an entry of PAIRS that names the part
+# (``test_every_redundancy_is_backed_by_a_pair``).
 STATE_VERSION = "redundant: every write that moves the state's position or status moves its version too"
 RUN_TOKEN = "redundant: every write that changes a run's status moves its token (version) too"
 MISSING = "redundant: on a missing item every comparison of the part's neighbours is false already"
 LIVENESS = "liveness only: the lease brings the run to the detector, which repairs it; no promise breaks"
 UNCAUGHT: dict[str, str] = {
     "_advance:_next_is": STATE_VERSION,
-    "_advance:_still_active": STATE_VERSION,
+    "_advance:_still_active": STATE_VERSION + "; and its next_is: a pause, delete, invalid item or the "
+    "end removes next_run_at",
     "settle_ops:_next_is": STATE_VERSION,
-    "settle_ops:_still_active": STATE_VERSION,
+    "settle_ops:_still_active": STATE_VERSION + "; and its next_is: a pause, delete, invalid item or the "
+    "end removes next_run_at",
     "delete_after_completion_ops:status": STATE_VERSION,
     "start_op:_run_status": RUN_TOKEN,
     "skip_at_start_ops:_run_status": RUN_TOKEN,
     "buffer_at_start_ops:_run_status": RUN_TOKEN,
     "finish_ops:_run_status": RUN_TOKEN,
     "retry_op:_run_status": RUN_TOKEN,
-    "recover_op:_run_status": RUN_TOKEN,
-    "recheck_op:_run_status": RUN_TOKEN,
-    "recheck_buffered_ops:_run_status": RUN_TOKEN,
-    "heartbeat_op:_run_status": RUN_TOKEN,
+    "recover_op:_run_status": RUN_TOKEN + "; and its lease part: every such write sets or removes the lease",
+    "recheck_op:_run_status": LIVENESS + " (with its token part too: it moves check_at only)",
+    "recheck_buffered_ops:_run_status": "not reached, nor with its token and lease parts: needs the "
+    "detector's promotion of a waiting run to race its holder's worker's promotion and the promoted "
+    "run's start",
+    "heartbeat_op:_run_status": RUN_TOKEN + "; and its owner part: a recovery removes the owner",
     "overtake_op:_run_status": RUN_TOKEN,
     "_rerun_missed:_run_status": RUN_TOKEN,
-    "promote_op:_run_status": RUN_TOKEN,
+    "promote_op:_run_status": "not reached, nor with its token part: a second promotion needs two "
+    "promoters at once (the holder's worker and the detector after the holder ended)",
     "start_op:run_id": MISSING,
     "definition_as_read:job_id": MISSING,
     "_rerun_missed:_run_token": "redundant with its status part: a missed record changes only through "
-    "this write, which makes it pending (the pair: PAIRS)",
+    "this write, which makes it pending",
     "promote_op:_run_token": "not reached, nor with its status part: a second promotion needs two "
     "promoters at once (the holder's worker and the detector after the holder ended); a promoted run "
     "decides again at its start",
     "recover_op:_run_token": "redundant with its lease part: every write that moves a run on sets or "
     "removes its lease",
     "heartbeat_op:_run_token": "redundant with its owner part, except when one worker host takes back "
-    "its own recovered run: no explored or simulated schedule does (the pair: the heartbeat mutant)",
+    "its own recovered run: no explored or simulated schedule does",
     "heartbeat_op:owner": "redundant with its token part: every takeover moves the token",
     "skip_at_start_ops:_run_token": "redundant with its status part: a pending run is left only by writes "
-    "that move its token (the pair: PAIRS)",
+    "that move its token",
     "buffer_at_start_ops:_run_token#2": "not reached: a stale message's walk parks a recovered run "
     "(its lease brings it back to decide again)",
     "buffer_at_start_ops:status": LIVENESS,
@@ -134,8 +143,6 @@ UNCAUGHT: dict[str, str] = {
     "recheck_op:_run_token": LIVENESS + " (it moves check_at only)",
     "recheck_buffered_ops:_run_token": LIVENESS,
     "recheck_buffered_ops:_lease_as_read": LIVENESS,
-    "retry_op:_run_token": "not reached: needs a worker whose handler fails after its run was recovered "
-    "(a zombie that fails); the chaos zombies commit",
     "overtake_op:_run_token": "not reached: needs two runs overtaking the same pending run at once",
     "overtake_op:overtaken_by": "not reached: needs two runs overtaking the same pending run at once",
     "redate_ops:_state_unchanged": "not reached: needs a tick or a change to move the state between the "
@@ -146,19 +153,92 @@ UNCAUGHT: dict[str, str] = {
     "next pass (no job's state, no record)",
 }
 
-
-# Parts no checker catches alone because each of the two stops the race by itself: switched off
-# together, they are caught (the reasons in UNCAUGHT rest on this).
-PAIRS: dict[tuple[str, str], tuple[Catcher, str]] = {
+# Parts that stop one race together: each stops it by itself, so no checker catches one switched off
+# alone; switched off together they are caught (the redundancy reasons in UNCAUGHT rest on this).
+# Each set, the smallest catcher known, and the violation it reports.
+PAIRS: dict[tuple[str, ...], tuple[Catcher, str]] = {
+    ("_advance:_next_is", "_advance:_state_unchanged"): (
+        Explore("tick-retime-earlier", 1),
+        "lost_occurrence",
+    ),
+    ("_advance:_next_is", "_advance:_state_unchanged", "_advance:_still_active"): (
+        Explore("pause-tick", 1),
+        "claimed_while_inactive",
+    ),
+    ("settle_ops:_next_is", "settle_ops:_state_unchanged"): (
+        Explore("manual-detector", 1),
+        "unreachable_run",
+    ),
+    ("settle_ops:_next_is", "settle_ops:_state_unchanged", "settle_ops:_still_active"): (
+        Explore("pause-detector", 1),
+        "claimed_while_inactive",
+    ),
+    ("delete_after_completion_ops:_state_unchanged", "delete_after_completion_ops:status"): (
+        Explore("completion-manual", 1),
+        "deleted_before_complete",
+    ),
+    ("start_op:_run_status", "start_op:_run_token"): (Explore("detector-worker", 1), "duplicate_commit"),
+    ("start_op:_run_status", "start_op:_run_token", "start_op:run_id"): (
+        Explore("detector-worker", 1),
+        "duplicate_commit",
+    ),
+    ("skip_at_start_ops:_run_status", "skip_at_start_ops:_run_token"): (Chaos(seed=2), "token_decreased"),
+    ("buffer_at_start_ops:_run_status", "buffer_at_start_ops:_run_token#2"): (
+        Explore("backfill-retry-buffer-one", 1),
+        "token_decreased",
+    ),
+    ("finish_ops:_run_status", "finish_ops:_run_token"): (Chaos(seed=3), "fenced_out_commit"),
+    ("retry_op:_run_status", "retry_op:_run_token"): (Explore("stalled-retry", 2), "token_decreased"),
+    ("recover_op:_lease_as_read", "recover_op:_run_status", "recover_op:_run_token"): (
+        Explore("detector-worker", 1),
+        "duplicate_commit",
+    ),
+    ("heartbeat_op:_run_token", "heartbeat_op:owner"): (
+        Chaos(seed=1, faults=(("worker_stall", 0.3),)),
+        "stale_heartbeat",
+    ),
+    ("heartbeat_op:_run_status", "heartbeat_op:_run_token", "heartbeat_op:owner"): (
+        Chaos(seed=5, faults=STALL),
+        "stale_heartbeat",
+    ),
+    ("overtake_op:_run_status", "overtake_op:_run_token"): (
+        Explore("backfill-retry-buffer-one", 1),
+        "waits_cycle",
+    ),
     ("_rerun_missed:_run_status", "_rerun_missed:_run_token"): (
         Explore("backfills-missed", 2),
         "stale_message_link",
     ),
-    ("skip_at_start_ops:_run_status", "skip_at_start_ops:_run_token"): (Chaos(seed=2), "token_decreased"),
-    ("definition_as_read:job_id", "definition_as_read:*"): (
+    ("definition_as_read:*", "definition_as_read:job_id"): (
         Explore("pause-delete", 2),
         "paused_deleted_job",
     ),
+}
+
+# Where a set's catcher needs the whole set: switched off without the parts named here (the ones
+# UNCAUGHT calls redundant), the same catcher reports nothing, so those parts stop the race by
+# themselves once their partners are gone: redundant, not unneeded. The other sets' catchers also
+# catch the partner alone: those parts add no protection any explored or simulated schedule shows
+# (docs/promises.md, "Parts no checker catches").
+NEEDED: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("_advance:_next_is", "_advance:_state_unchanged"): ("_advance:_next_is",),
+    ("_advance:_next_is", "_advance:_state_unchanged", "_advance:_still_active"): ("_advance:_still_active",),
+    ("settle_ops:_next_is", "settle_ops:_state_unchanged", "settle_ops:_still_active"): (
+        "settle_ops:_still_active",
+    ),
+    ("start_op:_run_status", "start_op:_run_token"): ("start_op:_run_status",),
+    ("buffer_at_start_ops:_run_status", "buffer_at_start_ops:_run_token#2"): (
+        "buffer_at_start_ops:_run_status",
+    ),
+    ("recover_op:_lease_as_read", "recover_op:_run_status", "recover_op:_run_token"): (
+        "recover_op:_run_status",
+        "recover_op:_run_token",
+    ),
+    ("heartbeat_op:_run_token", "heartbeat_op:owner"): ("heartbeat_op:owner",),
+    ("heartbeat_op:_run_status", "heartbeat_op:_run_token", "heartbeat_op:owner"): (
+        "heartbeat_op:_run_status",
+    ),
+    ("overtake_op:_run_status", "overtake_op:_run_token"): ("overtake_op:_run_token",),
 }
 
 
@@ -229,10 +309,48 @@ def test_the_clis_switch_a_part_off_by_name(capsys: pytest.CaptureFixture[str]) 
     assert "no condition part 'claim_ops:no_such_part'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("pair", sorted(PAIRS))
-def test_switching_a_redundant_pair_off_is_caught(pair: tuple[str, str]) -> None:
-    catcher, expected = PAIRS[pair]
-    assert any(name in UNCAUGHT for name in pair)  # one of them is caught alone by nobody
-    with switched_off(pair[0]), switched_off(pair[1]):
+@pytest.mark.parametrize("parts", sorted(PAIRS), ids="+".join)
+def test_switching_a_redundant_pair_off_is_caught(parts: tuple[str, ...]) -> None:
+    catcher, expected = PAIRS[parts]
+    assert any(name in UNCAUGHT for name in parts)  # one of them is caught alone by nobody
+    if isinstance(catcher, Chaos):
+        assert baseline(catcher) == set()  # the same run holds with the parts on
+    with switched_off(*parts):
         found = catcher.violations()
-    assert expected in found, (pair, catcher, found)
+    assert expected in found, (parts, catcher, found)
+
+
+@pytest.mark.parametrize("parts", sorted(NEEDED), ids="+".join)
+def test_a_pairs_catcher_needs_the_redundant_part(parts: tuple[str, ...]) -> None:
+    catcher, expected = PAIRS[parts]
+    rest = tuple(name for name in parts if name not in NEEDED[parts])
+    assert rest and set(NEEDED[parts]) <= set(parts) and set(NEEDED[parts]) <= set(UNCAUGHT)
+    with switched_off(*rest):
+        found = catcher.violations()
+    assert expected not in found, (rest, catcher, found)
+
+
+def test_every_redundancy_is_backed_by_a_pair() -> None:
+    redundant = {name for name, reason in UNCAUGHT.items() if "redundant" in reason}
+    paired = {name for parts in PAIRS for name in parts}
+    assert sorted(redundant - paired) == [], "a redundancy claimed, no pair switched off shows it"
+    assert all(len(parts) > 1 and len(set(parts)) == len(parts) for parts in PAIRS)
+    assert set(NEEDED) <= set(PAIRS)
+
+
+def test_switching_two_parts_of_one_builder_off_switches_both() -> None:
+    from jobsched.core import transitions
+
+    def off(op: Any) -> list[str]:
+        return [c.why for c in op.condition if "switched off" in c.why]
+
+    # two ``eq`` parts of one write: both off at once (nesting two switches would leave one on)
+    with switched_off("heartbeat_op:owner", "promote_op:blocked_by"):
+        heartbeat = transitions.heartbeat_op("j@r", 3, "me", 10, 5)
+    assert len(off(heartbeat)) == 1 and len(heartbeat.condition) == 3
+    with switched_off("delete_after_completion_ops:status", "heartbeat_op:owner"):
+        heartbeat = transitions.heartbeat_op("j@r", 3, "me", 10, 5)
+        _, check = transitions.delete_after_completion_ops(
+            {"job_id": "j", "schedule": "rate(1 hour)", "target": "t"}, {"job_id": "j", "version": 4}
+        )
+    assert len(off(heartbeat)) == 1 and len(off(check)) == 1

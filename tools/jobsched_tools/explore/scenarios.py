@@ -260,6 +260,27 @@ def failing_worker(world: World, svc: Services, spec: ActorSpec) -> None:
     worker(world, svc, spec, fails=True)
 
 
+def stalled_failing_worker(world: World, svc: Services, _spec: ActorSpec) -> None:
+    """A worker whose handler fails at once, and which then stalls before it records the failure
+    (its retry write): a zombie that fails. Its handler has returned, so nothing of it runs beside
+    a later attempt; only its write comes late, with the token it started with."""
+    world.store._point(Call("receive", "receive a run"))
+    fresh = [seq for seq, _, received in world.mq.queued() if received == 0]
+    world.seen_by_actor(fresh[:1])
+    taken = world.mq.take(fresh[0]) if fresh else None
+    if taken is None:
+        return
+    receipt, body = taken
+    world.seen_by_actor(body)
+    begun = svc.worker.begin(parse_run_message(body), svc.clock.now_ms() + 900_000)
+    if isinstance(begun, Started):
+        world.exec_start(begun)
+        world.exec_end(begun)
+        world.store._point(Call("stall", f"the worker of {begun.message.run_id} stalls before its retry"))
+        svc.worker.finish(begun, HandlerResult(False, "the handler failed"))
+    world.mq.delete(receipt)
+
+
 def _receivable(world: World) -> tuple[str, ...]:
     fresh = [seq for seq, _, received in world.mq.queued() if received == 0]
     if not fresh:
@@ -312,6 +333,7 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
     "person": person,
     "stream": stream,
     "bulk": bulk,
+    "stalled_failing_worker": stalled_failing_worker,
 }
 
 
@@ -740,6 +762,36 @@ PROMISES.update(
                 setup="edited-unapplied",
                 budget=Budget(crashes=0),
                 note="a late record's registration writes its report as the person deletes the job",
+            ),
+        )
+    }
+)
+
+# Issue 34: redundant condition parts switched off together (tests/sim/test_switches.py PAIRS).
+PROMISES.update(
+    {
+        s.name: s
+        for s in (
+            ActorSet(
+                "pause-detector",
+                (_a("registrar", "registrar", arg="pause"), _a("detector", "detector")),
+                at=T0 + 7 * MINUTE,
+                note="00:05 came due unclaimed and is overdue: the detector settles it as a person "
+                "pauses the job (whose registration records it missed)",
+            ),
+            ActorSet(
+                "stalled-retry",
+                (
+                    _a("stalled", "stalled_failing_worker"),
+                    _a("detector", "detector", offset_ms=40 * SECOND),
+                    _a("workerB", "worker", offset_ms=41 * SECOND),
+                ),
+                setup="claimed",
+                at=T0 + 5 * MINUTE,
+                budget=Budget(crashes=0),
+                note="00:05's worker starts it, its handler fails and the worker stalls before its "
+                "retry write; its lease lapses, the detector redispatches the run and another "
+                "worker starts it: the stalled retry must not land",
             ),
         )
     }
