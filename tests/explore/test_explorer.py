@@ -460,6 +460,7 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     # issue 34: the catchers of redundant pairs (tests/sim/test_switches.py PAIRS)
     "pause-detector": (2, ()),
     "stalled-retry": (2, ()),
+    "promote-twice": (1, ()),
 }
 
 

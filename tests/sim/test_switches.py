@@ -111,21 +111,18 @@ UNCAUGHT: dict[str, str] = {
     "retry_op:_run_status": RUN_TOKEN,
     "recover_op:_run_status": RUN_TOKEN + "; and its lease part: every such write sets or removes the lease",
     "recheck_op:_run_status": LIVENESS + " (with its token part too: it moves check_at only)",
-    "recheck_buffered_ops:_run_status": "not reached, nor with its token and lease parts: needs the "
-    "detector's promotion of a waiting run to race its holder's worker's promotion and the promoted "
-    "run's start",
+    "recheck_buffered_ops:_run_status": RUN_TOKEN
+    + "; and its lease part: every write that moves a waiting run on sets or removes its lease",
     "heartbeat_op:_run_status": RUN_TOKEN + "; and its owner part: a recovery removes the owner",
     "overtake_op:_run_status": RUN_TOKEN,
     "_rerun_missed:_run_status": RUN_TOKEN,
-    "promote_op:_run_status": "not reached, nor with its token part: a second promotion needs two "
-    "promoters at once (the holder's worker and the detector after the holder ended)",
+    "promote_op:_run_status": RUN_TOKEN,
     "start_op:run_id": MISSING,
     "definition_as_read:job_id": MISSING,
     "_rerun_missed:_run_token": "redundant with its status part: a missed record changes only through "
     "this write, which makes it pending",
-    "promote_op:_run_token": "not reached, nor with its status part: a second promotion needs two "
-    "promoters at once (the holder's worker and the detector after the holder ended); a promoted run "
-    "decides again at its start",
+    "promote_op:_run_token": "redundant with its status part: a waiting run leaves buffered only by "
+    "writes that move its token",
     "recover_op:_run_token": "redundant with its lease part: every write that moves a run on sets or "
     "removes its lease",
     "heartbeat_op:_run_token": "redundant with its owner part, except when one worker host takes back "
@@ -205,6 +202,12 @@ PAIRS: dict[tuple[str, ...], tuple[Catcher, str]] = {
         Explore("backfill-retry-buffer-one", 1),
         "waits_cycle",
     ),
+    ("promote_op:_run_status", "promote_op:_run_token"): (Explore("promote-twice", 1), "token_decreased"),
+    (
+        "recheck_buffered_ops:_lease_as_read",
+        "recheck_buffered_ops:_run_status",
+        "recheck_buffered_ops:_run_token",
+    ): (Explore("promote-twice", 2), "token_decreased"),
     ("_rerun_missed:_run_status", "_rerun_missed:_run_token"): (
         Explore("backfills-missed", 2),
         "stale_message_link",
@@ -239,6 +242,7 @@ NEEDED: dict[tuple[str, ...], tuple[str, ...]] = {
         "heartbeat_op:_run_status",
     ),
     ("overtake_op:_run_status", "overtake_op:_run_token"): ("overtake_op:_run_token",),
+    ("promote_op:_run_status", "promote_op:_run_token"): ("promote_op:_run_token",),
 }
 
 

@@ -281,6 +281,29 @@ def stalled_failing_worker(world: World, svc: Services, _spec: ActorSpec) -> Non
     world.mq.delete(receipt)
 
 
+def quick_worker_of(world: World, svc: Services, spec: ActorSpec) -> None:
+    """``worker_of`` whose handler returns at once: its writes (start, commit, the promotion of
+    the run behind it) can be delayed past a lease, but no handler of it runs then, so a detector
+    that recovers its run meanwhile sets no two handlers running at once (``arg``: the kind, and
+    whether its handler succeeds)."""
+    kind, succeeds = spec.arg
+    world.store._point(Call("receive", f"receive a {kind} run"))
+    fresh = [seq for seq, body, received in world.mq.queued() if received == 0 and body.get("kind") == kind]
+    world.seen_by_actor(fresh[:1])
+    taken = world.mq.take(fresh[0]) if fresh else None
+    if taken is None:
+        return
+    receipt, body = taken
+    world.seen_by_actor(body)
+    begun = svc.worker.begin(parse_run_message(body), svc.clock.now_ms() + 900_000)
+    if isinstance(begun, Started):
+        world.exec_start(begun)
+        world.exec_end(begun)
+        world.store._point(Call("handler", f"handler of {begun.message.run_id} returned"))
+        svc.worker.finish(begun, HandlerResult(True) if succeeds else HandlerResult(False, "it failed"))
+    world.mq.delete(receipt)
+
+
 def _receivable(world: World) -> tuple[str, ...]:
     fresh = [seq for seq, _, received in world.mq.queued() if received == 0]
     if not fresh:
@@ -334,6 +357,7 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
     "stream": stream,
     "bulk": bulk,
     "stalled_failing_worker": stalled_failing_worker,
+    "quick_worker_of": quick_worker_of,
 }
 
 
@@ -792,6 +816,22 @@ PROMISES.update(
                 note="00:05's worker starts it, its handler fails and the worker stalls before its "
                 "retry write; its lease lapses, the detector redispatches the run and another "
                 "worker starts it: the stalled retry must not land",
+            ),
+            ActorSet(
+                "promote-twice",
+                (
+                    _a("workerS", "quick_worker_of", arg=("scheduled", True)),
+                    _a("workerM", "quick_worker_of", offset_ms=SECOND, arg=("manual", True)),
+                    _a("detector", "detector", offset_ms=40 * SECOND),
+                    _a("workerC", "quick_worker_of", offset_ms=41 * SECOND, arg=("manual", True)),
+                ),
+                setup="claimed-manual",
+                at=T0 + 5 * MINUTE,
+                overlap="buffer_one",
+                budget=Budget(crashes=0),
+                note="buffer_one: 00:05's worker runs it as the manual run's worker parks the manual "
+                "run behind it; the detector (40 s ahead: the waiting run's lease lapsed) promotes "
+                "it once 00:05 ended, racing 00:05's worker's own promotion, and a worker starts it",
             ),
         )
     }
