@@ -307,6 +307,11 @@ def test_the_clis_switch_a_part_off_by_name(capsys: pytest.CaptureFixture[str]) 
     assert explorer(args) == 0
     assert explorer([*args, "--switch", "definition_as_read:*"]) == 1
     assert "pause_over_edit" in capsys.readouterr().out
+    # several parts switched off together: a redundant pair (PAIRS)
+    pair = ["--set", "tick-retime-earlier", "-k", "1", "--traces", "0", "--switch", "_advance:_next_is"]
+    assert explorer(pair) == 0
+    assert explorer([*pair, "--switch", "_advance:_state_unchanged"]) == 1
+    assert "lost_occurrence" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:
         jobsched(["chaos", "--jobs", "2", "--hours", "0.1", "--switch", "claim_ops:no_such_part"])
     assert exit_info.value.code == 2
