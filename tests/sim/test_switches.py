@@ -5,8 +5,9 @@ The parts are read from transitions.py's source (``sim/mutants.condition_parts``
 list kept here: a condition added without a catcher, or without a reason why none can catch it,
 fails ``test_every_condition_part_has_a_catcher_or_a_reason``. ``CATCHERS`` records, for each
 part, the smallest chaos seed or explorer set known to catch its removal and the violation it
-reports; the test runs only that one. docs/promises.md is the ledger: which promise each part
-keeps, and why each part in ``UNCAUGHT`` has no catcher.
+reports; the test runs only that one. A part ``UNCAUGHT`` calls redundant is in a set of
+``PAIRS``, switched off together and caught. docs/promises.md is the ledger: which promise each
+part keeps, and why each part in ``UNCAUGHT`` has no catcher.
 """
 
 from __future__ import annotations
