@@ -302,3 +302,39 @@ def test_a_retried_backfill_run_never_waits_behind_the_run_that_waits_for_it(env
     assert promoted.run_id == scheduled.run_id
     assert worker.process(promoted, env.clock.now_ms() + DEADLINE) is Outcome.SUCCEEDED
     assert env.run(scheduled.run_id)["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("policy", [OverlapPolicy.BUFFER_ONE, OverlapPolicy.CANCEL_OTHER])
+def test_a_run_with_a_waiter_behind_it_is_skipped_and_promotes_the_waiter(
+    env: Env, policy: OverlapPolicy
+) -> None:
+    """Walk rule W16: a manual run holds the turn; 00:00 comes due behind it; a second manual
+    run, behind 00:00, finds 00:00 pending and waits behind it. 00:00's own wait behind the
+    running manual run would make two wait: its write fails, it is skipped, and its end promotes
+    the second manual run, which walks again and waits behind the holder: one waits."""
+    env.registry.add("t", lambda _ctx: None)
+    seed_active(env, job("w", "rate(1 hour)", target="t", overlap=policy), T0)
+    env.clock.set(T0 - 60_000)
+    first_id = str(env.ops().trigger("w", "first"))
+    (first,) = (RunMessage.model_validate(body) for body in env.receive_all())
+    worker = env.worker()
+    assert isinstance(worker.begin(first, env.clock.now_ms() + DEADLINE), Started)
+    env.clock.set(T0)
+    env.trigger().tick("t")
+    (scheduled,) = (parse_run_message(body) for body in env.receive_all())
+    assert scheduled.after_run_id == first_id
+    env.clock.set(T0 + 1_000)
+    env.ops().trigger("w", "second")
+    (second,) = (RunMessage.model_validate(body) for body in env.receive_all())
+    assert worker.process(second, env.clock.now_ms() + DEADLINE) is Outcome.BUFFERED
+    assert env.run(scheduled.run_id)["buffered_next"] == second.run_id
+
+    assert worker.process(scheduled, env.clock.now_ms() + DEADLINE) is Outcome.SKIPPED
+    assert env.run(scheduled.run_id)["blocked_by"] == first_id
+    assert "cancel_requested" not in env.run(first_id)
+    (promoted,) = (RunMessage.model_validate(body) for body in env.receive_all())
+    assert promoted.run_id == second.run_id and env.run(second.run_id)["status"] == "pending"
+    assert worker.process(promoted, env.clock.now_ms() + DEADLINE) is Outcome.BUFFERED
+    assert env.run(first_id)["buffered_next"] == second.run_id
+    waiting = [r for r in (first_id, scheduled.run_id, second.run_id) if env.run(r)["status"] == "buffered"]
+    assert waiting == [second.run_id]

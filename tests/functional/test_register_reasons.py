@@ -129,7 +129,7 @@ def test_import_and_register_check_the_stack_s_allow_lists(
 ) -> None:
     """With the deployment's allow-lists known (a stack's parameters, the local stack's state),
     a destination missing from them makes the job invalid, naming the parameter and the value."""
-    from jobsched_tools.cli import cmd_ops
+    from jobsched_tools.cli import common
 
     target = Target(
         resources.jobs_table,
@@ -141,7 +141,7 @@ def test_import_and_register_check_the_stack_s_allow_lists(
     )
     from jobsched_tools.cli import cmd_import
 
-    for module in (cmd_ops, cmd_import):
+    for module in (common, cmd_import):
         monkeypatch.setattr(module, "resolve_target", lambda _args: target)
     fixtures = Path(__file__).parents[1] / "unit" / "eventbridge_schedules"
     code, out, _ = run_cli(capsys, resources, "import", str(fixtures / "nightly-sqs.json"), "--dry-run")

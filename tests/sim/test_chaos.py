@@ -317,3 +317,20 @@ def test_the_simulation_reports_a_wait_that_closes_a_cycle_at_its_write() -> Non
         )
     )
     assert store.ledger.core[invariants.WAITS_ACYCLIC] == 1
+
+
+def test_a_zombie_whose_handler_failed_cannot_retry_over_a_newer_attempt() -> None:
+    """Issue 34: a zombie worker whose handler failed (``zombie_fails``) wakes after its run was
+    recovered, and often started again, and writes its retry with the token it held. The retry is
+    fenced out and every invariant holds; with the retry's token switched off
+    (``retry_op:_run_token``) the stale retry lands over the newer attempt: ``token_decreased``
+    (also seeds 1 and 3). The explorer's ``zombie-retry`` plays the same race in one schedule."""
+    from jobsched_tools.sim.mutants import switched_off
+
+    faults = FaultRates(zombie_worker=0.3, zombie_fails=1.0)
+    config = ChaosConfig(seed=2, jobs=20, hours=1, faults=faults)
+    report = run_chaos(config)
+    assert report.faults_injected.get("zombie_fails", 0) > 0
+    assert report.invariant_violations == [], report.invariant_violations[:5]
+    with switched_off("retry_op:_run_token"):
+        assert "token_decreased" in violation_kinds(run_chaos(config))

@@ -1,8 +1,9 @@
 """Every named condition part of core/transitions.py has a switch, and switching it off is caught
 by the chaos run or the explorer (issue 34).
 
-The parts are read from transitions.py's source (``sim/mutants.condition_parts``), not from a
-list kept here: a condition added without a catcher, or without a reason why none can catch it,
+The parts are read from transitions.py's source (``sim/mutants.condition_parts``), and from the
+other core modules in ``MORE_MODULES`` (core/dead_letter.py, issue 38), not from a list kept
+here: a condition added without a catcher, or without a reason why none can catch it,
 fails ``test_every_condition_part_has_a_catcher_or_a_reason``. ``CATCHERS`` records, for each
 part, the smallest chaos seed or explorer set known to catch its removal and the violation it
 reports; the test runs only that one. A part ``UNCAUGHT`` calls redundant is in a set of
@@ -21,7 +22,7 @@ import pytest
 from jobsched_tools.explore.scenarios import ACTOR_SETS
 from jobsched_tools.explore.search import explore
 from jobsched_tools.sim import ChaosConfig, FaultRates, run_chaos
-from jobsched_tools.sim.mutants import condition_parts, switched_off
+from jobsched_tools.sim.mutants import MORE_MODULES, condition_parts, switched_off
 
 LEDGER = Path(__file__).resolve().parents[2] / "docs" / "promises.md"
 
@@ -81,11 +82,26 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
         "cancelled_run_redispatched",
     ),
     "start_op:_run_token": (Chaos(seed=2), "token_decreased"),
-    "finish_ops:_run_token": (Chaos(seed=3), "fenced_out_commit"),
+    "finish_ops:_run_token": (Chaos(seed=3, faults=ZOMBIE), "fenced_out_commit"),
     "recover_op:_lease_as_read": (Chaos(seed=5, faults=STALL), "live_lease_recovered"),
     "retire_definition_op:definition": (Chaos(seed=1), "snapshot_overwritten"),
-    # a worker whose handler failed stalls before its retry write while its run is redispatched
-    "retry_op:_run_token": (Explore("stalled-retry", 2), "token_decreased"),
+    # A late stream record's redate (issue 34 item 4): a claim between its read and its write; a
+    # backfill's record of the instant it settles; a stale message's walk parks a recovered run.
+    "redate_ops:_state_unchanged": (Explore("redate-tick", 1), "unreachable_run"),
+    "redate_ops:_run_is_new": (Explore("redate-backfill", 1), "record_overwritten"),
+    "buffer_at_start_ops:_run_token#2": (Explore("stale-message-recovered", 1), "token_decreased"),
+    # At most one run waits (buffer_one, cancel_other; walk rule W16): two runs of one chain each
+    # finding their holder free of waiters. Under cancel_other the holder's token also stops the
+    # second of the two (its wait moved the holder's token), so buffer_one catches the holder's part.
+    "buffer_at_start_ops:_nobody_waits_behind": (
+        Explore("waiting-race-cancel_other", 2),
+        "more_than_one_waits",
+    ),
+    "buffer_at_start_ops:_holder_not_waiting": (Explore("waiting-race-buffer_one", 2), "more_than_one_waits"),
+    # core/dead_letter.py (issue 38): a failed send recorded after the other payer's success.
+    "dead_letter_retry_op:_letter_owed": (Explore("dead-letter-payers", 1), "dead_letter_check_at_left"),
+    # A worker whose handler failed wakes after its run was recovered and started again.
+    "retry_op:_run_token": (Explore("zombie-retry", 2), "token_decreased"),
 }
 
 # Parts whose removal no chaos run or explorer set reports, and why (docs/promises.md, "Parts no
@@ -97,6 +113,20 @@ STATE_VERSION = "redundant: every write that moves the state's position or statu
 RUN_TOKEN = "redundant: every write that changes a run's status moves its token (version) too"
 MISSING = "redundant: on a missing item every comparison of the part's neighbours is false already"
 LIVENESS = "liveness only: the lease brings the run to the detector, which repairs it; no promise breaks"
+FAILED_IS_FINAL = (
+    "redundant with _letter_owed: dead_letter pending is written only by a run's final failure "
+    "(with_dead_letter), and no write moves a failed run on (each needs it pending, running or buffered)"
+)
+FAILED_VERSION = (
+    "redundant: no write moves a failed run's version (the debt's own writes move none), so a failed "
+    "run's version as read is its version now"
+)
+# The settling write's: implied by its _letter_owed as the retry's are, but the race that part stops
+# is harmless (its reason), so switched off together nothing is caught: no redundancy to show.
+DONE_IMPLIED = (
+    "implied by _letter_owed (a debt is owed only by a failed run, whose status and version no write "
+    "moves), whose race is harmless: switched off with it, nothing is caught (dead-letter-payers k=2)"
+)
 UNCAUGHT: dict[str, str] = {
     "_advance:_next_is": STATE_VERSION,
     "_advance:_still_active": STATE_VERSION + "; and its next_is: a pause, delete, invalid item or the "
@@ -121,35 +151,49 @@ UNCAUGHT: dict[str, str] = {
     "start_op:run_id": MISSING,
     "definition_as_read:job_id": MISSING,
     "_rerun_missed:_run_token": "redundant with its status part: a missed record changes only through "
-    "this write, which makes it pending",
-    "promote_op:_run_token": "redundant with its status part: a waiting run leaves buffered only by "
-    "writes that move its token",
+    "this write, which makes it pending (the pair: PAIRS)",
+    "promote_op:_run_token": "redundant with its status part: its promoters (the holder's worker, the "
+    "detector) call it only after their own write ended the holder, and a run whose token moved since "
+    "is never buffered behind that holder again: a wait names only an unfinished holder, and an unnamed "
+    "one (buffer_all) is behind a holder whose buffered_next, never removed, names another run "
+    "(the pair, two promoters at once: PAIRS)",
     "recover_op:_run_token": "redundant with its lease part: every write that moves a run on sets or "
     "removes its lease",
     "heartbeat_op:_run_token": "redundant with its owner part, except when one worker host takes back "
-    "its own recovered run: no explored or simulated schedule does",
+    "its own recovered run: no explored or simulated schedule does (the pair: PAIRS)",
     "heartbeat_op:owner": "redundant with its token part: every takeover moves the token",
     "skip_at_start_ops:_run_token": "redundant with its status part: a pending run is left only by writes "
-    "that move its token",
-    "buffer_at_start_ops:_run_token#2": "not reached: a stale message's walk parks a recovered run "
-    "(its lease brings it back to decide again)",
+    "that move its token (the pair: PAIRS)",
     "buffer_at_start_ops:status": LIVENESS,
     "buffer_at_start_ops:any_of": LIVENESS,
-    "buffer_at_start_ops:_run_token": "not reached: needs a holder retried between a waiting run's walk "
-    "and its buffer write under cancel_other; the request then reaches a later attempt",
+    "buffer_at_start_ops:_run_token": "redundant: a write that moves the holder's token leaves it pending or "
+    "running (its start, retry, recovery or promotion: the re-walk makes this same write at the new token) "
+    "or buffered (its own wait, which W16's _holder_not_waiting refuses too; the pair: PAIRS)",
     "promote_op:blocked_by": LIVENESS + " (a promoted run decides again at its start)",
     "recheck_op:_run_token": LIVENESS + " (it moves check_at only)",
     "recheck_buffered_ops:_run_token": LIVENESS,
     "recheck_buffered_ops:_lease_as_read": LIVENESS,
-    "overtake_op:_run_token": "not reached: needs two runs overtaking the same pending run at once",
-    "overtake_op:overtaken_by": "not reached: needs two runs overtaking the same pending run at once",
-    "redate_ops:_state_unchanged": "not reached: needs a tick or a change to move the state between the "
-    "late record's read and its redate write (chaos seed 1, 30 jobs, 2 h, stream_late 0.5 and seed 2 do not)",
-    "redate_ops:_run_is_new": "not reached: needs the same late record delivered twice after the pass, "
-    "or a settle recording the same instant first (chaos stream_late seeds 1 and 2 do not)",
+    "overtake_op:_run_token": "no promise breaks: the mark moves no token and lands only on a run still "
+    "pending, which then waits for the starter; a token that moved while the run stayed pending (its "
+    "dispatch lease recovered, a promotion) leaves it not yet due, so the starter's next walk marks it "
+    "all the same, and after a retry its ended attempt overlaps nothing (reached: overtake-recovered)",
+    "overtake_op:overtaken_by": "unreachable: two starters passing over one run both lie after it in the "
+    "chain, so the later one's walk gets past the earlier: as not yet due (it marks it: the two writes "
+    "meet there), as waiting for it (the earlier one's start is refused by that mark), or finished (its "
+    "mark came first, and is read); a skip's link never jumps past a run its walk passed over",
     "bookkeeping_op:version": "the reconcile cursor only: a page read twice or skipped is compared on the "
     "next pass (no job's state, no record)",
+    # core/dead_letter.py (issue 38): the writes that settle a failed run's dead-letter debt.
+    "dead_letter_done_op:_failed_run": DONE_IMPLIED,
+    "dead_letter_retry_op:_failed_run": FAILED_IS_FINAL,
+    "dead_letter_done_op:_failure_as_read": DONE_IMPLIED,
+    "dead_letter_retry_op:_failure_as_read": FAILED_VERSION,
+    "dead_letter_done_op:_letter_owed": "a second record of one debt comes only after its payer's own send "
+    "succeeded (a second letter: at least once, deduplicated on run_id) or was refused by the same "
+    "AllowedDeadLetterQueueArns: it writes the outcome the first wrote (sent over sent: only dead_letter_at "
+    "moves; explorer dead-letter-payers k=2 and chaos dead_letter_jobs seed 2 report nothing)",
 }
+
 
 # Parts that stop one race together: each stops it by itself, so no checker catches one switched off
 # alone; switched off together they are caught (the redundancy reasons in UNCAUGHT rest on this).
@@ -185,8 +229,8 @@ PAIRS: dict[tuple[str, ...], tuple[Catcher, str]] = {
         Explore("backfill-retry-buffer-one", 1),
         "token_decreased",
     ),
-    ("finish_ops:_run_status", "finish_ops:_run_token"): (Chaos(seed=3), "fenced_out_commit"),
-    ("retry_op:_run_status", "retry_op:_run_token"): (Explore("stalled-retry", 2), "token_decreased"),
+    ("finish_ops:_run_status", "finish_ops:_run_token"): (Chaos(seed=3, faults=ZOMBIE), "fenced_out_commit"),
+    ("retry_op:_run_status", "retry_op:_run_token"): (Explore("zombie-retry", 2), "token_decreased"),
     ("recover_op:_lease_as_read", "recover_op:_run_status", "recover_op:_run_token"): (
         Explore("detector-worker", 1),
         "duplicate_commit",
@@ -203,12 +247,27 @@ PAIRS: dict[tuple[str, ...], tuple[Catcher, str]] = {
         Explore("backfill-retry-buffer-one", 1),
         "waits_cycle",
     ),
-    ("promote_op:_run_status", "promote_op:_run_token"): (Explore("promote-twice", 1), "token_decreased"),
+    # Two promoters at once (the holder's worker, slow, and the detector): the stale promotion
+    # lands on the run already promoted and started, and it runs twice.
+    ("promote_op:_run_status", "promote_op:_run_token"): (
+        Explore("promoters-buffer_one", 1),
+        "token_decreased",
+    ),
     (
         "recheck_buffered_ops:_lease_as_read",
         "recheck_buffered_ops:_run_status",
         "recheck_buffered_ops:_run_token",
-    ): (Explore("promote-twice", 2), "token_decreased"),
+    ): (Explore("promoters-buffer_one", 2), "token_decreased"),
+    ("buffer_at_start_ops:_holder_not_waiting", "buffer_at_start_ops:_run_token"): (
+        Explore("waiting-race-cancel_other", 2),
+        "more_than_one_waits",
+    ),
+    # core/dead_letter.py: the retry of a failed send, recorded after the other payer's success
+    (
+        "dead_letter_retry_op:_failed_run",
+        "dead_letter_retry_op:_failure_as_read",
+        "dead_letter_retry_op:_letter_owed",
+    ): (Explore("dead-letter-payers", 1), "dead_letter_check_at_left"),
     ("_rerun_missed:_run_status", "_rerun_missed:_run_token"): (
         Explore("backfills-missed", 2),
         "stale_message_link",
@@ -244,6 +303,11 @@ NEEDED: dict[tuple[str, ...], tuple[str, ...]] = {
     ),
     ("overtake_op:_run_status", "overtake_op:_run_token"): ("overtake_op:_run_token",),
     ("promote_op:_run_status", "promote_op:_run_token"): ("promote_op:_run_token",),
+    (
+        "recheck_buffered_ops:_lease_as_read",
+        "recheck_buffered_ops:_run_status",
+        "recheck_buffered_ops:_run_token",
+    ): ("recheck_buffered_ops:_lease_as_read",),
 }
 
 
@@ -319,6 +383,49 @@ def test_the_clis_switch_a_part_off_by_name(capsys: pytest.CaptureFixture[str]) 
     assert "no condition part 'claim_ops:no_such_part'" in capsys.readouterr().err
 
 
+def test_the_holders_token_only_orders_two_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``buffer_at_start_ops:_run_token`` (``cancel_other``) is reached: a manual run's worker reads
+    00:05 pending as its holder, 00:05's own worker parks it behind the run before it, and the
+    holder's token fails the manual run's wait (it walks again and is skipped). Without the part
+    that wait lands, behind a waiting holder: what the same two writes leave in the other order
+    with the part on. The explored outcomes are the same, so no checker can tell
+    (docs/promises.md, "Parts no checker catches")."""
+    import json
+
+    import jobsched_tools.explore.search as search
+    from jobsched.core.writes import RUNS
+
+    finish = search._finish
+
+    def explored() -> tuple[set[str], int]:
+        outcomes: set[str] = set()
+        refused = 0  # schedules where the manual run's wait failed and it walked again
+
+        def record(world: Any, terminal: Any, skew_ms: int) -> None:
+            nonlocal refused
+            runs = sorted(world.inner.tables[RUNS].values(), key=lambda run: str(run["run_id"]))
+            outcomes.add(json.dumps(runs, default=repr, sort_keys=True))
+            writes = [line for line in world.trace if line.startswith("workerM: write")]
+            refused += len(writes) > 1
+            finish(world, terminal, skew_ms)
+
+        monkeypatch.setattr(search, "_finish", record)
+        found = explore(ACTOR_SETS["waiting-race-cancel_other"], k=2).violations
+        assert {v.check for v in found} <= {"more_than_one_waits"}  # with both parts off
+        return outcomes, refused
+
+    with_part, refused = explored()
+    with (
+        switched_off("buffer_at_start_ops:_run_token"),
+        switched_off("buffer_at_start_ops:_holder_not_waiting"),
+    ):
+        without, refused_without = explored()
+    assert refused > 0 and refused_without == 0  # reached: the parts fail a wait
+    assert without != with_part  # both off: the second wait lands
+    with switched_off("buffer_at_start_ops:_run_token"):
+        assert explored()[0] == with_part  # W16's holder part alone stops the second wait
+
+
 @pytest.mark.parametrize("parts", sorted(PAIRS), ids="+".join)
 def test_switching_a_redundant_pair_off_is_caught(parts: tuple[str, ...]) -> None:
     catcher, expected = PAIRS[parts]
@@ -328,6 +435,29 @@ def test_switching_a_redundant_pair_off_is_caught(parts: tuple[str, ...]) -> Non
     with switched_off(*parts):
         found = catcher.violations()
     assert expected in found, (parts, catcher, found)
+
+
+def test_a_switch_reaches_the_core_modules_beyond_transitions() -> None:
+    """core/dead_letter.py's parts are read and switched as transitions.py's are: one part of one
+    write, the same helper in the other write untouched, and back after the block."""
+    from jobsched.core import dead_letter
+
+    assert dead_letter in MORE_MODULES
+    run = {"run_id": "j@r", "version": 4, "status": "failed", "dead_letter": "pending"}
+
+    def whys(op: Any) -> list[str]:
+        return [c.why for c in op.condition]
+
+    retry = dead_letter.dead_letter_retry_op(run, "unanswered", 5)
+    with switched_off("dead_letter_retry_op:_letter_owed"):
+        retry_off = dead_letter.dead_letter_retry_op(run, "unanswered", 5)
+        done = dead_letter.dead_letter_done_op(run, dead_letter.SENT, 5)
+    assert [w for w in whys(retry_off) if "switched off" in w] == [
+        "mutant: switched off: dead_letter_retry_op:_letter_owed"
+    ]
+    assert len(whys(retry_off)) == len(whys(retry)) == 3
+    assert not any("switched off" in why for why in whys(done))
+    assert whys(dead_letter.dead_letter_retry_op(run, "unanswered", 5)) == whys(retry)  # restored
 
 
 @pytest.mark.parametrize("parts", sorted(NEEDED), ids="+".join)

@@ -130,12 +130,24 @@ TOOLS_LAYERS = (
 )
 
 
+# Inside core, lowest first: the schedule engine, the job definition (core/job/), the core's other
+# modules (job state, runs, policies, the write language, ...), then the writes (core/transitions),
+# which use them all.
+CORE_LAYERS = ("schedule", "job", "*", "transitions")
+
+
 def _rank(module: str) -> tuple[int, str]:
     package, _, rest = module.partition(".")
     folder = rest.split(".")[0]
     if package == "jobsched":
         return RUNTIME_LAYERS.index(folder), folder
     return len(RUNTIME_LAYERS) + TOOLS_LAYERS.index(folder), folder
+
+
+def _core_rank(module: str) -> tuple[int, str]:
+    """A core module's place inside core (``module`` is under jobsched.core)."""
+    part = module.split(".")[2]
+    return (CORE_LAYERS.index(part), part) if part in CORE_LAYERS else (CORE_LAYERS.index("*"), part)
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
@@ -149,6 +161,10 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
             (low, folder), (high, other_folder) = _rank(module), _rank(other)
             if high > low:
                 found.append(f"{module} ({folder}) imports {other} ({other_folder})")
+            elif folder == other_folder == "core" and module.count(".") > 1 and other.count(".") > 1:
+                (low, part), (high, other_part) = _core_rank(module), _core_rank(other)
+                if high > low:
+                    found.append(f"{module} (core/{part}) imports {other} (core/{other_part})")
     return found
 
 
@@ -167,3 +183,7 @@ def test_the_layer_check_sees_an_upward_import() -> None:
         "jobsched.services.worker": {"jobsched.core.job"},
     }
     assert upward_imports(graph) == ["jobsched.core.job (core) imports jobsched.services.worker (services)"]
+    inside_core = {"jobsched.core.job.model": {"jobsched.core.state"}, "jobsched.core.state": set()}
+    assert upward_imports(inside_core) == [
+        "jobsched.core.job.model (core/job) imports jobsched.core.state (core/state)"
+    ]

@@ -178,9 +178,9 @@ def render(data: dict[str, Any]) -> str:
 def _cmd_describe(args: argparse.Namespace) -> int:
     from jobsched.runtime.clock import SystemClock
 
-    from jobsched_tools.cli.cmd_ops import _operations
+    from jobsched_tools.cli.common import operations
 
-    ops = _operations(args)
+    ops = operations(args)
     view = ops.get(args.job_id)
     runs = ops.runs(args.job_id, args.runs)
     data = describe(view, runs, SystemClock().now_ms(), args.next)
@@ -189,7 +189,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from jobsched_tools.cli.cmd_ops import _guarded
+    from jobsched_tools.cli.common import guarded
 
     help_text = "one view of a job: its definition, state, last runs and next instants"
     parser = subparsers.add_parser("describe", help=help_text, description=help_text)
@@ -204,4 +204,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=int(os.environ["JOBSCHED_SHARD_COUNT"]) if os.environ.get("JOBSCHED_SHARD_COUNT") else None,
         help="the stack's ShardCount (read from the stack or local state when omitted)",
     )
-    parser.set_defaults(func=_guarded(_cmd_describe))
+    parser.set_defaults(func=guarded(_cmd_describe))

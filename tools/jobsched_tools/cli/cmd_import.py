@@ -13,7 +13,7 @@ from typing import Any
 
 from jobsched.core.state import Registration
 
-from jobsched_tools.cli.cmd_ops import _guarded, _operations
+from jobsched_tools.cli.common import guarded, operations
 from jobsched_tools.deployment import TargetError, add_target_options, resolve_target
 
 
@@ -25,7 +25,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     plans = refuse_shared_job_ids(load_plans(Path(args.path)))
     results: list[dict[str, Any]] = []
-    ops = None if args.dry_run else _operations(args)
+    ops = None if args.dry_run else operations(args)
     allow = _allow_lists_if_named(args) if args.dry_run else None
     failed = False
     for plan in plans:
@@ -108,4 +108,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=int(os.environ["JOBSCHED_SHARD_COUNT"]) if os.environ.get("JOBSCHED_SHARD_COUNT") else None,
         help="the stack's ShardCount (read from the stack or local state when omitted)",
     )
-    parser.set_defaults(func=_guarded(_cmd_import))
+    parser.set_defaults(func=guarded(_cmd_import))

@@ -9,7 +9,7 @@ import argparse
 import os
 from typing import Any
 
-from jobsched_tools.cli.cmd_ops import _count, _emit, _guarded, _parse_instant, action_command
+from jobsched_tools.cli.common import action_command, count, emit, guarded, parse_instant
 from jobsched_tools.deployment import add_target_options, resolve_target
 
 PAGE = 500  # records a Scan page reads
@@ -23,8 +23,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     from jobsched_tools.api import _client
 
-    since = int(_parse_instant(args.since).timestamp() * 1000)
-    until = int(_parse_instant(args.until).timestamp() * 1000)
+    since = int(parse_instant(args.since).timestamp() * 1000)
+    until = int(parse_instant(args.until).timestamp() * 1000)
     if until < since:
         raise ValueError(f"--until {args.until} is before --since {args.since}")
     if not args.dry_run and not args.bus:
@@ -50,14 +50,14 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     data = {"scanned": scanned, "outcomes": found, "put": put, "refused": refused, "dry_run": args.dry_run}
 
     def human(d: dict[str, Any]) -> str:
-        window = f"recorded from {args.since} to {args.until} (of {_count(d['scanned'], 'run')} read)"
+        window = f"recorded from {args.since} to {args.until} (of {count(d['scanned'], 'run')} read)"
         if d["dry_run"]:
-            return f"{_count(d['outcomes'], 'outcome')} {window}; none put"
-        lines = [f"put {_count(d['put'], 'outcome')} {window} on {args.bus}"]
+            return f"{count(d['outcomes'], 'outcome')} {window}; none put"
+        lines = [f"put {count(d['put'], 'outcome')} {window} on {args.bus}"]
         lines += [f"  not taken: {line}" for line in d["refused"]]
         return "\n".join(lines)
 
-    _emit(args, data, human)
+    emit(args, data, human)
     return 1 if refused else 0
 
 
@@ -86,4 +86,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     replay.add_argument("--dry-run", action="store_true", help="count the outcomes; put nothing")
     replay.add_argument("--json", action="store_true", help="machine-readable output")
-    replay.set_defaults(func=_guarded(_cmd_replay))
+    replay.set_defaults(func=guarded(_cmd_replay))

@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         "--switch",
         metavar="FUNCTION:PART",
         action="append",
-        help="switch off a condition part of core/transitions.py (sim/mutants.py condition_parts); "
-        "repeatable: the parts are switched off together",
+        help="switch off a condition part of core/transitions.py or core/dead_letter.py "
+        "(sim/mutants.py condition_parts); repeatable: the parts are switched off together",
     )
     parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")
     args = parser.parse_args(argv)
@@ -74,6 +74,7 @@ def _explore(args: argparse.Namespace) -> int:
             stale=base.stale if args.stale is None else args.stale,
             dups=base.dups if args.dups is None else args.dups,
             reorder=base.reorder or args.reorder,
+            unanswered=base.unanswered,
         )
         from dataclasses import replace
 

@@ -178,6 +178,16 @@ def stream(world: World, svc: Services, spec: ActorSpec) -> None:
     world.registration_pending = False
 
 
+def late_record(world: World, svc: Services, spec: ActorSpec) -> None:
+    """The stream record of a person's write, late (after the reconcile pass applied the write):
+    the registrar's apply of it, dated when the person wrote it (``arg``: that instant), with
+    the image the write left (the job as set up: ``RESUMED_AT``'s resume)."""
+    image = job_item(world.schedule, world.overlap, world.after_completion, world.job)
+    svc.registrar.on_stream_record("MODIFY", JOB_ID, image, changed_at=int(spec.arg))
+    world.registration_pending = False
+    world.records_delivered.append(int(spec.arg))
+
+
 def worker(
     world: World, svc: Services, spec: ActorSpec, beat_ms: int | None = None, fails: bool = False
 ) -> None:
@@ -260,14 +270,15 @@ def failing_worker(world: World, svc: Services, spec: ActorSpec) -> None:
     worker(world, svc, spec, fails=True)
 
 
-def stalled_failing_worker(world: World, svc: Services, _spec: ActorSpec) -> None:
-    """A worker whose handler fails at once, and which then stalls before it records the failure
-    (its retry write): a zombie that fails. Its handler has returned, so nothing of it runs beside
-    a later attempt; only its write comes late, with the token it started with."""
-    world.store._point(Call("receive", "receive a run"))
-    fresh = [seq for seq, _, received in world.mq.queued() if received == 0]
-    world.seen_by_actor(fresh[:1])
-    taken = world.mq.take(fresh[0]) if fresh else None
+def zombie_worker(world: World, svc: Services, spec: ActorSpec) -> None:
+    """A worker whose handler fails, then freezes (a long pause, a frozen sandbox) before its
+    retry write, past its lease: it wakes after its run was recovered (and maybe started again)
+    and writes the retry with the token it holds. Its handler returned before the freeze, so it
+    runs beside nothing; only its write is late."""
+    option = world.store._point(Call("receive", "receive", dynamic=lambda: _receivable(world)))
+    if not option.startswith(TAKE) or option == TAKE + "none":
+        return
+    taken = world.mq.take(int(option[len(TAKE) :]))
     if taken is None:
         return
     receipt, body = taken
@@ -275,32 +286,9 @@ def stalled_failing_worker(world: World, svc: Services, _spec: ActorSpec) -> Non
     begun = svc.worker.begin(parse_run_message(body), svc.clock.now_ms() + 900_000)
     if isinstance(begun, Started):
         world.exec_start(begun)
-        world.exec_end(begun)
-        world.store._point(Call("stall", f"the worker of {begun.message.run_id} stalls before its retry"))
+        world.exec_end(begun)  # the handler failed at once
+        world.store._point(Call("freeze", f"{spec.name} frozen before its retry of {begun.message.run_id}"))
         svc.worker.finish(begun, HandlerResult(False, "the handler failed"))
-    world.mq.delete(receipt)
-
-
-def quick_worker_of(world: World, svc: Services, spec: ActorSpec) -> None:
-    """``worker_of`` whose handler returns at once: its writes (start, commit, the promotion of
-    the run behind it) can be delayed past a lease, but no handler of it runs then, so a detector
-    that recovers its run meanwhile sets no two handlers running at once (``arg``: the kind, and
-    whether its handler succeeds)."""
-    kind, succeeds = spec.arg
-    world.store._point(Call("receive", f"receive a {kind} run"))
-    fresh = [seq for seq, body, received in world.mq.queued() if received == 0 and body.get("kind") == kind]
-    world.seen_by_actor(fresh[:1])
-    taken = world.mq.take(fresh[0]) if fresh else None
-    if taken is None:
-        return
-    receipt, body = taken
-    world.seen_by_actor(body)
-    begun = svc.worker.begin(parse_run_message(body), svc.clock.now_ms() + 900_000)
-    if isinstance(begun, Started):
-        world.exec_start(begun)
-        world.exec_end(begun)
-        world.store._point(Call("handler", f"handler of {begun.message.run_id} returned"))
-        svc.worker.finish(begun, HandlerResult(True) if succeeds else HandlerResult(False, "it failed"))
     world.mq.delete(receipt)
 
 
@@ -353,11 +341,11 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
     "worker_of": worker_of,
     "beating_worker": beating_worker,
     "failing_worker": failing_worker,
+    "zombie_worker": zombie_worker,
     "person": person,
     "stream": stream,
+    "late_record": late_record,
     "bulk": bulk,
-    "stalled_failing_worker": stalled_failing_worker,
-    "quick_worker_of": quick_worker_of,
 }
 
 
@@ -365,7 +353,24 @@ PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
 
 
 _SETUPS: dict[tuple[str, str, str, str, str], tuple[Any, ...]] = {}
-SETUPS = ("registered", "claimed", "claimed-manual", "edited-unapplied", "held-dead", "missed", "ran-deleted")
+SETUPS = (
+    "registered",
+    "claimed",
+    "claimed-manual",
+    "edited-unapplied",
+    "held-dead",
+    "missed",
+    "ran-deleted",
+    "resumed-reconciled",
+    "resumed-suspected",
+    "recovered-waiting",
+    "held-due",
+    "manual-waiting",
+)
+# "resumed-reconciled": when the person resumed the job (its stream record comes late), and when
+# the reconcile pass first saw the difference (the date it gives the change).
+RESUMED_AT = T0 + 4 * MINUTE + 30 * SECOND
+RESUME_SEEN_AT = T0 + 5 * MINUTE + 10 * SECOND
 
 
 def _setup(
@@ -436,6 +441,8 @@ def _setup(
             world.inner.delete(JOBS, {"job_id": JOB_ID}, (), "person deletes job")
             drive.registrar.apply(JOB_ID)
             world.after_write([])
+        _redate_and_waiting_setups(world, drive, setup)
+        SETUP_STEPS.get(setup, _no_more_steps)(world, drive)
         if setup not in SETUPS:
             raise ValueError(f"unknown set-up {setup!r}")
         cached = (copy.deepcopy(world.inner.tables), world.mq.snapshot(), list(world.ledger.marks))
@@ -449,6 +456,86 @@ def _setup(
     world.inner.tables = copy.deepcopy(tables)
     world.mq.restore(messages, seq)
     world.ledger.marks = list(marks)
+
+
+def _redate_and_waiting_setups(world: World, drive: Services, setup: str) -> None:
+    """Issue 34's later set-ups (``_setup``): a resume whose stream record comes late, and runs
+    waiting for a worker or a turn."""
+    key = {"job_id": JOB_ID}
+    if setup in ("resumed-reconciled", "resumed-suspected"):
+        # Paused at 00:01 (applied); resumed at 00:04:30, its stream record late. The reconcile
+        # pass sees the difference at 00:05:10 ("resumed-suspected") and applies it a minute
+        # on, dated 00:05:10 (provisional: ``redate_floor``), so 00:05 was taken as not due: the
+        # record, when it comes, dates the change at 00:04:30 and settles 00:05 behind the
+        # job's place.
+        world.clock.set(T0 + MINUTE)
+        world.inner.update(Update(JOBS, key, (), "person updates job", set={"enabled": False}))
+        drive.registrar.apply(JOB_ID)
+        world.after_write([])
+        world.clock.set(RESUMED_AT)
+        world.inner.update(Update(JOBS, key, (), "person updates job", set={"enabled": True}))
+        passes = 2 if setup == "resumed-reconciled" else 1
+        for at in (RESUME_SEEN_AT, RESUME_SEEN_AT + MINUTE + 5 * SECOND)[:passes]:
+            world.clock.set(at)
+            drive.detector.run("setup")
+            world.after_write([])
+    if setup == "recovered-waiting":
+        # 00:05's worker starts it at 00:05 and dies. The manual run made at 00:04:30 behind it
+        # got no worker (its messages wait, the worker function throttled): the detector
+        # redispatched it at 00:05:35 (token 2), and its first message (token 1) is still queued.
+        world.clock.set(T0 + 4 * MINUTE)
+        drive.trigger.tick("setup")
+        world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
+        drive.ops.trigger(JOB_ID, request_id="setup")
+        world.clock.set(T0 + 5 * MINUTE)
+        for seq, body, _ in world.mq.queued():
+            taken = world.mq.take(seq) if "@manual" not in str(body["run_id"]) else None
+            if taken is not None:
+                drive.worker.begin(parse_run_message(taken[1]), world.clock.now_ms() + 900_000)
+                world.mq.delete(taken[0])
+        world.clock.set(T0 + 5 * MINUTE + 35 * SECOND)
+        drive.detector.run("setup")
+        world.after_write([])
+    if setup == "held-due":
+        # A manual run made at 00:03:50 started at 00:03:55 and holds the turn (its worker
+        # died); 00:05, claimed at 00:04, comes due behind it; a second manual run is made at
+        # 00:04:30 behind 00:05. Neither message is taken yet.
+        world.clock.set(T0 + 3 * MINUTE + 50 * SECOND)
+        drive.ops.trigger(JOB_ID, request_id="first")
+        world.clock.set(T0 + 3 * MINUTE + 55 * SECOND)
+        for receipt, body in world.mq.receive(10):
+            drive.worker.begin(parse_run_message(body), world.clock.now_ms() + 900_000)
+            world.mq.delete(receipt)
+        world.clock.set(T0 + 4 * MINUTE)
+        drive.trigger.tick("setup")
+        world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
+        drive.ops.trigger(JOB_ID, request_id="setup")
+        world.after_write([])
+
+
+def _manual_waiting(world: World, drive: Services) -> None:
+    """00:05 claimed at 00:04, a manual run at 00:04:30 behind it; at 00:05 the manual run's
+    worker finds 00:05 pending (due, not started) and parks the manual run behind it
+    (``buffer_one``). 00:05's message is still queued."""
+    world.clock.set(T0 + 4 * MINUTE)
+    drive.trigger.tick("setup")
+    world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
+    drive.ops.trigger(JOB_ID, request_id="setup")
+    world.clock.set(T0 + 5 * MINUTE)
+    manual = [seq for seq, body, _ in world.mq.queued() if body.get("kind") == "manual"]
+    taken = world.mq.take(manual[0])
+    assert taken is not None
+    drive.worker.begin(parse_run_message(taken[1]), world.clock.now_ms() + 900_000)
+    world.mq.delete(taken[0])
+    world.after_write([])
+
+
+def _no_more_steps(_world: World, _drive: Services) -> None:
+    return None
+
+
+# Set-ups built by a function of their own (the world after registration, and the setup's services).
+SETUP_STEPS: dict[str, Callable[[World, Services], None]] = {"manual-waiting": _manual_waiting}
 
 
 def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, ...] = ALL) -> World:
@@ -791,6 +878,155 @@ PROMISES.update(
     }
 )
 
+# Issue 34: the last condition parts no set reached (tests/sim/test_switches.py): a late stream
+# record's redate racing a claim and a backfill, and a stale message walking a recovered run.
+PROMISES.update(
+    {
+        s.name: s
+        for s in (
+            ActorSet(
+                "redate-tick",
+                (_a("record", "late_record", arg=RESUMED_AT), _a("tick", "tick")),
+                setup="resumed-reconciled",
+                at=T0 + 9 * MINUTE + 10 * SECOND,
+                window_end=T0 + 11 * MINUTE,
+                budget=Budget(crashes=0),
+                note="a resume's stream record comes after the reconcile pass applied it, as a tick "
+                "claims 00:10: the record settles 00:05 (due after the person's write) behind the "
+                "chain's end as the tick left it",
+            ),
+            ActorSet(
+                "redate-backfill",
+                (
+                    _a("backfill", "backfill", arg=(RESUMED_AT, T0 + 5 * MINUTE + 20 * SECOND)),
+                    _a("record", "late_record", arg=RESUMED_AT),
+                ),
+                setup="resumed-reconciled",
+                at=T0 + 7 * MINUTE,
+                window_end=T0 + 11 * MINUTE,
+                budget=Budget(crashes=0),
+                note="a person backfills 00:05 (the reconcile pass dated the resume after it) as the "
+                "resume's late record settles it: one record, one run",
+            ),
+            ActorSet(
+                "redate-reconcile-tick",
+                (
+                    _a("detector", "detector"),
+                    _a("record", "late_record", arg=RESUMED_AT),
+                    _a("tick", "tick"),
+                ),
+                setup="resumed-suspected",
+                at=T0 + 8 * MINUTE + 40 * SECOND,
+                window_end=T0 + 11 * MINUTE,
+                budget=Budget(crashes=0),
+                note="a resume's stream record comes late, as the reconcile pass applies the resume "
+                "and a tick claims 00:10: 00:05, due after the person's write, runs or is recorded "
+                "whichever of the record and the pass applies the change first (issue 34 item 4)",
+            ),
+            *(
+                ActorSet(
+                    f"waiting-race-{overlap}",
+                    (
+                        _a("workerS", "worker_of", arg=("scheduled", True)),
+                        _a("workerM", "worker_of", arg=("manual", True)),
+                    ),
+                    setup="held-due",
+                    at=T0 + 5 * MINUTE + SECOND,
+                    overlap=overlap,
+                    budget=Budget(crashes=0),
+                    note="a manual run holds the turn; 00:05 comes due behind it and a second manual "
+                    "run behind 00:05: each one's worker walks and waits (cancel_other: and asks its "
+                    "holder to stop) at once",
+                )
+                for overlap in ("cancel_other", "buffer_one")
+            ),
+            ActorSet(
+                "stale-message-recovered",
+                (_a("detector", "detector"), _a("worker", "worker")),
+                setup="recovered-waiting",
+                at=T0 + 6 * MINUTE + 10 * SECOND,
+                overlap="buffer_one",
+                budget=Budget(crashes=0, reorder=True),
+                note="a manual run behind 00:05 (its worker died) waits for a worker; the detector "
+                "redispatches it again as a worker takes any of its messages, the first one stale",
+            ),
+        )
+    }
+)
+
+# Issue 38: a run failed for good owes its job's own dead-letter queue its outcome, written in the
+# failure's own write; its worker pays it, and the detector's lease sweep pays what is still owed
+# (the worker died, or its send failed). Two payers, either's send unanswered or its actor dead.
+DEAD_LETTER_QUEUE = "arn:aws:sqs:us-east-1:123456789012:explored-dead-letters"
+PROMISES.update(
+    {
+        s.name: s
+        for s in (
+            ActorSet(
+                "dead-letter-payers",
+                (_a("worker", "failing_worker"), _a("detector", "detector", offset_ms=40 * SECOND)),
+                setup="claimed",
+                at=T0 + 5 * MINUTE,
+                job=(("retry", {"max_attempts": 1}), ("dead_letter_queue_arn", DEAD_LETTER_QUEUE)),
+                budget=Budget(crashes=1, unanswered=1),
+                note="00:05's run fails for good, owing its dead letter; its worker pays it as the "
+                "detector, 40 s on (past the debt's check_at), pays what it finds owed",
+            ),
+        )
+    }
+)
+
+# Issue 34: the races the fencing parts of the retry, the promotion and the overtake stop, reached
+# (tests/sim/test_switches.py switches the parts off).
+FENCES: dict[str, ActorSet] = {
+    s.name: s
+    for s in (
+        ActorSet(
+            "zombie-retry",
+            (
+                _a("zombie", "zombie_worker"),
+                _a("detector", "detector", offset_ms=40 * SECOND),
+                _a("worker", "worker", offset_ms=40 * SECOND),
+            ),
+            setup="claimed",
+            at=T0 + 5 * MINUTE,
+            budget=Budget(crashes=0),
+            note="00:05's handler fails and its worker freezes before the retry write; its lease "
+            "lapses, the detector (40 s on) recovers the run and another worker starts it; the "
+            "frozen worker then writes its retry with the token it held",
+        ),
+        ActorSet(
+            "promoters-buffer_one",
+            (
+                _a("workerS", "beating_worker"),
+                _a("detector", "detector", offset_ms=40 * SECOND),
+                _a("workerP", "worker_of", offset_ms=40 * SECOND, arg=("manual", True)),
+            ),
+            setup="manual-waiting",
+            at=T0 + 5 * MINUTE + 5 * SECOND,
+            overlap="buffer_one",
+            budget=Budget(crashes=0),
+            note="the manual run waits behind 00:05; 00:05 runs and ends, and its worker, having "
+            "read the waiting run, is slow to promote it; the waiting run's lease lapses and the "
+            "detector (40 s on) promotes it, and another worker starts it: two promoters at once",
+        ),
+        ActorSet(
+            "overtake-recovered",
+            (
+                _a("manual", "manual"),
+                _a("worker", "worker_of", arg=("manual", True)),
+                _a("detector", "detector", offset_ms=42 * SECOND),
+            ),
+            setup="claimed",
+            at=T0 + 4 * MINUTE + 50 * SECOND,
+            budget=Budget(crashes=0),
+            note="a manual run's worker passes over 00:05 (not yet due) as a detector 42 s on finds "
+            "00:05's dispatch lease lapsed and recovers it (pending, a new token): the overtake's "
+            "mark then lands on, or is refused by, a run whose token moved",
+        ),
+    )
+}
+
 # Issue 34: redundant condition parts switched off together (tests/sim/test_switches.py PAIRS).
 PROMISES.update(
     {
@@ -803,38 +1039,8 @@ PROMISES.update(
                 note="00:05 came due unclaimed and is overdue: the detector settles it as a person "
                 "pauses the job (whose registration records it missed)",
             ),
-            ActorSet(
-                "stalled-retry",
-                (
-                    _a("stalled", "stalled_failing_worker"),
-                    _a("detector", "detector", offset_ms=40 * SECOND),
-                    _a("workerB", "worker", offset_ms=41 * SECOND),
-                ),
-                setup="claimed",
-                at=T0 + 5 * MINUTE,
-                budget=Budget(crashes=0),
-                note="00:05's worker starts it, its handler fails and the worker stalls before its "
-                "retry write; its lease lapses, the detector redispatches the run and another "
-                "worker starts it: the stalled retry must not land",
-            ),
-            ActorSet(
-                "promote-twice",
-                (
-                    _a("workerS", "quick_worker_of", arg=("scheduled", True)),
-                    _a("workerM", "quick_worker_of", offset_ms=SECOND, arg=("manual", True)),
-                    _a("detector", "detector", offset_ms=40 * SECOND),
-                    _a("workerC", "quick_worker_of", offset_ms=41 * SECOND, arg=("manual", True)),
-                ),
-                setup="claimed-manual",
-                at=T0 + 5 * MINUTE,
-                overlap="buffer_one",
-                budget=Budget(crashes=0),
-                note="buffer_one: 00:05's worker runs it as the manual run's worker parks the manual "
-                "run behind it; the detector (40 s ahead: the waiting run's lease lapsed) promotes "
-                "it once 00:05 ended, racing 00:05's worker's own promotion, and a worker starts it",
-            ),
         )
     }
 )
 
-ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **OVERTAKES, **PROMISES, **TOYS}
+ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **OVERTAKES, **PROMISES, **TOYS, **FENCES}

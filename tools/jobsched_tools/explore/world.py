@@ -14,12 +14,13 @@ import json
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import Clock, ManualClock
 from jobsched.core.config import SchedulerConfig
+from jobsched.core.dead_letter import PENDING, REFUSED, SENT
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.job import definition_digest
 from jobsched.core.policies import UNFINISHED
@@ -50,6 +51,7 @@ class _NullLogger:
 
 _LOG = QUIET_LOG = _NullLogger()
 CRASH, LOST, STALE, DUP = "crash", "lost", "stale", "dup"
+UNANSWERED = "unanswered"  # a dead-letter send the job's queue did not answer (issue 38)
 TAKE = "take:"  # a worker's receive: which queued message (reorder)
 INDEXES = ("next-run", "lease")
 COMMITTED = ("succeeded", "failed")
@@ -74,6 +76,7 @@ class Budget:
     stale: int = 0
     dups: int = 0
     reorder: bool = False
+    unanswered: int = 0  # dead-letter sends that fail (``PointDeadLetters``)
 
 
 @dataclass(frozen=True)
@@ -187,10 +190,14 @@ class World:
         # A person's change was written and its registration has not finished (the registrar
         # crashed or failed): the stream delivers the record again in the drive.
         self.registration_pending = False
+        # The instants of the people's writes whose stream records were delivered late (after the
+        # reconcile pass may have applied them): the change counts from the write (issue 34 item 4).
+        self.records_delivered: list[int] = []
         self.extra_check: Callable[[World], None] | None = None
         self.handler_ms = HANDLER_MS  # how long each handler of the drive runs
         self.registry = HandlerRegistry()
         self.registry.add("t", lambda _ctx: None)
+        self.dead_letter_queue = PointDeadLetters(self)  # every job's own dead-letter queue
 
     # --- the ledger ----------------------------------------------------------------------------
 
@@ -232,7 +239,21 @@ class World:
             (op.set.get("changed_at") for op in ops if isinstance(op, Update) and op.table == STATE), None
         )
         self._mark(self.inner.tables[STATE].get(self.job_id), dated)
+        self._one_waits()
         self.check_invariants()
+
+    def _one_waits(self) -> None:
+        """``buffer_one`` and ``cancel_other``: at most one run waits (README, ``overlap``); a
+        backfill run waits at the end of the line instead of being skipped, so it is not counted."""
+        waiting = sorted(
+            str(run["run_id"])
+            for run in self.inner.tables[RUNS].values()
+            if run.get("status") == "buffered"
+            and run.get("kind") != "backfill"
+            and run.get("overlap") in ("buffer_one", "cancel_other")
+        )
+        if len(waiting) > 1:
+            self.find("more_than_one_waits", self.job_id, f"{', '.join(waiting)} wait at once")
 
     def _mark(self, state: Item | None, dated: int | None = None) -> None:
         """The state's history for the nothing-lost check; a registration's write dates its
@@ -308,6 +329,7 @@ class World:
             h.update(_canon(sorted(self.inner.tables[table].values(), key=_canon)).encode())
         h.update(_canon(self.mq.state()).encode())
         h.update(_canon(sorted(self.ledger.executing)).encode())
+        h.update(_canon(sorted(self.dead_letter_queue.sent, key=_canon)).encode())
         for actor in self.sched.actors:
             h.update(f"{actor.name}:{actor.pc}:{actor.done}:{actor.crashed}".encode())
             h.update(actor.digest.digest())
@@ -323,6 +345,8 @@ class World:
         h.update(_canon(self.mq.state()).encode())
         h.update(repr((self.ledger.marks, sorted(self.ledger.commits.items()))).encode())
         h.update(repr((self.registration_pending, [a.error for a in self.sched.actors])).encode())
+        h.update(repr(self.records_delivered).encode())
+        h.update(_canon(sorted(self.dead_letter_queue.sent, key=_canon)).encode())
         return h.digest()
 
     def seen_by_actor(self, result: Any) -> None:
@@ -445,6 +469,10 @@ class ExplorerStore:
             self.world.seen_by_actor(["lost", lost.op_index, lost.current])
             raise
         self.world.previous.update(before)
+        for op in ops:
+            if isinstance(op, Put) and op.table == RUNS and before.get((RUNS, self.inner._target(op))):
+                # I1: a record is created once (``attribute_not_exists``), never put over another.
+                self.world.find("record_overwritten", _op_key(op), f"{op.label} replaced it")
         if paused:
             self.world.check_pause(job_before)
         self.world.seen_by_actor("written")
@@ -478,6 +506,26 @@ class PointQueue:
         if option == CRASH:
             raise Crash
         return result
+
+
+class PointDeadLetters:
+    """A job's own dead-letter queue (issue 38), as the explored actors send to it: each send is
+    a scheduling point, which fails (the queue did not answer) while the budget's ``unanswered``
+    allows; every letter that reached it is kept for the checks (``_dead_letters``)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.sent: list[dict[str, Any]] = []
+
+    def send(self, queue_arn: str, body: str, deduplication_id: str) -> None:  # noqa: ARG002
+        world = self.world
+        options = (OK, UNANSWERED) if world.used[UNANSWERED] < world.budget.unanswered else (OK,)
+        option = world.store._point(Call("send", f"send dead letter {deduplication_id}", options))
+        if option == UNANSWERED:
+            world.seen_by_actor("unanswered")
+            raise ConnectionError("explorer: the dead-letter queue did not answer")
+        self.sent.append(json.loads(body))
+        world.seen_by_actor("sent")
 
 
 def _key(key: Item) -> str:
@@ -531,7 +579,14 @@ class Services:
             claim_now=lambda job_id: early.claim_now(job_id, "registrar"),
         )
         self.detector = MissDetector(
-            store, queue, world.telemetry, clock, cfg, parallel_queries=False, registrar=self.registrar_inline
+            store,
+            queue,
+            world.telemetry,
+            clock,
+            cfg,
+            parallel_queries=False,
+            registrar=self.registrar_inline,
+            dead_letter_sender=world.dead_letter_queue,
         )
         self.worker = Worker(
             store,
@@ -543,6 +598,7 @@ class Services:
             name,
             logger_for=lambda _run_id: _LOG,
             rng=random.Random(0),
+            dead_letter_sender=world.dead_letter_queue,
         )
         from jobsched.services.operations import Operations
 
@@ -673,6 +729,7 @@ def final_checks(world: World, skew_ms: int) -> None:
                     f"skipped behind {run.get('blocked_by')}, not due until {holder.get('scheduled_at')}",
                 )
     _persons_last_word(world)
+    _dead_letters(world, runs)
     for actor in world.sched.actors:
         if actor.error is not None:
             world.find("unexpected_exception", actor.name, actor.error)
@@ -705,6 +762,26 @@ def _persons_last_word(world: World) -> None:
             world.find("reregistered_job_never_runs", world.job_id, "no run of its new life")
 
 
+def _dead_letters(world: World, runs: dict[str, Item]) -> None:
+    """Issue 38, as the chaos checker's ``dead_letters``: after the drive (whose detector pays
+    every debt its lease sweep finds) nothing is still owed, every run recorded sent reached its
+    queue, and no letter is for a run that did not fail. And a settled debt leaves no
+    ``check_at`` (data-model.md: a finished run keeps it only while a dead letter is owed)."""
+    letters = {str(letter["run_id"]) for letter in world.dead_letter_queue.sent}
+    for run_id, run in sorted(runs.items()):
+        owed = run.get("dead_letter")
+        if owed == PENDING:
+            world.find("dead_letter_owed", run_id, "its dead letter is still owed after the drive")
+        elif owed == SENT and run_id not in letters:
+            world.find("dead_letter_unsent", run_id, "recorded sent, but no letter reached the queue")
+        if owed in (SENT, REFUSED) and "check_at" in run:
+            world.find("dead_letter_check_at_left", run_id, f"settled ({owed}), it still has check_at")
+    for run_id in sorted(letters):
+        status = runs.get(run_id, {}).get("status")
+        if status != "failed":
+            world.find("dead_letter_for_unfailed", run_id, f"a letter for a {status} run")
+
+
 def _timing(world: World) -> tuple[tuple[str, str], ...]:
     item = world.inner.get(JOBS, {"job_id": world.job_id}) or {}
     return tuple(sorted({"schedule": str(item.get("schedule")), "timezone": "UTC"}.items()))
@@ -717,7 +794,7 @@ def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> se
     due: set[int] = set()
     allowed: set[int] = set()
     at_a_change: set[int] = set()
-    for span in segments(world.ledger.marks, world.window_end):
+    for span in segments(_dated_by_records(world), world.window_end):
         stretch = occurrences(span.timing, span.start, min(span.end, world.window_end))
         due.update(stretch)
         allowed.update(occurrences(span.timing, span.start, span.end + ahead))
@@ -731,3 +808,20 @@ def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> se
         if status not in COMMITTED and status not in POLICY:
             world.find("lost_occurrence", run_id, f"due, and {status or 'absent'} after the drive")
     return allowed
+
+
+def _dated_by_records(world: World) -> list[StateMark]:
+    """The state's history, with each stretch that a person's write started dated from the write
+    when its stream record was delivered (late, after the reconcile pass dated the change when it
+    first saw it): the timing's occurrences after the write are due, whichever of the record and
+    the pass applied the change first (issue 34 item 4; chaos's ``after_writes``)."""
+    marks = list(world.ledger.marks)
+    for written in world.records_delivered:
+        for index, mark in enumerate(marks):
+            opens = mark.status == "active" and (index == 0 or marks[index - 1].status != "active")
+            if not opens or mark.at < written or mark.next_run_at is None:
+                continue
+            due = occurrences(mark.timing, written + 1, int(mark.next_run_at))
+            marks[index] = replace(mark, at=written, next_run_at=min([*due, int(mark.next_run_at)]))
+            break
+    return marks

@@ -21,6 +21,7 @@ what each step of a run costs.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections import Counter
@@ -61,6 +62,13 @@ class Index:
 
 def template_indexes() -> list[Index]:
     """Every GSI of the template's tables, with its projection."""
+    return list(_template_indexes())
+
+
+@functools.cache
+def _template_indexes() -> tuple[Index, ...]:
+    # Parsed once per process: template.yaml takes seconds to load, and a benchmark or a test
+    # makes many stores (the indexes are frozen dataclasses, safe to share).
     indexes = []
     resources = load_template()["Resources"]
     for logical_id, table in LOGICAL_TABLE.items():
@@ -78,7 +86,7 @@ def template_indexes() -> list[Index]:
                     table_keys,
                 )
             )
-    return indexes
+    return tuple(indexes)
 
 
 def write_units(size: int) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 
 from jobsched.core.job import MAX_JITTER_SECONDS, InvalidJob, JobDefinition, OverlapPolicy, is_job_id
 
-MAX_JOB_ID_CHARS = 128  # core/job.py JOB_ID_PATTERN
+MAX_JOB_ID_CHARS = 128  # core/job/fields.py JOB_ID_PATTERN
 
 DEFAULT_GROUP = "default"
 # jobsched's own bound on attempts (RetryPolicy.max_attempts); EventBridge retries up to 185 times.
@@ -134,7 +134,7 @@ def _documents(file: Path) -> list[Any]:
 # (https://docs.aws.amazon.com/scheduler/latest/APIReference/API_CreateSchedule.html,
 # https://docs.aws.amazon.com/scheduler/latest/APIReference/API_CreateScheduleGroup.html; the
 # same constraints are in botocore's scheduler model). A job id is 1-128 of [A-Za-z0-9_.:-]
-# starting with a letter or digit (core/job.py JOB_ID_PATTERN).
+# starting with a letter or digit (core/job/fields.py JOB_ID_PATTERN).
 EVENTBRIDGE_NAME = re.compile(r"^[0-9a-zA-Z_.-]{1,64}$")
 # What marks a job id (or group) that is not the schedule's readable name: "::" is in no readable
 # id, as ":" is in no EventBridge name and neither part is empty.

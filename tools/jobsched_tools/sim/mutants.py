@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import CodeType
+from types import CodeType, ModuleType
 from typing import Any
 
-from jobsched.core import policies, transitions
+from jobsched.core import dead_letter, policies, transitions
 from jobsched.core.writes import Cond, Update, WriteOp
 
 # What each removed condition lets through, and the invariant that must then report it.
@@ -180,6 +180,11 @@ def mutant(name: str) -> Iterator[None]:
 # holds, when (and only when) it is called from that function at that part's lines: the
 # function's other parts, and the same helper elsewhere, stay. The parts are read from the
 # source, so a condition added without a catcher fails tests/sim/test_switches.py.
+#
+# ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and
+# switched the same way (their own ``-> Cond`` helpers, the builders of writes.py). A switch name
+# is unique across them (``condition_parts`` refuses a clash).
+MORE_MODULES: tuple[ModuleType, ...] = (dead_letter,)  # issue 38: settling a dead letter's debt
 
 BUILDERS = frozenset({"Cond", "exists", "not_exists", "eq", "ne", "lt", "le", "gt", "ge", "is_in", "any_of"})
 
@@ -193,14 +198,15 @@ class Part:
     callees: tuple[str, ...]  # the names called (helpers of transitions.py, builders of writes.py)
     lines: tuple[tuple[int, int], ...]  # the call sites (first line, last line)
     why: str  # the part's why, as written (a helper's: its own why)
+    module: ModuleType = transitions  # the core module whose source builds it (``MORE_MODULES``)
 
     @property
     def switch(self) -> str:
         return f"{self.function}:{self.name}"
 
 
-def _source() -> ast.Module:
-    return ast.parse(Path(inspect.getfile(transitions)).read_text())
+def _source(module: ModuleType = transitions) -> ast.Module:
+    return ast.parse(Path(inspect.getfile(module)).read_text())
 
 
 def _callee(node: ast.AST) -> str | None:
@@ -285,8 +291,19 @@ def _part_name(call: ast.Call, helpers: dict[str, str]) -> str:
 
 
 def condition_parts() -> dict[str, Part]:
-    """Every named condition part of core/transitions.py, by switch name, read from its source."""
-    tree = _source()
+    """Every named condition part of core/transitions.py and of ``MORE_MODULES``, by switch
+    name, read from their sources."""
+    parts = _module_parts(transitions)
+    for module in MORE_MODULES:
+        more = _module_parts(module)
+        if clash := sorted(set(more) & set(parts)):
+            raise ValueError(f"{module.__name__} builds parts named as others already: {clash}")
+        parts.update(more)
+    return parts
+
+
+def _module_parts(module: ModuleType) -> dict[str, Part]:
+    tree = _source(module)
     helpers = _helper_whys(tree)
     callables = BUILDERS | frozenset(helpers)
     parts: dict[str, Part] = {}
@@ -309,6 +326,7 @@ def condition_parts() -> dict[str, Part]:
                 tuple(dict.fromkeys(_callee(c) or "" for c in calls)),
                 tuple((c.lineno, c.end_lineno or c.lineno) for c in calls),
                 _literal_why(calls[0], function, helpers),
+                module,
             )
             parts[part.switch] = part
     return parts
@@ -329,23 +347,24 @@ Site = tuple[set[CodeType], tuple[tuple[int, int], ...]]
 
 @contextmanager
 def switched_off(*switches: str) -> Iterator[None]:
-    """Run the block with condition parts of core/transitions.py off (``condition_parts``): each,
-    built at its lines by its function, is a condition that always holds. Several parts at once
-    (a redundant pair: tests/sim/test_switches.py ``PAIRS``) are switched off by one replacement
-    per helper or builder, so two parts built by the same one (two ``eq`` parts) are both off:
-    nesting ``switched_off`` would hand the inner part's call to the outer replacement from the
-    replacement's own frame, not the write function's, and leave it on."""
+    """Run the block with condition parts of core/transitions.py or ``MORE_MODULES`` off
+    (``condition_parts``): each, built at its lines by its function, is a condition that always
+    holds. Several parts at once (a redundant set: tests/sim/test_switches.py ``PAIRS``) are
+    switched off by one replacement per helper or builder, so two parts built by the same one
+    (two ``eq`` parts) are both off: nesting ``switched_off`` would hand the inner part's call to
+    the outer replacement from the replacement's own frame, not the write function's, and leave
+    it on."""
     parts = condition_parts()
     for switch in switches:
         if switch not in parts:
             raise ValueError(f"unknown condition part {switch!r}; one of {', '.join(sorted(parts))}")
     off = _holds(f"switched off: {', '.join(switches)}")
-    sites: dict[str, list[Site]] = {}
+    sites: dict[tuple[Any, str], list[Site]] = {}
     for switch in switches:
         part = parts[switch]
-        codes = _codes(getattr(transitions, part.function).__code__)
+        codes = _codes(getattr(part.module, part.function).__code__)
         for callee in part.callees:
-            sites.setdefault(callee, []).append((codes, part.lines))
+            sites.setdefault((part.module, callee), []).append((codes, part.lines))
 
     def replacing(original: Callable[..., Any], where: list[Site]) -> Callable[..., Any]:
         def replacement(*args: Any, **kwargs: Any) -> Any:
@@ -359,11 +378,11 @@ def switched_off(*switches: str) -> Iterator[None]:
 
         return replacement
 
-    saved = {name: getattr(transitions, name) for name in sites}
+    saved = {key: getattr(key[0], key[1]) for key in sites}
     try:
-        for name, original in saved.items():
-            setattr(transitions, name, replacing(original, sites[name]))
+        for (module, name), original in saved.items():
+            setattr(module, name, replacing(original, sites[(module, name)]))
         yield
     finally:
-        for name, original in saved.items():
-            setattr(transitions, name, original)
+        for (module, name), original in saved.items():
+            setattr(module, name, original)

@@ -43,6 +43,10 @@ class FaultRates:
     worker_crash_after_effect: float = 0.02  # handler done, effect staged, commit never sent
     worker_crash_in_heartbeat: float = 0.01  # per heartbeat
     zombie_worker: float = 0.02  # pauses past its lease, then resumes and tries to commit
+    # per zombie: its handler failed, so on resuming it writes a retry (or, with no attempt left, a
+    # failure) with the token it held, over an attempt the run may have started since (issue 34:
+    # the retry's fencing). Off by default (drawn only when set, so the fixed seeds' runs stay).
+    zombie_fails: float = 0.0
     store_throttle: float = 0.005  # per store call
     # Stretches of 5-20 minutes in which provisioned capacity runs short (a spike above it, before
     # auto scaling catches up): each store call is throttled with ``squeeze_throttle`` (issue 37).

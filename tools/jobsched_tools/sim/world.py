@@ -630,8 +630,14 @@ class World:
         return result
 
     def _zombie_resume(self, inv: Invocation) -> None:
-        """The paused worker wakes up and, believing its handler done, commits straight away."""
-        self.log(inv.name, "zombie.resumed", inv.message.run_id, "commits without a heartbeat")
+        """The paused worker wakes up and, believing its handler done, commits straight away
+        (``zombie_fails``: its handler failed, and it writes the retry or the failure)."""
+        run_id = inv.message.run_id
+        if self.roll("zombie_fails", self.rates.zombie_fails, run_id):
+            self.log(inv.name, "zombie.resumed", run_id, "its handler failed: retries without a heartbeat")
+            self._finish(inv, HandlerResult(False, "simulated handler failure (a zombie's)"), zombie=True)
+            return
+        self.log(inv.name, "zombie.resumed", run_id, "commits without a heartbeat")
         self._finish(inv, self._result(inv, force_ok=True), zombie=True)
 
     def _result(self, inv: Invocation, force_ok: bool = False) -> HandlerResult:

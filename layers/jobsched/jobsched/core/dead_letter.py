@@ -19,7 +19,7 @@ from typing import Any
 
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.run import RunStatus, run_key, shard_of
-from jobsched.core.writes import RUNS, Update, eq
+from jobsched.core.writes import RUNS, Cond, Update, eq
 
 PENDING = "pending"  # the outcome is owed to the queue
 SENT = "sent"  # SQS accepted it (at least once: perhaps more than once)
@@ -44,16 +44,23 @@ def with_dead_letter(commit: Update, run_id: str, queue_arn: str, now: int, cfg:
     return replace(commit, set=sets, remove=remove, label=f"{commit.label} (dead letter owed)")
 
 
-def _owed(run: dict[str, Any]) -> tuple[Any, ...]:
-    return (
-        eq("status", RunStatus.FAILED.value, "the debt belongs to a failed run, and a failed run is final"),
-        eq(
-            "dead_letter",
-            PENDING,
-            "a racer (the worker or the detector) recorded the delivery already: one record",
-        ),
-        eq("version", run["version"], "the failure as read: no other write moved the run"),
+# The named condition parts of the two writes that settle a debt (each its switch in
+# sim/mutants.py: ``dead_letter_done_op:_letter_owed`` ...; docs/promises.md, row 30).
+def _failed_run() -> Cond:
+    return eq("status", RunStatus.FAILED.value, "the debt belongs to a failed run, and a failed run is final")
+
+
+def _letter_owed() -> Cond:
+    return eq(
+        "dead_letter",
+        PENDING,
+        "a racer (the worker or the detector) recorded the delivery already: one record, and no "
+        "check_at put back on a settled debt",
     )
+
+
+def _failure_as_read(run: dict[str, Any]) -> Cond:
+    return eq("version", run["version"], "the failure as read: no other write moved the run")
 
 
 def dead_letter_done_op(run: dict[str, Any], outcome: str, now: int, note: str | None = None) -> Update:
@@ -64,7 +71,7 @@ def dead_letter_done_op(run: dict[str, Any], outcome: str, now: int, note: str |
     return Update(
         RUNS,
         run_key(str(run["run_id"])),
-        condition=_owed(run),
+        condition=(_failed_run(), _letter_owed(), _failure_as_read(run)),
         label=f"dead letter {outcome}",
         set=sets,
         remove=("check_at", "lease_shard"),
@@ -76,7 +83,7 @@ def dead_letter_retry_op(run: dict[str, Any], error: str, now: int) -> Update:
     return Update(
         RUNS,
         run_key(str(run["run_id"])),
-        condition=_owed(run),
+        condition=(_failed_run(), _letter_owed(), _failure_as_read(run)),
         label="dead letter retry",
         set={"check_at": now + RETRY_MS, "dead_letter_error": error[:1000]},
     )

@@ -34,6 +34,7 @@ from jobsched.core.writes import (
     eq,
     exists,
     is_in,
+    ne,
     not_exists,
 )
 
@@ -746,6 +747,7 @@ def buffer_at_start_ops(
     cfg: SchedulerConfig,
     cancel: bool = False,
     register: bool = True,
+    alone: bool = False,
 ) -> list[WriteOp]:
     """Park the run behind the run holding the job's turn, and name it on the holder, so that
     the holder's end promotes it (``promote_op``). One transaction: the holder's condition is
@@ -757,7 +759,13 @@ def buffer_at_start_ops(
     its worker sees the mark in its next heartbeat's response and sets ``ctx.cancelled``.
     ``register`` False (``buffer_all`` only, when the holder names another waiting run): the
     run waits without being named; its lease brings it to the miss detector, which promotes it
-    to decide again (``recheck_buffered_ops``: nobody names it, so it is not waiting)."""
+    to decide again (``recheck_buffered_ops``: nobody names it, so it is not waiting).
+
+    ``alone`` (``buffer_one`` and ``cancel_other``, a run not from a backfill: at most one run
+    waits, walk rule W16): the run waits only if nobody waits behind it and its holder is not
+    waiting itself, both as written. Two runs in one chain can each find their holder free of
+    waiters at once (a manual run behind a pending 00:05 waits behind it; 00:05 then finds the
+    running run before it): one of the two writes must fail, whichever lands first."""
     holder_conditions: tuple[Cond, ...] = (
         is_in(
             "status",
@@ -776,10 +784,14 @@ def buffer_at_start_ops(
     if cancel:
         holder_conditions += (_run_token(int(holder["version"])),)
         holder_sets["cancel_requested"] = run_id
+    own_conditions: tuple[Cond, ...] = (_run_status(RunStatus.PENDING), _run_token(version))
+    if alone:
+        holder_conditions += (_holder_not_waiting(),)
+        own_conditions += (_nobody_waits_behind(),)
     own = Update(
         RUNS,
         run_key(run_id),
-        condition=(_run_status(RunStatus.PENDING), _run_token(version)),
+        condition=own_conditions,
         label="buffer run",
         set={
             "status": RunStatus.BUFFERED.value,
@@ -802,6 +814,22 @@ def buffer_at_start_ops(
             set=holder_sets,
         ),
     ]
+
+
+def _holder_not_waiting() -> Cond:
+    return ne(
+        "status",
+        RunStatus.BUFFERED.value,
+        "the holder does not wait itself (buffer_one, cancel_other: at most one run waits; W16)",
+    )
+
+
+def _nobody_waits_behind() -> Cond:
+    return not_exists(
+        "buffered_next",
+        "nobody waits behind this run (buffer_one, cancel_other: at most one run waits; the run "
+        "that found a waiter behind it is skipped, and its end promotes the waiter: W16)",
+    )
 
 
 def promote_op(buffered: RunItem, holder_id: str, now: int, cfg: SchedulerConfig) -> tuple[Update, RunItem]:

@@ -287,8 +287,17 @@ class Worker:
         reason: str | None = None
         if decision is OverlapDecision.BUFFER:
             cancel = policy is OverlapPolicy.CANCEL_OTHER
+            one_waits = (OverlapPolicy.BUFFER_ONE, OverlapPolicy.CANCEL_OTHER)
+            alone = policy in one_waits and not _is_backfill(message)
             ops = buffer_at_start_ops(
-                message.run_id, message.version, holder, now, self._cfg, cancel=cancel, register=register
+                message.run_id,
+                message.version,
+                holder,
+                now,
+                self._cfg,
+                cancel=cancel,
+                register=register,
+                alone=alone,
             )
             event, outcome = "run.buffered", Outcome.BUFFERED
         else:
@@ -301,8 +310,12 @@ class Worker:
         try:
             self._store.write(ops)
         except ConditionFailed as lost:
-            if lost.op is ops[0]:  # the run's own write: it moved on meanwhile
-                return self._drop_duplicate(message, lost.current)
+            if lost.op is ops[0]:
+                if decision is OverlapDecision.BUFFER and _waited_on(lost.current, message):
+                    # A run waits behind this one already (W16): at most one waits, so this run
+                    # is skipped, and its end promotes the one waiting behind it.
+                    return self._settle_overlap(message, policy, OverlapDecision.SKIP, holder, now, passed)
+                return self._drop_duplicate(message, lost.current)  # it moved on meanwhile
             current = lost.current or {}
             if (
                 policy is OverlapPolicy.BUFFER_ALL
@@ -578,6 +591,16 @@ class Worker:
             if was_mine():
                 return
             self._store.write(ops)
+
+
+def _waited_on(current: dict[str, Any] | None, message: RunMessage) -> bool:
+    """The run is still this message's to start, and another run waits behind it."""
+    return (
+        current is not None
+        and current.get("status") == RunStatus.PENDING.value
+        and current.get("version") == message.version
+        and current.get("buffered_next") is not None
+    )
 
 
 def _is_backfill(message: RunMessage) -> bool:
