@@ -19,6 +19,8 @@ from harness import KINDS, MINUTE, T0, Env, build, job, register_raw
 from jobsched.adapters.dead_letter_queue import SqsDeadLetterSender
 from jobsched.core.dead_letter import RETRY_MS
 from jobsched.core.job import RetryPolicy
+from jobsched.ports import DeadLetterRefused
+from jobsched.services.dead_letters import REFUSED_FOR_GOOD_AFTER_MS
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Outcome, Started, Worker
@@ -89,7 +91,7 @@ def _worker(env: Env, sender: Any, allowed: list[str] | None = None) -> Worker:
     )
 
 
-def _detector(env: Env, sender: Any) -> MissDetector:
+def _detector(env: Env, sender: Any, allowed: list[str] | None = None) -> MissDetector:
     return MissDetector(
         env.store,
         env.queue,
@@ -98,7 +100,7 @@ def _detector(env: Env, sender: Any) -> MissDetector:
         env.cfg,
         parallel_queries=False,
         dead_letter_sender=sender,
-        dead_letter_queues=[DLQ],
+        dead_letter_queues=allowed or [DLQ],
     )
 
 
@@ -204,6 +206,60 @@ def test_a_queue_not_on_the_allow_list_is_refused_and_logged(env: Env) -> None:
     assert "check_at" not in run  # settled: the detector does not try it again and again
     (event,) = env.telemetry.named("run.dead_letter_refused")
     assert event.correlation_id == message.run_id
+
+
+MISSING = "arn:aws:sqs:us-east-1:123456789012:deleted-queue"
+
+
+class MissingQueueSender:
+    """The in-memory stand-in for SQS's answer to a send to a queue that does not exist (on moto
+    the real sender meets the real answer), counting the attempts."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def send(self, queue_arn: str, body: str, deduplication_id: str) -> None:  # noqa: ARG002
+        self.attempts += 1
+        raise DeadLetterRefused(f"QueueDoesNotExist: The specified queue does not exist.; {queue_arn}")
+
+
+class CountingSender:
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.attempts = inner, 0
+
+    def send(self, queue_arn: str, body: str, deduplication_id: str) -> None:
+        self.attempts += 1
+        self.inner.send(queue_arn, body, deduplication_id)
+
+
+def test_a_send_sqs_refuses_is_tried_for_an_hour_then_settled_as_refused(env: Env) -> None:
+    """The queue is on the stack's list but does not exist (deleted since): SQS refuses every
+    send. The debt is tried again a minute apart for an hour after the failure (a grant still
+    propagating, a person fixing it), then settled as refused with SQS's reason, not tried again
+    every minute for ever."""
+    sender = CountingSender(MissingQueueSender() if env.kind == "memory" else SqsDeadLetterSender(env.sqs))
+    _register(env, dead_letter_queue_arn=MISSING, retry=RetryPolicy(max_attempts=1))
+    message = _first_message(env)
+    worker = _worker(env, sender, [MISSING])
+    assert worker.process(message, env.clock.now_ms() + DEADLINE) is Outcome.FAILED
+    failed_at = env.clock.now_ms()
+    run = env.run(message.run_id)
+    assert run["dead_letter"] == "pending" and "QueueDoesNotExist" in run["dead_letter_error"]
+    assert "tried again for 60 minutes" in run["dead_letter_error"]
+    skew = env.cfg.clock_skew_allowance_ms + 1
+    env.clock.set(failed_at + RETRY_MS + skew)
+    _detector(env, sender, [MISSING]).run("a minute later")
+    assert env.run(message.run_id)["dead_letter"] == "pending" and sender.attempts == 2
+    env.clock.set(failed_at + REFUSED_FOR_GOOD_AFTER_MS + skew)
+    _detector(env, sender, [MISSING]).run("an hour later")
+    run = env.run(message.run_id)
+    assert run["dead_letter"] == "refused" and "check_at" not in run and run["status"] == "failed"
+    assert "QueueDoesNotExist" in run["dead_letter_error"] and "does not exist" in run["dead_letter_error"]
+    (event,) = env.telemetry.named("run.dead_letter_refused")
+    assert event.correlation_id == message.run_id and event.fields["queue"] == MISSING
+    env.clock.set(env.clock.now_ms() + 10 * RETRY_MS)
+    _detector(env, sender, [MISSING]).run("later still")
+    assert sender.attempts == 3  # settled: never tried again
 
 
 # --- the maximum event age -------------------------------------------------------------------

@@ -9,12 +9,15 @@ settles, a delete and an invalid job through the registrar; a fan-out tick and a
 trigger; the worker committing a staged effect, sending to an allowed queue, starting a Step
 Functions execution and an ECS task (passing its role), scheduling a retry and promoting a
 buffered run, each terminal outcome put on the outcome bus; the miss detector recovering a dead
-worker's lease, catching up overdue jobs and deleting a job after its completion; a claim of the
+worker's lease, catching up overdue jobs, deleting a job after its completion, sending a dead
+letter and registering a job the stack's allow-list refused until the stack listed it; a claim of the
 trigger and one of the registrar that lose a race (the run read back, the state read again); the
 promotion of a buffered run whose job changed meanwhile (its definition read from its snapshot).
-The calls AWS makes with a role on its behalf (the event source mappings' polling) are declared
-from the Lambda documentation. The template is transformed offline by aws-sam-translator and each role's
-statements resolved for a fake account and stack.
+The calls AWS makes with a role on its behalf are declared: the event source mappings' polling,
+from the Lambda documentation, and the services' use of a customer-managed key, derived from the
+recorded calls that reach an encrypted queue, table or bus (policy.key_calls). The template is
+transformed offline by aws-sam-translator and each role's statements resolved for a fake account
+and stack.
 
 Every grant must be used by some recorded call (least privilege: issue 35 item 12), and the
 mutation test takes each grant away in turn and checks that a recorded call is then denied, so the
@@ -26,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -48,6 +52,7 @@ from jobsched_tools.iam.policy import (
     denied,
     evaluate,
     grants,
+    key_calls,
     role_statements,
     transform,
     unused,
@@ -158,24 +163,17 @@ MAPPING_CALLS = [
     ("OutcomePublisherFunction", "sqs:SendMessage", STACK.attribute("OutcomeFailureQueue", "Arn")),
 ]
 
-# What SQS, DynamoDB and EventBridge ask of KMS with the caller's credentials when the target is
-# encrypted with a customer-managed key (issue 35, item 9); moto encrypts nothing, so these are
-# declared, with the service the request comes through (kms:ViaService).
-# - SQS: a producer needs kms:GenerateDataKey and kms:Decrypt on the queue's key
-#   (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html);
-# - DynamoDB: reads and writes of a table under a customer-managed key use it through DynamoDB
-#   (https://docs.aws.amazon.com/kms/latest/developerguide/services-dynamodb.html);
-# - EventBridge: a bus under a customer-managed key generates and decrypts data keys with it
-#   (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-encryption-key-policy.html).
-KMS_CALLS = [
-    (function, action, TARGET_KEY, (("kms:ViaService", f"{service}.{REGION}.amazonaws.com"),))
-    for function, service in (
-        ("WorkerFunction", "sqs"),
-        ("WorkerFunction", "dynamodb"),
-        ("OutcomePublisherFunction", "events"),
-    )
-    for action in ("kms:GenerateDataKey", "kms:Decrypt")
-]
+# The resources a customer-managed key encrypts (issue 35 item 9; the job's dead-letter queue:
+# issue 38's edge): what SQS, DynamoDB and EventBridge then ask of KMS with the caller's
+# credentials is derived from the recorded calls that reach them (policy.key_calls, which cites
+# each service's page), so every function that sends to such a queue, the miss detector's
+# dead-letter sends too, is checked for the key.
+ENCRYPTED = {
+    queue_arn(TARGET_QUEUE): TARGET_KEY,
+    queue_arn(JOB_DLQ): TARGET_KEY,
+    table_arn(EFFECTS): TARGET_KEY,
+    f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/{OUTCOME_BUS}": TARGET_KEY,
+}
 
 _serializer = TypeSerializer()
 
@@ -470,6 +468,23 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     detected = scenario.detector()
     assert detected["jobs_reconciled"] == 1, detected
 
+    # A job invalid because the stack did not list its dead-letter queue, which the stack lists
+    # later: no record comes (the job item is unchanged); the detector's reconcile pass registers
+    # it and writes its report on the job item (UpdateItem, as a pause on failure).
+    late = queue_arn(f"{PREFIX}-late-dlq")
+    scenario.put_job(job_item("late-listed", "iam.noop", dead_letter_queue_arn=late))
+    assert scenario.job("late-listed")["status"] == {"S": "invalid"}
+    listed = os.environ["ALLOWED_DEAD_LETTER_QUEUE_ARNS"]
+    os.environ["ALLOWED_DEAD_LETTER_QUEUE_ARNS"] = f"{listed},{late}"  # the stack updated
+    wiring.reset_app()
+    try:
+        scenario.advance_to(scenario.clock.now_ms() + MINUTE)
+        scenario.detector()
+    finally:
+        os.environ["ALLOWED_DEAD_LETTER_QUEUE_ARNS"] = listed
+        wiring.reset_app()
+    assert scenario.job("late-listed")["status"] == {"S": "active"}
+
     # A person's changes through the registrar: a pause, a resume, a re-time of a job left behind
     # (settling the old schedule's occurrences), a delete.
     scenario.put_job(job_item("changing", "iam.noop", enabled=False), "MODIFY")
@@ -591,8 +606,8 @@ def recorded() -> Iterator[CallRecorder]:
             wiring.reset_app()
     for function, action, resource in MAPPING_CALLS:
         recorder.declare(function, action, resource, "event source mapping")
-    for function, action, resource, context in KMS_CALLS:
-        recorder.declare(function, action, resource, "a service using the target's key", context)
+    for call in key_calls(recorder.calls, ENCRYPTED, REGION):
+        recorder.declare(call.function, call.action, call.resource, call.origin, call.context)
     yield recorder
 
 
@@ -624,6 +639,12 @@ def test_each_function_s_calls_are_recorded(recorded: CallRecorder) -> None:
     for function in FUNCTIONS:
         puts = ("events:PutEvents", bus) in {(c.action, c.resource) for c in recorded.distinct(function)}
         assert puts is (function == "OutcomePublisherFunction"), function
+    # A customer-managed key's use through SQS: by the worker (its targets and dead letters) and
+    # by the miss detector, whose dead-letter sends need it as much (issue 38's edge).
+    via_sqs = (("kms:ViaService", f"sqs.{REGION}.amazonaws.com"),)
+    for function in ("WorkerFunction", "MissDetectorFunction"):
+        used = {(c.action, c.resource, c.context) for c in recorded.distinct(function)}
+        assert ("kms:GenerateDataKey", TARGET_KEY, via_sqs) in used, function
     registrar = {(c.action, c.resource) for c in recorded.distinct("RegistrarFunction")}
     assert ("dynamodb:PutItem", STACK.attribute("RunsTable", "Arn")) in registrar
     # A claim that lost a race reads its run back, and the trigger reads the state again.

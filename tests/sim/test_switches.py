@@ -82,7 +82,7 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
         "cancelled_run_redispatched",
     ),
     "start_op:_run_token": (Chaos(seed=2), "token_decreased"),
-    "finish_ops:_run_token": (Chaos(seed=3, faults=ZOMBIE), "fenced_out_commit"),
+    "finish_ops:_run_token": (Chaos(seed=5, faults=ZOMBIE), "fenced_out_commit"),
     "recover_op:_lease_as_read": (Chaos(seed=5, faults=STALL), "live_lease_recovered"),
     "retire_definition_op:definition": (Chaos(seed=1), "snapshot_overwritten"),
     # A late stream record's redate (issue 34 item 4): a claim between its read and its write; a
@@ -229,7 +229,7 @@ PAIRS: dict[tuple[str, ...], tuple[Catcher, str]] = {
         Explore("backfill-retry-buffer-one", 1),
         "token_decreased",
     ),
-    ("finish_ops:_run_status", "finish_ops:_run_token"): (Chaos(seed=3, faults=ZOMBIE), "fenced_out_commit"),
+    ("finish_ops:_run_status", "finish_ops:_run_token"): (Chaos(seed=5, faults=ZOMBIE), "fenced_out_commit"),
     ("retry_op:_run_status", "retry_op:_run_token"): (Explore("zombie-retry", 2), "token_decreased"),
     ("recover_op:_lease_as_read", "recover_op:_run_status", "recover_op:_run_token"): (
         Explore("detector-worker", 1),

@@ -196,6 +196,37 @@ def test_builtin_target_grants_exist_only_when_their_parameter_is_set(template: 
         }
 
 
+def test_the_detector_may_use_the_keys_only_through_sqs_and_only_with_dead_letter_queues(
+    template: dict[str, Any],
+) -> None:
+    """The miss detector sends jobs' dead letters (services/dead_letters.py) to queues that may be
+    encrypted with a customer-managed key, as the worker does: it gets kms:GenerateDataKey and
+    kms:Decrypt on TargetKmsKeyArns through SQS alone, and only when the stack lists both keys
+    and dead-letter queues (it reaches nothing else under such a key)."""
+    from jobsched_tools.iam.policy import Stack
+
+    detector = template["Resources"]["MissDetectorFunction"]["Properties"]
+    keyed = [
+        item["Fn::If"]
+        for policy in detector["Policies"]
+        for item in policy["Statement"]
+        if "Fn::If" in item and "kms:Decrypt" in _as_list(item["Fn::If"][1].get("Action"))
+    ]
+    assert len(keyed) == 1
+    condition, statement, otherwise = keyed[0]
+    assert (condition, otherwise) == ("HasDeadLetterQueueKeys", {"Ref": "AWS::NoValue"})
+    assert statement["Action"] == ["kms:GenerateDataKey", "kms:Decrypt"]
+    assert statement["Resource"] == {"Ref": "TargetKmsKeyArns"}
+    assert statement["Condition"] == {
+        "StringLike": {"kms:ViaService": {"Fn::Sub": "sqs.*.${AWS::URLSuffix}"}}
+    }
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    queue = "arn:aws:sqs:us-east-1:123456789012:job-failures"
+    for keys, queues, granted in (([key], [queue], True), ([key], [""], False), ([""], [queue], False)):
+        stack = Stack(template, {"TargetKmsKeyArns": keys, "AllowedDeadLetterQueueArns": queues})
+        assert stack.condition("HasDeadLetterQueueKeys") is granted, (keys, queues)
+
+
 def test_only_the_outcome_publisher_puts_outcomes_and_only_when_a_bus_is_named(
     template: dict[str, Any],
 ) -> None:

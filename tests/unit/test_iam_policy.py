@@ -117,3 +117,28 @@ def test_a_run_task_is_recorded_with_the_roles_it_passes() -> None:
     start = {"stateMachineArn": machine}
     started = authorisations("stepfunctions", "StartExecution", start, "us-east-1", "1")
     assert started == [("states:StartExecution", machine)]
+
+
+def test_a_call_that_reaches_an_encrypted_resource_needs_its_key_through_its_service() -> None:
+    """moto encrypts nothing: the KMS calls a service makes with its caller's permissions are
+    derived from the calls that reach a resource under a customer-managed key, per function."""
+    from jobsched_tools.iam.policy import key_calls
+
+    key = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/k"
+    queue = f"arn:aws:sqs:{REGION}:{ACCOUNT}:letters"
+    plain = f"arn:aws:sqs:{REGION}:{ACCOUNT}:plain"
+    calls = [
+        Call("Detector", "sqs:SendMessage", queue),
+        Call("Detector", "sqs:SendMessage", plain),  # not encrypted: nothing
+        Call("Worker", "dynamodb:UpdateItem", RUNS),
+        Call("Worker", "sqs:ReceiveMessage", queue),  # not a use of the key in this table
+    ]
+    derived = key_calls(calls, {queue: key, RUNS: key}, REGION)
+    via_sqs = (("kms:ViaService", f"sqs.{REGION}.amazonaws.com"),)
+    via_dynamodb = (("kms:ViaService", f"dynamodb.{REGION}.amazonaws.com"),)
+    assert {(c.function, c.action, c.resource, c.context) for c in derived} == {
+        ("Detector", "kms:GenerateDataKey", key, via_sqs),
+        ("Detector", "kms:Decrypt", key, via_sqs),
+        ("Worker", "kms:GenerateDataKey", key, via_dynamodb),
+        ("Worker", "kms:Decrypt", key, via_dynamodb),
+    }

@@ -134,6 +134,9 @@ def _build(kind: type[OperationsT], target: Target, shard_count: int | None) -> 
             else None
         ),
         wake_detector=wake,
+        dead_letter_queues=(
+            target.allow_lists.allowed_dead_letter_queue_arns if target.allow_lists is not None else None
+        ),
     )
 
 

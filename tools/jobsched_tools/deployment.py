@@ -30,6 +30,7 @@ ALLOW_LIST_PARAMETERS = {
     "AllowedStateMachineArns": "allowed_state_machine_arns",
     "AllowedTaskDefinitionArns": "allowed_task_definition_arns",
     "AllowedTaskRoleArns": "allowed_task_role_arns",
+    "AllowedDeadLetterQueueArns": "allowed_dead_letter_queue_arns",
 }
 
 
@@ -44,6 +45,8 @@ class AllowListValues:
     allowed_state_machine_arns: list[str] = field(default_factory=list)
     allowed_task_definition_arns: list[str] = field(default_factory=list)
     allowed_task_role_arns: list[str] = field(default_factory=list)
+    # The queues a job may name as its dead_letter_queue_arn (services/dead_letters.py).
+    allowed_dead_letter_queue_arns: list[str] = field(default_factory=list)
 
     @classmethod
     def from_lists(cls, lists: dict[str, Any]) -> AllowListValues:

@@ -121,6 +121,12 @@ class WorkQueue(Protocol):
         ...
 
 
+class DeadLetterRefused(Exception):
+    """A job's dead-letter queue refused a send for good (services/dead_letters.py): the queue
+    does not exist, or the caller may not send to it or use its key. The message says what to
+    change. Raised by the sender (adapters/dead_letter_queue.py) instead of its service's error."""
+
+
 class Telemetry(Protocol):
     """One structured event per operation, with a correlation id; metrics alongside."""
 

@@ -19,6 +19,7 @@ from jobsched_tools.deployment import TargetError, add_target_options, resolve_t
 
 def _cmd_import(args: argparse.Namespace) -> int:
     """Exit status 2 when a schedule could not be imported (or its job was marked invalid)."""
+    from jobsched.services.dead_letters import dead_letter_problems
     from jobsched.targets.builtin import destination_problems
 
     from jobsched_tools.importer.eventbridge import load_plans, refuse_shared_job_ids
@@ -34,7 +35,12 @@ def _cmd_import(args: argparse.Namespace) -> int:
             entry["action"] = "not imported"
             failed = True
         elif ops is None:
-            problems = destination_problems(plan.job.target, plan.job.payload, allow) if allow else []
+            problems = (
+                destination_problems(plan.job.target, plan.job.payload, allow)
+                + dead_letter_problems(plan.job.dead_letter_queue_arn, allow.allowed_dead_letter_queue_arns)
+                if allow
+                else []
+            )
             entry["action"] = "would be invalid" if problems else "would register"
             entry["blockers"] = problems
             failed = failed or bool(problems)

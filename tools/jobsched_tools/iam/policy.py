@@ -149,6 +149,43 @@ def authorisations(
 ECS_TASKS = (("iam:PassedToService", "ecs-tasks.amazonaws.com"),)
 
 
+# What a service asks of KMS with the caller's own credentials when a call reaches a resource
+# encrypted with a customer-managed key, by the call's action: the service (the
+# ``kms:ViaService`` it comes through) and the KMS actions.
+# - SQS: a producer needs kms:GenerateDataKey and kms:Decrypt on the queue's key
+#   (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html);
+# - DynamoDB: reads and writes of a table under the key use it through DynamoDB
+#   (https://docs.aws.amazon.com/kms/latest/developerguide/services-dynamodb.html);
+# - EventBridge: a bus under the key generates and decrypts data keys with it
+#   (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-encryption-key-policy.html).
+KEY_USE = {
+    "sqs:SendMessage": "sqs",
+    "dynamodb:PutItem": "dynamodb",
+    "dynamodb:UpdateItem": "dynamodb",
+    "events:PutEvents": "events",
+}
+KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
+
+
+def key_calls(calls: Sequence[Call], keys: Mapping[str, str], region: str) -> list[Call]:
+    """The KMS calls the recorded ``calls`` make the services make on their caller's behalf:
+    ``keys`` maps a resource ARN (a queue, a table, a bus) to the customer-managed key that
+    encrypts it. moto encrypts nothing, so these are derived, not recorded: each call of a
+    ``KEY_USE`` action on such a resource needs ``KEY_ACTIONS`` on its key, through its service,
+    for the same function. Deriving them from the calls (rather than listing them per function)
+    gives every function that reaches an encrypted resource its key calls, the ones a new path
+    adds too."""
+    needed = set()
+    for call in calls:
+        service, key = KEY_USE.get(call.action), keys.get(call.resource)
+        if service is None or key is None:
+            continue
+        via = (("kms:ViaService", f"{service}.{region}.amazonaws.com"),)
+        origin = f"{service} using the key of {call.resource}"
+        needed |= {Call(call.function, action, key, origin, via) for action in KEY_ACTIONS}
+    return sorted(needed)
+
+
 def passed_roles(service: str, operation: str, params: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
     """The ``iam:PassRole`` authorisations one API call needs besides its own action: (action,
     role ARN, request context). Only the roles the request names are seen: the roles of an ECS

@@ -388,7 +388,11 @@ class World:
             r["scheduled_at"] <= self.window_end and r.get("status") not in TERMINAL_STATUSES for r in runs
         )
         behind = any(j.get("status") == "active" and j.get("next_run_at", 0) <= self.window_end for j in jobs)
-        if open_runs or behind or self._completions_pending(jobs, runs):
+        # A dead letter still owed is paid by the detector's next look (its check_at, at most a
+        # minute on): a run that failed just before the drain's check would otherwise end the
+        # drain with its debt open (issue 38).
+        owed = any(r.get("dead_letter") == "pending" for r in runs)
+        if open_runs or behind or owed or self._completions_pending(jobs, runs):
             self.at(self.clock.now_ms() + 5 * MINUTE, self._drain_check)
             return
         self.end = self.clock.now_ms()

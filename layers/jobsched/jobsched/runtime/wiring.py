@@ -118,13 +118,30 @@ class App:
 
     def detector(self) -> MissDetector:
         from jobsched.services.detector import MissDetector
+        from jobsched.services.registrar import Registrar
 
+        clock = SystemClock()
+        # The registrar the reconcile pass applies: it checks destinations against the stack's
+        # allow-lists as the registrar function does (not the handlers: the detector ships
+        # without the handlers layer), so that a lost record's job is judged alike, and an
+        # invalid job the lists allow now is registered (services/reconciler.py, _revalidate).
+        registrar = Registrar(
+            self.store,
+            self.telemetry,
+            clock,
+            self.cfg,
+            self.queue,
+            report=False,
+            target_problems=partial(destination_problems, allow=self.settings),
+            dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
+        )
         return MissDetector(
             self.store,
             self.queue,
             self.telemetry,
-            SystemClock(),
+            clock,
             self.cfg,
+            registrar=registrar,
             dead_letter_sender=self.dead_letter_sender,
             dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
         )
@@ -144,6 +161,7 @@ class App:
             claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
             target_problems=partial(destination_problems, allow=self.settings),
             detector_wake=self.detector_wake,
+            dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
         )
 
     @cached_property

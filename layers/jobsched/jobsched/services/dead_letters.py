@@ -4,7 +4,15 @@ The debt is written with the failure itself (``core/dead_letter.py``); this serv
 worker calls ``deliver`` right after its failure commit, the miss detector after its own failure
 write and for every owed run its lease sweep finds (the worker died, or its send or its record
 failed). Each delivery is a send and then a conditional record; nothing here raises into the
-caller: a failure leaves the debt for the next sweep.
+caller: a failure leaves the debt for the next sweep, a minute later.
+
+A send the stack or SQS refuses for good is settled as ``refused``, with a reason a person can
+act on (the run's ``dead_letter_error``, the ``run.dead_letter_refused`` log line and the
+``DeadLetterFailures`` metric), instead of being tried every minute for ever: a queue not on the
+stack's allow-list at once; a refusal by SQS (the queue does not exist, the role or the queue's
+KMS key refuses: ``DeadLetterRefused``) once it has lasted ``REFUSED_FOR_GOOD_AFTER_MS`` since the
+run failed, so that a grant still propagating after a deployment, or a key a person adds to the
+stack within the hour, still gets the letter through.
 """
 
 from __future__ import annotations
@@ -28,13 +36,43 @@ from jobsched.core.dead_letter import (
 from jobsched.core.errors import ConditionFailed, StoreError
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.writes import Update
-from jobsched.ports import Store, Telemetry
+from jobsched.ports import DeadLetterRefused, Store, Telemetry
 from jobsched.services.definitions import Definitions
+
+# The stack's parameter that lists the queues a job may name (template.yaml), and grants the
+# worker and the miss detector sqs:SendMessage on them.
+ALLOW_LIST_PARAMETER = "AllowedDeadLetterQueueArns"
+# How long SQS's refusals of a run's dead letter are retried (once a minute, ``RETRY_MS``) before
+# the debt is settled as refused: IAM's changes take effect within seconds to minutes of a
+# deployment, and a person alerted by ``DeadLetterFailures`` has the hour to fix the grant.
+REFUSED_FOR_GOOD_AFTER_MS = 3_600_000
 
 
 class DeadLetterSender(Protocol):
     def send(self, queue_arn: str, body: str, deduplication_id: str) -> None:
-        """Send one message to the queue (raises on failure)."""
+        """Send one message to the queue. Raises ``DeadLetterRefused`` when the queue's service
+        refused it for a reason no retry mends (see the adapter), anything else on a failure that
+        a later attempt may not meet."""
+
+
+def dead_letter_queue_refusal(queue_arn: str, allowed: Collection[str]) -> str | None:
+    """Why the stack's allow-list refuses ``queue_arn`` as a job's dead-letter queue (None: it
+    allows it). Entries are matched as the grant matches them (the parameter's pattern allows no
+    wildcard, so in practice an entry is the queue's ARN)."""
+    if any(fnmatchcase(queue_arn, entry) for entry in allowed):
+        return None
+    listed = ", ".join(allowed) or "empty: none is allowed"
+    return (
+        f"dead-letter queue {queue_arn} is not allowed: add it to the stack's {ALLOW_LIST_PARAMETER} "
+        f"parameter (now {listed}), which also grants the worker and the miss detector the send"
+    )
+
+
+def dead_letter_problems(queue_arn: str | None, allowed: Collection[str]) -> list[str]:
+    """The registration's reason for a job whose ``dead_letter_queue_arn`` the stack refuses
+    (empty: none, or no queue named), in the form of the registrar's other reasons."""
+    refusal = dead_letter_queue_refusal(queue_arn, allowed) if queue_arn is not None else None
+    return [] if refusal is None else [f"dead_letter_queue_arn: {refusal}"]
 
 
 class DeadLetters:
@@ -82,20 +120,20 @@ class DeadLetters:
         now = self._clock.now_ms()
         run_id = str(run["run_id"])
         queue = str(run.get("dead_letter_queue_arn") or "")
-        if self._allowed is not None and not any(fnmatchcase(queue, entry) for entry in self._allowed):
-            reason = (
-                f"dead-letter queue {queue} is not allowed: add it to the stack's AllowedDeadLetterQueueArns "
-                "parameter, which also grants the send"
-            )
-            self._record(run, dead_letter_done_op(run, REFUSED, now, reason))
-            self._telemetry.event("run.dead_letter_refused", run_id, queue=queue, reason=reason)
-            self._telemetry.metric("DeadLetterFailures", 1)
-            return False
+        refusal = dead_letter_queue_refusal(queue, self._allowed) if self._allowed is not None else None
+        if refusal is not None:
+            return self._refuse(run, queue, refusal, now)
         body = json.dumps(dead_letter_body(run), sort_keys=True, separators=(",", ":"))
         try:
             self._sender.send(queue, body, run_id)
-        except Exception as exc:  # any failure of the send: the debt stays for the next sweep
+        except Exception as exc:  # any failure of the send: the debt stays for the next sweep...
             error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, DeadLetterRefused):  # ...unless SQS has refused it for long enough
+                lasted = now - int(run.get("finished_at") or now)
+                window = f"{REFUSED_FOR_GOOD_AFTER_MS // 60_000} minutes"
+                if lasted >= REFUSED_FOR_GOOD_AFTER_MS:
+                    return self._refuse(run, queue, f"SQS refused the send for {window}: {exc}", now)
+                error = f"SQS refused the send (tried again for {window} after the failure): {exc}"
             self._record(run, dead_letter_retry_op(run, error, now))
             self._telemetry.event("run.dead_letter_failed", run_id, queue=queue, error=error[:300])
             self._telemetry.metric("DeadLetterFailures", 1)
@@ -104,6 +142,14 @@ class DeadLetters:
         self._telemetry.event("run.dead_lettered", run_id, queue=queue)
         self._telemetry.metric("DeadLetters", 1)
         return True
+
+    def _refuse(self, run: dict[str, Any], queue: str, reason: str, now: int) -> bool:
+        """Settle the debt as ``refused``, with the reason a person acts on: out of the lease
+        index, never sent (the run's ``dead_letter_error`` and the log keep the reason)."""
+        self._record(run, dead_letter_done_op(run, REFUSED, now, reason))
+        self._telemetry.event("run.dead_letter_refused", str(run["run_id"]), queue=queue, reason=reason)
+        self._telemetry.metric("DeadLetterFailures", 1)
+        return False
 
     def _record(self, run: dict[str, Any], op: Update) -> None:
         try:

@@ -92,9 +92,11 @@ class Operations:
         known_targets: Collection[str] | None = None,
         target_problems: Callable[[str, Mapping[str, Any]], list[str]] | None = None,
         wake_detector: WakeSender | None = None,
+        dead_letter_queues: Collection[str] | None = None,
     ) -> None:
-        """``known_targets``: the handlers the deployment ships, and ``target_problems``: what its
-        allow-lists refuse (targets/builtin.py ``destination_problems`` with the stack's lists),
+        """``known_targets``: the handlers the deployment ships, and ``target_problems`` and
+        ``dead_letter_queues``: what its allow-lists refuse (targets/builtin.py
+        ``destination_problems`` with the stack's lists, and its ``AllowedDeadLetterQueueArns``),
         checked at registration as the registrar function checks them (None: not checked here,
         only by the registrar function). ``wake_detector``: sends the miss detector an invocation
         when a manual run or a backfill makes a lease (services/waking.py); None: nothing to wake."""
@@ -103,7 +105,14 @@ class Operations:
         self._clock = clock
         self._cfg = cfg
         self._registrar = Registrar(
-            store, telemetry, clock, cfg, queue, known_targets=known_targets, target_problems=target_problems
+            store,
+            telemetry,
+            clock,
+            cfg,
+            queue,
+            known_targets=known_targets,
+            target_problems=target_problems,
+            dead_letter_queues=dead_letter_queues,
         )
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
         self._wake = DetectorWake(wake_detector, telemetry, clock, cfg)

@@ -16,6 +16,10 @@ change by when it first saw it, so occurrences due after that are run late or re
 dropped. A job registered under another ``ShardCount`` is moved at once (no stream record is
 coming for that).
 
+A job the stack's allow-lists made invalid differs from nothing when the stack lists its
+destination later (no write to its item, no record): each pass checks such a job against the
+lists as they are now and registers it, report and all, when they allow it (``_revalidate``).
+
 The detector's bookkeeping item (``core/transitions.py`` ``BOOKKEEPING_KEY``) keeps the place in
 the jobs table (DynamoDB's Scan cursor), the differences seen and not yet applied, and the
 highest ShardCount whose shards may still hold entries of either index (``shard_high``): while
@@ -42,7 +46,7 @@ from jobsched.core.writes import JOBS, STATE, Item
 from jobsched.ports import BATCH_GET_MAX_KEYS, Store, Telemetry
 from jobsched.services.completion import Completed, Completer, asks_delete
 from jobsched.services.paging import query_all
-from jobsched.services.registrar import Registrar
+from jobsched.services.registrar import Registrar, refused_only_by_allow_lists
 
 # Job items compared per detector invocation (one reconcile run per invocation, in its first
 # sweep), read a Scan page at a time: a full pass over 10,000 jobs takes 20 invocations, 20
@@ -60,6 +64,8 @@ MAX_SUSPECTS = 1_000
 DRAIN_HOLD_MS = 3_600_000
 
 _JOB_ID = re.compile(JOB_ID_PATTERN)
+# What differed, in the log, for an invalid job the stack's allow-lists allow now (``_revalidate``).
+ALLOWED_NOW = "status invalid -> the stack's allow-lists allow its destinations now"
 
 
 @dataclass
@@ -68,6 +74,7 @@ class Reconciled:
     reconciled: int = 0  # differences applied
     suspected: int = 0  # differences seen and remembered, to apply if they last
     resharded: int = 0  # jobs moved off a dropped shard
+    revalidated: int = 0  # invalid jobs the stack's allow-lists allow now, registered
     errors: int = 0
     passes_completed: int = 0
     lost_cursor: bool = False  # another invocation moved the bookkeeping first
@@ -257,6 +264,7 @@ class Reconciler:
         found = differences(job, state, self._cfg.shard_count)
         if not found:
             suspects.pop(job_id, None)
+            self._revalidate(job, state, deadline_ms, done)
             return
         if all(what.startswith("sched_shard") for what in found):
             self._apply(job_id, found, None, deadline_ms, done)  # no stream record will come
@@ -275,6 +283,30 @@ class Reconciler:
         if len(suspects) < MAX_SUSPECTS or job_id in suspects:
             suspects[job_id] = {"digest": digest, "seen_at": now, "pass": passes}
             done.suspected += 1
+
+    def _revalidate(self, job: Item, state: Item | None, deadline_ms: int | None, done: Reconciled) -> None:
+        """A job the stack's allow-lists made invalid stays invalid when the stack lists its
+        destination later: its job item is unchanged, so no stream record comes, and its state
+        follows the item. So each pass checks such a job (``refused_only_by_allow_lists``) against
+        the lists as they are now, with no store call, and registers it if they allow it, writing
+        its report too (no registrar function sees it otherwise). Only with a registrar that
+        checks the lists: one that does not would make every such job valid."""
+        if not (self._registrar.checks_allow_lists and refused_only_by_allow_lists(job, state)):
+            return
+        job_id = str(job["job_id"])
+        try:
+            allowed = self._registrar.valid_now(job)
+        except Exception as exc:  # one job's failure must not stop the others
+            done.errors += 1
+            self._telemetry.event(
+                "job.error", job_id, actor="reconciler", error=f"{type(exc).__name__}: {exc}"[:500]
+            )
+            self._telemetry.metric("JobErrors", 1)
+            return
+        if not allowed:
+            return  # still refused: nothing written
+        if self._apply(job_id, [ALLOWED_NOW], None, deadline_ms, done, report=True):
+            done.revalidated += 1
 
     def _complete(self, job: Item, state: Item | None, done: Reconciled) -> None:
         """``action_after_completion: delete``: level-triggered, on every job item the pass reads
@@ -301,7 +333,13 @@ class Reconciler:
             self._telemetry.metric("JobErrors", 1)
 
     def _apply(
-        self, job_id: str, found: list[str], changed_at: int | None, deadline_ms: int | None, done: Reconciled
+        self,
+        job_id: str,
+        found: list[str],
+        changed_at: int | None,
+        deadline_ms: int | None,
+        done: Reconciled,
+        report: bool | None = None,
     ) -> bool:
         """Apply the registrar to one job, isolated: a failure is logged and counted, and the
         job is compared again on the next pass."""
@@ -309,7 +347,7 @@ class Reconciler:
             # Dated when first seen: provisional, the change's own record may yet date it.
             provisional = changed_at is not None
             outcome = self._registrar.apply(
-                job_id, deadline_ms, changed_at=changed_at, provisional=provisional
+                job_id, deadline_ms, changed_at=changed_at, provisional=provisional, report=report
             )
         except StoreError as exc:  # throttled, transient, a lost response: the next pass applies it
             self._telemetry.event(

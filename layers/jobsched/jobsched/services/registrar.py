@@ -10,6 +10,7 @@ so its writes cannot start a loop. The rules for each kind of change are ``plan_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
@@ -33,12 +34,38 @@ from jobsched.core.timing import effective_grace_ms
 from jobsched.core.transitions import REDATE_FLOOR, redate_ops, register_ops, sized_report_ops
 from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.dead_letters import dead_letter_problems
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.settle import CHUNK_BYTES, CHUNK_RECORDS, MAX_PER_PASS, Settler, SettleRequest
 from jobsched.services.waking import DetectorWake
 
 TRIES = 4
+
+# A reason the registrar gives when a stack's allow-list refuses a job's destination: a built-in
+# target's (targets/builtin.py ``destination_problems``: "target: NAME: WHAT ARN is not allowed:
+# add it to the stack's AllowedX parameter ...") or its dead-letter queue's
+# (services/dead_letters.py ``dead_letter_problems``). The stack can change such a refusal
+# without a write to the job item, so the reconcile pass looks at these again.
+ALLOW_LIST_REASON = re.compile(
+    r"^(target: [a-z][a-z0-9_.-]*|dead_letter_queue_arn): .* is not allowed: add it to the stack's "
+    r"Allowed[A-Za-z]+ parameter"
+)
+
+
+def refused_only_by_allow_lists(job: Item, state: Item | None) -> bool:
+    """The job is invalid, as its state says, and its report on the job item (of the same
+    definition) gives only allow-list reasons (``ALLOW_LIST_REASON``): nothing but the stack's
+    lists keeps it invalid. A report that lacks its reasons (too large for the item) or names any
+    other reason is not one: the stack's lists alone cannot make that job valid."""
+    if state is None or state.get("status") != JobStatus.INVALID.value:
+        return False
+    if job.get("status") != JobStatus.INVALID.value or job.get("def_hash") != state.get("def_hash"):
+        return False
+    reasons = job.get("invalid_reasons")
+    if not isinstance(reasons, list) or not reasons:
+        return False
+    return all(isinstance(reason, str) and ALLOW_LIST_REASON.match(reason) for reason in reasons)
 
 
 class _LostRace(Exception):
@@ -63,6 +90,7 @@ class Registrar:
         claim_now: Callable[[str], object] | None = None,
         target_problems: Callable[[str, Mapping[str, Any]], list[str]] | None = None,
         detector_wake: DetectorWake | None = None,
+        dead_letter_queues: Collection[str] | None = None,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
@@ -79,6 +107,10 @@ class Registrar:
         # Why the stack would refuse a valid job's destination at call time (its allow-lists:
         # targets/builtin.py destination_problems), made an invalid reason here instead.
         self._target_problems = target_problems
+        # The stack's AllowedDeadLetterQueueArns: a job naming another dead-letter queue is
+        # invalid at registration, as a refused target is (None: not checked, for tests and
+        # simulations; the sender refuses it in any case).
+        self._dead_letter_queues = tuple(dead_letter_queues) if dead_letter_queues is not None else None
         # The trigger and the miss detector apply the registrar inline when a job item changed
         # unseen; they leave the report on the job item to the registrar function (least
         # privilege: they may only read job items).
@@ -113,20 +145,25 @@ class Registrar:
         changed_at: int | None = None,
         provisional: bool = False,
         written: str | None = None,
+        report: bool | None = None,
     ) -> Registration:
         """Bring the job's state in line with its job item. ``changed_at``: when the person made
         the change (None: now), so that occurrences due between the change and this call are
         run late or recorded, not dropped (core/state.py ``change_time`` bounds it).
         ``provisional``: the reconcile pass's date (when it first saw the change): the person
         wrote it earlier, and the change's own record, if it comes late rather than never, dates
-        it again. ``written``: the digest of the item a stream record's write left."""
+        it again. ``written``: the digest of the item a stream record's write left. ``report``:
+        write the outcome on the job item, or not, whatever this registrar does otherwise (the
+        reconcile pass reports a job the stack's allow-lists allow now: no stream record comes)."""
         if not is_job_id(job_id):
             return self._report_only(job_id)
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
             state = self._store.get(STATE, {"job_id": job_id})
             try:
-                return self._register(job_id, job, state, deadline_ms, changed_at, provisional, written)
+                return self._register(
+                    job_id, job, state, deadline_ms, changed_at, provisional, written, report
+                )
             except (ConditionFailed, _LostRace):
                 continue  # changed under us: read both again
         self._telemetry.event("job.registration_conflict", job_id)
@@ -159,6 +196,7 @@ class Registrar:
         changed_at: int | None = None,
         provisional: bool = False,
         written: str | None = None,
+        report: bool | None = None,
     ) -> Registration:
         now = self._clock.now_ms()
         definition, reasons = self._parse(job)
@@ -186,7 +224,7 @@ class Registrar:
         ):
             changed = self._late_record(job_id, state, definition, changed_at, now)
         reported = (
-            self._report_enabled
+            (self._report_enabled if report is None else report)
             and job is not None
             and digest is not None
             and self._report(job, plan, reasons, digest, now)
@@ -216,6 +254,18 @@ class Registrar:
                 )
         return plan.outcome
 
+    @property
+    def checks_allow_lists(self) -> bool:
+        """Whether this registrar checks destinations against the stack's allow-lists, both the
+        targets' (``target_problems``) and the dead-letter queues'."""
+        return self._target_problems is not None and self._dead_letter_queues is not None
+
+    def valid_now(self, job: Item) -> bool:
+        """Whether ``job`` (a job item as read) is a valid definition under this registrar's
+        checks as they are now: no store call."""
+        definition, _ = self._parse(job)
+        return definition is not None
+
     def _parse(self, job: Item | None) -> tuple[JobDefinition | None, list[str] | None]:
         if job is None:
             return None, None
@@ -233,6 +283,8 @@ class Registrar:
             reasons.append(f"target: no handler named {target!r} in this deployment (it has: {known})")
         if definition is not None and self._target_problems is not None:
             reasons += self._target_problems(definition.target, definition.payload)
+        if definition is not None and self._dead_letter_queues is not None:
+            reasons += dead_letter_problems(definition.dead_letter_queue_arn, self._dead_letter_queues)
         if reasons:
             return None, bound_reasons(reasons)
         return definition, None
