@@ -468,6 +468,8 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     "stale-message-recovered": (2, ()),
     # issue 38: a failed run's dead letter, its worker and the detector paying it
     "dead-letter-payers": (2, ()),
+    # issue 34: a catcher of redundant parts switched off together (tests/sim/test_switches.py PAIRS)
+    "pause-detector": (2, ()),
 }
 
 

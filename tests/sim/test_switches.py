@@ -6,8 +6,9 @@ other core modules in ``MORE_MODULES`` (core/dead_letter.py, issue 38), not from
 here: a condition added without a catcher, or without a reason why none can catch it,
 fails ``test_every_condition_part_has_a_catcher_or_a_reason``. ``CATCHERS`` records, for each
 part, the smallest chaos seed or explorer set known to catch its removal and the violation it
-reports; the test runs only that one. docs/promises.md is the ledger: which promise each part
-keeps, and why each part in ``UNCAUGHT`` has no catcher.
+reports; the test runs only that one. A part ``UNCAUGHT`` calls redundant is in a set of
+``PAIRS``, switched off together and caught. docs/promises.md is the ledger: which promise each
+part keeps, and why each part in ``UNCAUGHT`` has no catcher.
 """
 
 from __future__ import annotations
@@ -108,8 +109,10 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
 }
 
 # Parts whose removal no chaos run or explorer set reports, and why (docs/promises.md, "Parts no
-# checker catches"). Most are one of two parts that stop the same race: the other one fails the
-# write whenever this one would, so taking one away changes nothing any schedule can show.
+# checker catches"). Most are one of two or three parts that stop the same race: another one fails
+# the write whenever this one would, so taking one away changes nothing any schedule can show.
+# Every reason that says "redundant" is backed by an entry of PAIRS that names the part
+# (``test_every_redundancy_is_backed_by_a_pair``).
 STATE_VERSION = "redundant: every write that moves the state's position or status moves its version too"
 RUN_TOKEN = "redundant: every write that changes a run's status moves its token (version) too"
 MISSING = "redundant: on a missing item every comparison of the part's neighbours is false already"
@@ -121,21 +124,31 @@ FAILED_VERSION = (
     "redundant: no write moves a failed run's version (the debt's own writes move none), so a failed "
     "run's version as read is its version now"
 )
+# The settling write's: implied by its _letter_owed as the retry's are, but the race that part stops
+# is harmless (its reason), so switched off together nothing is caught: no redundancy to show.
+DONE_IMPLIED = (
+    "implied by _letter_owed (a debt is owed only by a failed run, whose status and version no write "
+    "moves), whose race is harmless: switched off with it, nothing is caught (dead-letter-payers k=2)"
+)
 UNCAUGHT: dict[str, str] = {
     "_advance:_next_is": STATE_VERSION,
-    "_advance:_still_active": STATE_VERSION,
+    "_advance:_still_active": STATE_VERSION + "; and its next_is: a pause, delete, invalid item or the "
+    "end removes next_run_at",
     "settle_ops:_next_is": STATE_VERSION,
-    "settle_ops:_still_active": STATE_VERSION,
+    "settle_ops:_still_active": STATE_VERSION + "; and its next_is: a pause, delete, invalid item or the "
+    "end removes next_run_at",
     "delete_after_completion_ops:status": STATE_VERSION,
     "start_op:_run_status": RUN_TOKEN,
     "skip_at_start_ops:_run_status": RUN_TOKEN,
     "buffer_at_start_ops:_run_status": RUN_TOKEN,
     "finish_ops:_run_status": RUN_TOKEN,
     "retry_op:_run_status": RUN_TOKEN,
-    "recover_op:_run_status": RUN_TOKEN,
-    "recheck_op:_run_status": RUN_TOKEN,
-    "recheck_buffered_ops:_run_status": RUN_TOKEN,
-    "heartbeat_op:_run_status": RUN_TOKEN,
+    "recover_op:_run_status": RUN_TOKEN + "; and its lease part: every such write sets or removes the lease",
+    "recheck_op:_run_status": "no promise breaks, with its token part too: the recheck moves check_at "
+    "only, to the lease it read, so the detector looks earlier, never later (recheck_op:_run_token)",
+    "recheck_buffered_ops:_run_status": RUN_TOKEN
+    + "; and its lease part: every write that moves a waiting run on sets or removes its lease",
+    "heartbeat_op:_run_status": RUN_TOKEN + "; and its owner part: a recovery removes the owner",
     "overtake_op:_run_status": RUN_TOKEN,
     "_rerun_missed:_run_status": RUN_TOKEN,
     "promote_op:_run_status": RUN_TOKEN,
@@ -151,7 +164,7 @@ UNCAUGHT: dict[str, str] = {
     "recover_op:_run_token": "redundant with its lease part: every write that moves a run on sets or "
     "removes its lease",
     "heartbeat_op:_run_token": "redundant with its owner part, except when one worker host takes back "
-    "its own recovered run: no explored or simulated schedule does (the pair: the heartbeat mutant)",
+    "its own recovered run: no explored or simulated schedule does (the pair: PAIRS)",
     "heartbeat_op:owner": "redundant with its token part: every takeover moves the token",
     "skip_at_start_ops:_run_token": "redundant with its status part: a pending run is left only by writes "
     "that move its token (the pair: PAIRS)",
@@ -163,8 +176,9 @@ UNCAUGHT: dict[str, str] = {
     "buffer_at_start_ops:_run_token": "redundant: a write that moves the holder's token leaves it pending or "
     "running (its start, retry, recovery or promotion: the re-walk makes this same write at the new token) "
     "or buffered (its own wait, which W16's _holder_not_waiting refuses too; the pair: PAIRS)",
-    "promote_op:blocked_by": "redundant with its token part: blocked_by is written only by the run's wait "
-    "and its skip, which both move its token",
+    "promote_op:blocked_by": "implied by its token part (blocked_by is written only by the run's wait and "
+    "its skip, which both move its token); with the token part off too no promise breaks: a run promoted "
+    "early decides again at its start (promoters-buffer_one, k=2, both off: nothing reported)",
     "recheck_op:_run_token": "no promise breaks: a stale recheck lands only on a run running again after "
     "a retry or a recovery written after the detector's read; the lease it writes was read, so it is no "
     "later than the new attempt's lease (or, at the default leases, the check_at it replaces): the "
@@ -188,9 +202,9 @@ UNCAUGHT: dict[str, str] = {
     "suspects are seen again); the shard mark's drain hold (a stale drained_since over a removal) needs "
     "a ShardCount change, which no explored set or chaos seed makes",
     # core/dead_letter.py (issue 38): the writes that settle a failed run's dead-letter debt.
-    "dead_letter_done_op:_failed_run": FAILED_IS_FINAL,
+    "dead_letter_done_op:_failed_run": DONE_IMPLIED,
     "dead_letter_retry_op:_failed_run": FAILED_IS_FINAL,
-    "dead_letter_done_op:_failure_as_read": FAILED_VERSION,
+    "dead_letter_done_op:_failure_as_read": DONE_IMPLIED,
     "dead_letter_retry_op:_failure_as_read": FAILED_VERSION,
     "dead_letter_done_op:_letter_owed": "a second record of one debt comes only after its payer's own send "
     "succeeded (a second letter: at least once, deduplicated on run_id) or was refused by the same "
@@ -199,28 +213,119 @@ UNCAUGHT: dict[str, str] = {
 }
 
 
-# Parts no checker catches alone because each of the two stops the race by itself: switched off
-# together, they are caught (the reasons in UNCAUGHT rest on this).
-PAIRS: dict[tuple[str, str], tuple[Catcher, str]] = {
-    ("buffer_at_start_ops:_run_token", "buffer_at_start_ops:_holder_not_waiting"): (
-        Explore("waiting-race-cancel_other", 2),
-        "more_than_one_waits",
+# Parts that stop one race together: each stops it by itself, so no checker catches one switched off
+# alone; switched off together they are caught (the redundancy reasons in UNCAUGHT rest on this).
+# Each set, the smallest catcher known, and the violation it reports.
+PAIRS: dict[tuple[str, ...], tuple[Catcher, str]] = {
+    ("_advance:_next_is", "_advance:_state_unchanged"): (
+        Explore("tick-retime-earlier", 1),
+        "lost_occurrence",
     ),
-    ("_rerun_missed:_run_status", "_rerun_missed:_run_token"): (
-        Explore("backfills-missed", 2),
-        "stale_message_link",
+    ("_advance:_next_is", "_advance:_state_unchanged", "_advance:_still_active"): (
+        Explore("pause-tick", 1),
+        "claimed_while_inactive",
+    ),
+    ("settle_ops:_next_is", "settle_ops:_state_unchanged"): (
+        Explore("manual-detector", 1),
+        "unreachable_run",
+    ),
+    ("settle_ops:_next_is", "settle_ops:_state_unchanged", "settle_ops:_still_active"): (
+        Explore("pause-detector", 1),
+        "claimed_while_inactive",
+    ),
+    ("delete_after_completion_ops:_state_unchanged", "delete_after_completion_ops:status"): (
+        Explore("completion-manual", 1),
+        "deleted_before_complete",
+    ),
+    ("start_op:_run_status", "start_op:_run_token"): (Explore("detector-worker", 1), "duplicate_commit"),
+    ("start_op:_run_status", "start_op:_run_token", "start_op:run_id"): (
+        Explore("detector-worker", 1),
+        "duplicate_commit",
     ),
     ("skip_at_start_ops:_run_status", "skip_at_start_ops:_run_token"): (Chaos(seed=2), "token_decreased"),
-    ("definition_as_read:job_id", "definition_as_read:*"): (
-        Explore("pause-delete", 2),
-        "paused_deleted_job",
+    ("buffer_at_start_ops:_run_status", "buffer_at_start_ops:_run_token#2"): (
+        Explore("backfill-retry-buffer-one", 1),
+        "token_decreased",
+    ),
+    ("finish_ops:_run_status", "finish_ops:_run_token"): (Chaos(seed=5, faults=ZOMBIE), "fenced_out_commit"),
+    ("retry_op:_run_status", "retry_op:_run_token"): (Explore("zombie-retry", 2), "token_decreased"),
+    ("recover_op:_lease_as_read", "recover_op:_run_status", "recover_op:_run_token"): (
+        Explore("detector-worker", 1),
+        "duplicate_commit",
+    ),
+    ("heartbeat_op:_run_token", "heartbeat_op:owner"): (
+        Chaos(seed=1, faults=(("worker_stall", 0.3),)),
+        "stale_heartbeat",
+    ),
+    ("heartbeat_op:_run_status", "heartbeat_op:_run_token", "heartbeat_op:owner"): (
+        Chaos(seed=5, faults=STALL),
+        "stale_heartbeat",
+    ),
+    ("overtake_op:_run_status", "overtake_op:_run_token"): (
+        Explore("backfill-retry-buffer-one", 1),
+        "waits_cycle",
     ),
     # Two promoters at once (the holder's worker, slow, and the detector): the stale promotion
     # lands on the run already promoted and started, and it runs twice.
     ("promote_op:_run_status", "promote_op:_run_token"): (
-        Explore("promoters-buffer_one", 2),
+        Explore("promoters-buffer_one", 1),
         "token_decreased",
     ),
+    (
+        "recheck_buffered_ops:_lease_as_read",
+        "recheck_buffered_ops:_run_status",
+        "recheck_buffered_ops:_run_token",
+    ): (Explore("promoters-buffer_one", 2), "token_decreased"),
+    ("buffer_at_start_ops:_holder_not_waiting", "buffer_at_start_ops:_run_token"): (
+        Explore("waiting-race-cancel_other", 2),
+        "more_than_one_waits",
+    ),
+    # core/dead_letter.py: the retry of a failed send, recorded after the other payer's success
+    (
+        "dead_letter_retry_op:_failed_run",
+        "dead_letter_retry_op:_failure_as_read",
+        "dead_letter_retry_op:_letter_owed",
+    ): (Explore("dead-letter-payers", 1), "dead_letter_check_at_left"),
+    ("_rerun_missed:_run_status", "_rerun_missed:_run_token"): (
+        Explore("backfills-missed", 2),
+        "stale_message_link",
+    ),
+    ("definition_as_read:*", "definition_as_read:job_id"): (
+        Explore("pause-delete", 2),
+        "paused_deleted_job",
+    ),
+}
+
+# Where a set's catcher needs the whole set: switched off without the parts named here (the ones
+# UNCAUGHT calls redundant), the same catcher reports nothing, so those parts stop the race by
+# themselves once their partners are gone: redundant, not unneeded. The other sets' catchers also
+# catch the partner alone: those parts add no protection any explored or simulated schedule shows
+# (docs/promises.md, "Parts no checker catches").
+NEEDED: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("_advance:_next_is", "_advance:_state_unchanged"): ("_advance:_next_is",),
+    ("_advance:_next_is", "_advance:_state_unchanged", "_advance:_still_active"): ("_advance:_still_active",),
+    ("settle_ops:_next_is", "settle_ops:_state_unchanged", "settle_ops:_still_active"): (
+        "settle_ops:_still_active",
+    ),
+    ("start_op:_run_status", "start_op:_run_token"): ("start_op:_run_status",),
+    ("buffer_at_start_ops:_run_status", "buffer_at_start_ops:_run_token#2"): (
+        "buffer_at_start_ops:_run_status",
+    ),
+    ("recover_op:_lease_as_read", "recover_op:_run_status", "recover_op:_run_token"): (
+        "recover_op:_run_status",
+        "recover_op:_run_token",
+    ),
+    ("heartbeat_op:_run_token", "heartbeat_op:owner"): ("heartbeat_op:owner",),
+    ("heartbeat_op:_run_status", "heartbeat_op:_run_token", "heartbeat_op:owner"): (
+        "heartbeat_op:_run_status",
+    ),
+    ("overtake_op:_run_status", "overtake_op:_run_token"): ("overtake_op:_run_token",),
+    ("promote_op:_run_status", "promote_op:_run_token"): ("promote_op:_run_token",),
+    (
+        "recheck_buffered_ops:_lease_as_read",
+        "recheck_buffered_ops:_run_status",
+        "recheck_buffered_ops:_run_token",
+    ): ("recheck_buffered_ops:_lease_as_read",),
 }
 
 
@@ -285,6 +390,11 @@ def test_the_clis_switch_a_part_off_by_name(capsys: pytest.CaptureFixture[str]) 
     assert explorer(args) == 0
     assert explorer([*args, "--switch", "definition_as_read:*"]) == 1
     assert "pause_over_edit" in capsys.readouterr().out
+    # several parts switched off together: a redundant pair (PAIRS)
+    pair = ["--set", "tick-retime-earlier", "-k", "1", "--traces", "0", "--switch", "_advance:_next_is"]
+    assert explorer(pair) == 0
+    assert explorer([*pair, "--switch", "_advance:_state_unchanged"]) == 1
+    assert "lost_occurrence" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:
         jobsched(["chaos", "--jobs", "2", "--hours", "0.1", "--switch", "claim_ops:no_such_part"])
     assert exit_info.value.code == 2
@@ -334,13 +444,15 @@ def test_the_holders_token_only_orders_two_writes(monkeypatch: pytest.MonkeyPatc
         assert explored()[0] == with_part  # W16's holder part alone stops the second wait
 
 
-@pytest.mark.parametrize("pair", sorted(PAIRS))
-def test_switching_a_redundant_pair_off_is_caught(pair: tuple[str, str]) -> None:
-    catcher, expected = PAIRS[pair]
-    assert any(name in UNCAUGHT for name in pair)  # one of them is caught alone by nobody
-    with switched_off(pair[0]), switched_off(pair[1]):
+@pytest.mark.parametrize("parts", sorted(PAIRS), ids="+".join)
+def test_switching_a_redundant_pair_off_is_caught(parts: tuple[str, ...]) -> None:
+    catcher, expected = PAIRS[parts]
+    assert any(name in UNCAUGHT for name in parts)  # one of them is caught alone by nobody
+    if isinstance(catcher, Chaos):
+        assert baseline(catcher) == set()  # the same run holds with the parts on
+    with switched_off(*parts):
         found = catcher.violations()
-    assert expected in found, (pair, catcher, found)
+    assert expected in found, (parts, catcher, found)
 
 
 def test_a_switch_reaches_the_core_modules_beyond_transitions() -> None:
@@ -364,3 +476,39 @@ def test_a_switch_reaches_the_core_modules_beyond_transitions() -> None:
     assert len(whys(retry_off)) == len(whys(retry)) == 3
     assert not any("switched off" in why for why in whys(done))
     assert whys(dead_letter.dead_letter_retry_op(run, "unanswered", 5)) == whys(retry)  # restored
+
+
+@pytest.mark.parametrize("parts", sorted(NEEDED), ids="+".join)
+def test_a_pairs_catcher_needs_the_redundant_part(parts: tuple[str, ...]) -> None:
+    catcher, expected = PAIRS[parts]
+    rest = tuple(name for name in parts if name not in NEEDED[parts])
+    assert rest and set(NEEDED[parts]) <= set(parts) and set(NEEDED[parts]) <= set(UNCAUGHT)
+    with switched_off(*rest):
+        found = catcher.violations()
+    assert expected not in found, (rest, catcher, found)
+
+
+def test_every_redundancy_is_backed_by_a_pair() -> None:
+    redundant = {name for name, reason in UNCAUGHT.items() if "redundant" in reason}
+    paired = {name for parts in PAIRS for name in parts}
+    assert sorted(redundant - paired) == [], "a redundancy claimed, no pair switched off shows it"
+    assert all(len(parts) > 1 and len(set(parts)) == len(parts) for parts in PAIRS)
+    assert set(NEEDED) <= set(PAIRS)
+
+
+def test_switching_two_parts_of_one_builder_off_switches_both() -> None:
+    from jobsched.core import transitions
+
+    def off(op: Any) -> list[str]:
+        return [c.why for c in op.condition if "switched off" in c.why]
+
+    # two ``eq`` parts of one write: both off at once (nesting two switches would leave one on)
+    with switched_off("heartbeat_op:owner", "promote_op:blocked_by"):
+        heartbeat = transitions.heartbeat_op("j@r", 3, "me", 10, 5)
+    assert len(off(heartbeat)) == 1 and len(heartbeat.condition) == 3
+    with switched_off("delete_after_completion_ops:status", "heartbeat_op:owner"):
+        heartbeat = transitions.heartbeat_op("j@r", 3, "me", 10, 5)
+        _, check = transitions.delete_after_completion_ops(
+            {"job_id": "j", "schedule": "rate(1 hour)", "target": "t"}, {"job_id": "j", "version": 4}
+        )
+    assert len(off(heartbeat)) == 1 and len(off(check)) == 1

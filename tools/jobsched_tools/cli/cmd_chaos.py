@@ -45,9 +45,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--switch",
         metavar="FUNCTION:PART",
-        help="switch off one condition part of core/transitions.py or core/dead_letter.py (sim/mutants.py "
-        "condition_parts; "
-        "docs/promises.md lists them); the run must then report violations",
+        action="append",
+        help="switch off a condition part of core/transitions.py or core/dead_letter.py (sim/mutants.py "
+        "condition_parts; docs/promises.md lists them); the run must then report violations. "
+        "Repeatable: the parts are switched off together (a redundant set: tests/sim/test_switches.py "
+        "PAIRS)",
     )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.set_defaults(func=run)
@@ -65,13 +67,14 @@ def run(args: argparse.Namespace) -> int:
         if args.switch:
             from jobsched_tools.sim.mutants import condition_parts, switched_off
 
-            if args.switch not in condition_parts():
+            unknown = [name for name in args.switch if name not in condition_parts()]
+            if unknown:
                 print(
-                    f"jobsched chaos: no condition part {args.switch!r}: see docs/promises.md",
+                    f"jobsched chaos: no condition part {unknown[0]!r}: see docs/promises.md",
                     file=sys.stderr,
                 )
                 return 2
-            removed.enter_context(switched_off(args.switch))
+            removed.enter_context(switched_off(*args.switch))
         report = run_chaos(config)
     if args.json:
         if report.invariant_violations:

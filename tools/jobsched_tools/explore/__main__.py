@@ -43,17 +43,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--switch",
         metavar="FUNCTION:PART",
-        help="switch off one condition part of core/transitions.py or core/dead_letter.py "
-        "(sim/mutants.py condition_parts)",
+        action="append",
+        help="switch off a condition part of core/transitions.py or core/dead_letter.py "
+        "(sim/mutants.py condition_parts); repeatable: the parts are switched off together",
     )
     parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")
     args = parser.parse_args(argv)
     if args.switch:
         from jobsched_tools.sim.mutants import condition_parts, switched_off
 
-        if args.switch not in condition_parts():
-            parser.error(f"no condition part {args.switch!r}: see docs/promises.md")
-        with switched_off(args.switch):
+        unknown = [name for name in args.switch if name not in condition_parts()]
+        if unknown:
+            parser.error(f"no condition part {unknown[0]!r}: see docs/promises.md")
+        with switched_off(*args.switch):
             return _explore(args)
     return _explore(args)
 

@@ -1027,4 +1027,20 @@ FENCES: dict[str, ActorSet] = {
     )
 }
 
+# Issue 34: redundant condition parts switched off together (tests/sim/test_switches.py PAIRS).
+PROMISES.update(
+    {
+        s.name: s
+        for s in (
+            ActorSet(
+                "pause-detector",
+                (_a("registrar", "registrar", arg="pause"), _a("detector", "detector")),
+                at=T0 + 7 * MINUTE,
+                note="00:05 came due unclaimed and is overdue: the detector settles it as a person "
+                "pauses the job (whose registration records it missed)",
+            ),
+        )
+    }
+)
+
 ACTOR_SETS: dict[str, ActorSet] = {**CORE, **MORE, **WAITING, **OVERTAKES, **PROMISES, **TOYS, **FENCES}

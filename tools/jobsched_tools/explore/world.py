@@ -57,6 +57,8 @@ INDEXES = ("next-run", "lease")
 COMMITTED = ("succeeded", "failed")
 POLICY = ("skipped", "missed")
 ADHOC = ("manual", "backfill")
+# The writes that move a job past its occurrences without setting its status: only on an active job.
+CLAIMS = ("advance job", "settle occurrences")
 # The drive to quiescence: handlers run this long (heartbeating), and the drive ends this long
 # after the window whose occurrences must all have records.
 HANDLER_MS = 45_000
@@ -216,6 +218,16 @@ class World:
                 # promotion of a run waiting behind it) overlaps nothing.
                 run_id = str(op.key["run_id"])
                 self.ledger.executing = [e for e in self.ledger.executing if e[1] != run_id]
+            if (
+                isinstance(op, Update)
+                and op.label in CLAIMS
+                and "status" not in op.set
+                and (self.inner.tables[STATE].get(self.job_id) or {}).get("status") != "active"
+            ):
+                # design.md: a change takes effect from the first occurrence not yet claimed; a
+                # claim (or settle) that read the job before a pause or delete loses its write.
+                state = self.inner.tables[STATE].get(self.job_id) or {}
+                self.find("claimed_while_inactive", self.job_id, f"{op.label} on a {state.get('status')} job")
             if isinstance(op, Delete) and op.table == JOBS and op.label == "delete after completion":
                 # action_after_completion: the item goes only once every run of the job ended.
                 unfinished = [

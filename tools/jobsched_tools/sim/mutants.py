@@ -341,32 +341,48 @@ def _codes(code: CodeType) -> set[CodeType]:
     return found
 
 
-@contextmanager
-def switched_off(switch: str) -> Iterator[None]:
-    """Run the block with one condition part of core/transitions.py or ``MORE_MODULES`` off
-    (``condition_parts``): built at its lines by its function, it is a condition that always
-    holds."""
-    parts = condition_parts()
-    if switch not in parts:
-        raise ValueError(f"unknown condition part {switch!r}; one of {', '.join(sorted(parts))}")
-    part = parts[switch]
-    codes = _codes(getattr(part.module, part.function).__code__)
-    off = _holds(f"switched off: {switch}")
+# Where a switched-off part is built: its function's code objects, and the part's lines there.
+Site = tuple[set[CodeType], tuple[tuple[int, int], ...]]
 
-    def replacing(original: Callable[..., Any]) -> Callable[..., Any]:
+
+@contextmanager
+def switched_off(*switches: str) -> Iterator[None]:
+    """Run the block with condition parts of core/transitions.py or ``MORE_MODULES`` off
+    (``condition_parts``): each, built at its lines by its function, is a condition that always
+    holds. Several parts at once (a redundant set: tests/sim/test_switches.py ``PAIRS``) are
+    switched off by one replacement per helper or builder, so two parts built by the same one
+    (two ``eq`` parts) are both off: nesting ``switched_off`` would hand the inner part's call to
+    the outer replacement from the replacement's own frame, not the write function's, and leave
+    it on."""
+    parts = condition_parts()
+    for switch in switches:
+        if switch not in parts:
+            raise ValueError(f"unknown condition part {switch!r}; one of {', '.join(sorted(parts))}")
+    off = _holds(f"switched off: {', '.join(switches)}")
+    sites: dict[tuple[Any, str], list[Site]] = {}
+    for switch in switches:
+        part = parts[switch]
+        codes = _codes(getattr(part.module, part.function).__code__)
+        for callee in part.callees:
+            sites.setdefault((part.module, callee), []).append((codes, part.lines))
+
+    def replacing(original: Callable[..., Any], where: list[Site]) -> Callable[..., Any]:
         def replacement(*args: Any, **kwargs: Any) -> Any:
             caller = sys._getframe(1)
-            if caller.f_code in codes and any(first <= caller.f_lineno <= last for first, last in part.lines):
+            if any(
+                caller.f_code in codes and any(first <= caller.f_lineno <= last for first, last in lines)
+                for codes, lines in where
+            ):
                 return off
             return original(*args, **kwargs)
 
         return replacement
 
-    saved = {name: getattr(part.module, name) for name in part.callees}
+    saved = {key: getattr(key[0], key[1]) for key in sites}
     try:
-        for name, original in saved.items():
-            setattr(part.module, name, replacing(original))
+        for (module, name), original in saved.items():
+            setattr(module, name, replacing(original, sites[(module, name)]))
         yield
     finally:
-        for name, original in saved.items():
-            setattr(part.module, name, original)
+        for (module, name), original in saved.items():
+            setattr(module, name, original)

@@ -596,7 +596,7 @@ class World:
             return
         if self.roll("worker_crash_in_heartbeat", self.rates.worker_crash_in_heartbeat, key):
             self.store.heartbeat_crash = self.rng.choice(["before", "after"])
-        ok, alive = self.call(inv.name, lambda: inv.worker.heartbeat(started), key)
+        ok, alive = self._heartbeat(inv, started, key)
         self.store.heartbeat_crash = None
         if not ok:
             self._gone(inv)
@@ -611,6 +611,27 @@ class World:
             self._finish(inv, HandlerResult(False, "stopped: ctx.cancelled"))
             return
         self._next_step(inv)
+
+    def _heartbeat(self, inv: Invocation, started: Started, run_id: str) -> tuple[bool, bool | None]:
+        """The worker's heartbeat, and the promise it keeps: a stale holder (its run recovered,
+        perhaps started again by another attempt) never renews the lease (design.md, The
+        writes: heartbeat): a heartbeat lands only on its own attempt, running, at its token."""
+        before = self.store.inner.get(RUNS, run_key(run_id)) or {}
+        own = (before.get("status"), before.get("version"), before.get("owner")) == (
+            "running",
+            started.token,
+            started.owner,
+        )
+        result = self.call(inv.name, lambda: inv.worker.heartbeat(started), run_id)
+        after = self.store.inner.get(RUNS, run_key(run_id)) or {}
+        if not own and after.get("heartbeat_at") != before.get("heartbeat_at"):
+            self.store._violate(
+                "stale_heartbeat",
+                run_id,
+                f"{inv.name}'s heartbeat at token {started.token} landed on the run "
+                f"{before.get('status')} at version {before.get('version')}, owner {before.get('owner')}",
+            )
+        return result
 
     def _zombie_resume(self, inv: Invocation) -> None:
         """The paused worker wakes up and, believing its handler done, commits straight away
@@ -683,7 +704,7 @@ class World:
             return
         inv.stalled_until = None
         started = inv.started
-        self.call(inv.name, lambda: inv.worker.heartbeat(started), run_id)
+        self._heartbeat(inv, started, run_id)
 
     def _cancel_races_recovery(self, run_id: str) -> None:
         """A person's manual run of a ``cancel_other`` job, delivered at once: its walk finds the
