@@ -343,6 +343,7 @@ def test_the_ledger_names_every_part() -> None:
 
 def test_a_switch_drops_only_its_own_part() -> None:
     from jobsched.core import transitions
+    from jobsched.core.run import RunStatus
 
     def parts(op: Any) -> list[str]:
         return [c.why for c in op.condition]
@@ -350,9 +351,7 @@ def test_a_switch_drops_only_its_own_part() -> None:
     op = transitions.heartbeat_op("j@r", 3, "me", 10, 5)
     with switched_off("heartbeat_op:owner"):
         without = transitions.heartbeat_op("j@r", 3, "me", 10, 5)
-        finish = transitions.finish_ops(
-            "j@r", 3, transitions.RunStatus.RUNNING, transitions.RunStatus.FAILED, 5, _cfg()
-        )
+        finish = transitions.finish_ops("j@r", 3, RunStatus.RUNNING, RunStatus.FAILED, 5, _cfg())
     assert len(parts(without)) == len(parts(op))
     assert [w for w in parts(without) if w.startswith("mutant: switched off")] == [
         "mutant: switched off: heartbeat_op:owner"

@@ -1,0 +1,107 @@
+"""The named condition parts the writes share, and the attributes several writes set.
+
+Each part is a ``Cond`` whose ``why`` says which race it stops; the writes of the other modules
+of this package build their conditions from these (``sim/mutants.py`` switches each off where
+a write builds it, by the write's name and the part's: ``start_op:_run_token``). The dispatch
+lease and the history's expiry are set by the writes of several actors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.run import RunStatus, shard_of
+from jobsched.core.state import JobStatus
+from jobsched.core.writes import Cond, Item, eq, is_in, not_exists
+
+StateItem = dict[str, Any]
+RunItem = dict[str, Any]
+
+
+def _state_unchanged(state: StateItem) -> Cond:
+    return eq(
+        "version",
+        state["version"],
+        "another trigger, the miss detector or the registrar moved the job's schedule since we "
+        "read it (possibly from the eventually consistent index): we must not act on a stale "
+        "view, e.g. claim an occurrence twice or advance past a changed schedule",
+    )
+
+
+def _state_as_read(state: StateItem | None) -> Cond:
+    why = "the state changed since we read it (a racer, or the registrar): act on the new state instead"
+    if state is None:
+        return not_exists("job_id", why)
+    return eq("version", state["version"], why)
+
+
+def _still_active() -> Cond:
+    return eq("status", JobStatus.ACTIVE.value, "a paused, invalid, finished or deleted job is not claimed")
+
+
+def _next_is(occurrence: int, why: str) -> Cond:
+    return eq("next_run_at", occurrence, why)
+
+
+def _run_is_new() -> Cond:
+    return not_exists(
+        "run_id",
+        "the occurrence already has a record: another trigger, a retried tick, the miss detector, "
+        "the registrar or a backfill made it first. The run id is deterministic, so exactly one "
+        "writer creates it",
+    )
+
+
+def _run_token(version: int) -> Cond:
+    return eq(
+        "version",
+        version,
+        "fencing: someone (a recovery, a duplicate delivery, another worker) moved the run on "
+        "since this actor's token was issued; a stale actor's write must fail, not overwrite",
+    )
+
+
+def _run_status(*statuses: RunStatus) -> Cond:
+    if len(statuses) == 1:
+        return eq(
+            "status",
+            statuses[0].value,
+            f"the run must still be {statuses[0].value} (not finished or moved on)",
+        )
+    return is_in(
+        "status", [s.value for s in statuses], "the run must still be in a state this step applies to"
+    )
+
+
+def _dispatch_lease(run_id: str, until: int, cfg: SchedulerConfig) -> Item:
+    """A lease the miss detector checks at ``check_at``, the lease index's sort key. Only the
+    writes that hand a run to a new holder (claim, retry, recovery, promotion) set it; a worker's
+    start and heartbeats renew ``lease_expires_at`` alone, which no index holds, so a renewal is
+    one write unit. When ``check_at`` comes and the lease was renewed, the detector moves
+    ``check_at`` to the lease (``recheck_op``)."""
+    return {"lease_expires_at": until, "check_at": until, "lease_shard": shard_of(run_id, cfg.shard_count)}
+
+
+LEASE_ATTRIBUTES = ("lease_expires_at", "check_at", "lease_shard")
+
+
+def _lease_as_read(run: RunItem) -> Cond:
+    return eq(
+        "lease_expires_at",
+        run["lease_expires_at"],
+        "a heartbeat renewed the lease after we read it: the worker is alive",
+    )
+
+
+def _not_asked_to_stop() -> Cond:
+    return not_exists(
+        "cancel_requested",
+        "cancel_other: a newer run asked this one to stop since the read; it must end as "
+        "cancelled, never be handed to a new attempt that runs its handler again",
+    )
+
+
+def retention_expiry(now: int, cfg: SchedulerConfig) -> int:
+    """DynamoDB TTL is in epoch seconds."""
+    return now // 1000 + cfg.history_retention_days * 86_400
