@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--switch",
         metavar="FUNCTION:PART",
         action="append",
-        help="switch off a condition part of core/transitions.py or core/dead_letter.py (sim/mutants.py "
+        help="switch off a condition part of core/transitions/ or core/dead_letter.py (sim/mutants.py "
         "condition_parts; docs/promises.md lists them); the run must then report violations. "
         "Repeatable: the parts are switched off together (a redundant set: tests/sim/test_switches.py "
         "PAIRS)",

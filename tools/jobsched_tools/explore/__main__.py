@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         "--switch",
         metavar="FUNCTION:PART",
         action="append",
-        help="switch off a condition part of core/transitions.py or core/dead_letter.py "
+        help="switch off a condition part of core/transitions/ or core/dead_letter.py "
         "(sim/mutants.py condition_parts); repeatable: the parts are switched off together",
     )
     parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")

@@ -1,6 +1,6 @@
 """Conditions removed on purpose, to show the simulation can fail.
 
-Each mutant takes one named condition part out of ``core/transitions.py`` (it always holds), or
+Each mutant takes one named condition part out of ``core/transitions/`` (it always holds), or
 one rule out of ``core/policies.py``, for the length of a ``with`` block. A chaos run under a
 mutant must report violations of the invariant that condition protects; ``jobsched chaos
 --mutant NAME`` runs one, and tests/sim/test_chaos.py keeps a test for each.
@@ -9,7 +9,9 @@ mutant must report violations of the invariant that condition protects; ``jobsch
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+import pkgutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -116,6 +118,18 @@ def _failed_frees_the_turn(original: Callable[..., tuple[bool, str | None]]) -> 
     return step
 
 
+def _everywhere(name: str, replacement: Any) -> list[tuple[Any, str, Any]]:
+    """``name`` of core/transitions/ replaced in the module that defines it and in every module of
+    the runtime that imported it by name (the package's ``__init__``, the modules of the package
+    that call it, a service): a function looks a name up in its own module's namespace."""
+    original = next(vars(m)[name] for m in (transitions, *_transitions_modules()) if name in vars(m))
+    return [
+        (module, name, replacement)
+        for module_name, module in sorted(sys.modules.items())
+        if module_name.startswith("jobsched.") and vars(module).get(name) is original
+    ]
+
+
 def _service_patch(name: str) -> tuple[Any, str, Any]:
     """The mutants that replace what a service imported from the core."""
     import jobsched.services.completion as completion
@@ -135,25 +149,25 @@ def _service_patch(name: str) -> tuple[Any, str, Any]:
 def mutant(name: str) -> Iterator[None]:
     """Run the block with one condition removed (see ``MUTANTS``)."""
     import jobsched.services.chain as chain
-    import jobsched.services.trigger as trigger
+
+    # Loaded before the patches are chosen: ``_everywhere`` patches the claim_ops it imported.
+    importlib.import_module("jobsched.services.trigger")
 
     patches: list[tuple[Any, str, Any]] = []
     if name == "fencing":
-        patches.append((transitions, "_run_token", _without_fencing))
+        patches += _everywhere("_run_token", _without_fencing)
     elif name == "lease":
-        patches.append((transitions, "_lease_as_read", _without_lease_check))
+        patches += _everywhere("_lease_as_read", _without_lease_check)
     elif name == "slot":
         patches.append((chain, "chain_step", _turn_always_free))
     elif name == "claim":
-        unchecked = _claim_unchecked(transitions.claim_ops)
-        patches += [(transitions, "claim_ops", unchecked), (trigger, "claim_ops", unchecked)]
+        patches += _everywhere("claim_ops", _claim_unchecked(transitions.claim_ops))
     elif name == "advance":
-        unversioned = _advance_unchecked(transitions.claim_ops)
-        patches += [(transitions, "claim_ops", unversioned), (trigger, "claim_ops", unversioned)]
+        patches += _everywhere("claim_ops", _advance_unchecked(transitions.claim_ops))
     elif name in ("heartbeat", "settle", "overtake", "completion"):
         patches.append(_service_patch(name))
     elif name == "cancel":
-        patches.append((transitions, "_not_asked_to_stop", lambda: _holds("no cancel-request check")))
+        patches += _everywhere("_not_asked_to_stop", lambda: _holds("no cancel-request check"))
     elif name == "walk":
         patches.append((chain, "chain_step", _failed_frees_the_turn(policies.chain_step)))
     else:
@@ -168,18 +182,33 @@ def mutant(name: str) -> Iterator[None]:
             setattr(owner, attr, original)
 
 
-# --- switches: every named condition part of core/transitions.py, found in its source ------------
+# --- switches: every named condition part of core/transitions/, found in its source -------------
 #
-# A condition part is a ``Cond`` a write function of ``core/transitions.py`` builds: a call, in
+# A condition part is a ``Cond`` a write function of ``TRANSITIONS_MODULES`` builds: a call, in
 # that function's own body, to a builder of ``core/writes.py`` (``eq``, ``not_exists``,
-# ``any_of`` ...) or to one of the module's helpers that returns a ``Cond`` (``_run_token``,
-# ``_state_as_read`` ...). Each has a switch, named ``<function>:<part>``: ``<part>`` is the
-# helper's name, or the attribute a builder compares (``*`` when the attribute is a loop's
-# variable: every field as read), with ``#2`` for a second call of the same name in another
-# statement. Switching a part off makes the builder or helper return a condition that always
-# holds, when (and only when) it is called from that function at that part's lines: the
-# function's other parts, and the same helper elsewhere, stay. The parts are read from the
-# source, so a condition added without a catcher fails tests/sim/test_switches.py.
+# ``any_of`` ...) or to one of the package's helpers that returns a ``Cond`` (``_run_token``,
+# ``_state_as_read`` ..., most in ``core/transitions/conditions.py``, called by name from the
+# other modules). Each has a switch, named ``<function>:<part>`` (no module: a write function's
+# name is unique across the modules): ``<part>`` is the helper's name, or the attribute a
+# builder compares (``*`` when the attribute is a loop's variable: every field as read), with
+# ``#2`` for a second call of the same name in another statement. Switching a part off makes the
+# builder or helper return a condition that always holds, when (and only when) it is called from
+# that function at that part's lines: the function's other parts, and the same helper elsewhere,
+# stay. The parts are read from the source, so a condition added without a catcher fails
+# tests/sim/test_switches.py.
+#
+# ``TRANSITIONS_MODULES``: the modules of core/transitions/, read in this order (the order of
+# ``condition_parts``); each one of the package must be listed (``_transitions_modules``).
+TRANSITIONS_MODULES: tuple[str, ...] = (
+    "jobsched.core.transitions.conditions",
+    "jobsched.core.transitions.claim",
+    "jobsched.core.transitions.settle",
+    "jobsched.core.transitions.register",
+    "jobsched.core.transitions.start",
+    "jobsched.core.transitions.finish",
+    "jobsched.core.transitions.recover",
+    "jobsched.core.transitions.bookkeeping",
+)
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and
 # switched the same way (their own ``-> Cond`` helpers, the builders of writes.py). A switch name
@@ -193,19 +222,33 @@ BUILDERS = frozenset({"Cond", "exists", "not_exists", "eq", "ne", "lt", "le", "g
 class Part:
     """One named condition part: where it is built, and from what."""
 
-    function: str  # the write function of core/transitions.py whose body builds it
+    function: str  # the write function whose body builds it
     name: str  # the helper's name, or the attribute a builder compares (``*``: a loop's)
-    callees: tuple[str, ...]  # the names called (helpers of transitions.py, builders of writes.py)
-    lines: tuple[tuple[int, int], ...]  # the call sites (first line, last line)
+    callees: tuple[str, ...]  # the names called (helpers that return a Cond, builders of writes.py)
+    lines: tuple[tuple[int, int], ...]  # the call sites (first line, last line) in its module's source
     why: str  # the part's why, as written (a helper's: its own why)
-    module: ModuleType = transitions  # the core module whose source builds it (``MORE_MODULES``)
+    module: ModuleType  # the module that defines the function, whose source builds it
 
     @property
     def switch(self) -> str:
         return f"{self.function}:{self.name}"
 
 
-def _source(module: ModuleType = transitions) -> ast.Module:
+def _transitions_modules() -> tuple[ModuleType, ...]:
+    """``TRANSITIONS_MODULES``, imported; a module of core/transitions/ left out of it is an error
+    (its parts would have no switch, and no test would say so)."""
+    package = transitions.__name__
+    unread = sorted(
+        f"{package}.{module.name}"
+        for module in pkgutil.iter_modules(transitions.__path__)
+        if f"{package}.{module.name}" not in TRANSITIONS_MODULES
+    )
+    if unread:
+        raise RuntimeError(f"modules of core/transitions/ not in TRANSITIONS_MODULES: {', '.join(unread)}")
+    return tuple(importlib.import_module(name) for name in TRANSITIONS_MODULES)
+
+
+def _source(module: ModuleType) -> ast.Module:
     return ast.parse(Path(inspect.getfile(module)).read_text())
 
 
@@ -291,44 +334,56 @@ def _part_name(call: ast.Call, helpers: dict[str, str]) -> str:
 
 
 def condition_parts() -> dict[str, Part]:
-    """Every named condition part of core/transitions.py and of ``MORE_MODULES``, by switch
-    name, read from their sources."""
-    parts = _module_parts(transitions)
+    """Every named condition part of core/transitions/ and of ``MORE_MODULES``, by switch name,
+    read from their sources."""
+    parts = _module_parts(_transitions_modules())
     for module in MORE_MODULES:
-        more = _module_parts(module)
+        more = _module_parts((module,))
         if clash := sorted(set(more) & set(parts)):
             raise ValueError(f"{module.__name__} builds parts named as others already: {clash}")
         parts.update(more)
     return parts
 
 
-def _module_parts(module: ModuleType) -> dict[str, Part]:
-    tree = _source(module)
-    helpers = _helper_whys(tree)
-    callables = BUILDERS | frozenset(helpers)
+def _module_parts(modules: tuple[ModuleType, ...]) -> dict[str, Part]:
+    """The parts of ``modules``, whose ``-> Cond`` helpers are shared: a helper is called by name
+    from any of them that imported it (core/transitions/conditions.py's, from the others)."""
+    sources = [(module, _source(module)) for module in modules]
+    helpers = {name: why for _, tree in sources for name, why in _helper_whys(tree).items()}
     parts: dict[str, Part] = {}
-    for function in tree.body:
-        if not isinstance(function, ast.FunctionDef) or function.name in helpers:
-            continue
-        # Calls of one name in one statement (a loop's, an if's two forms of one part) are one part.
-        statements: dict[tuple[str, int], list[ast.Call]] = {}
-        for group in _part_calls(function, callables):
-            name = _part_name(group[0], helpers)
-            top = next(s for s in function.body if s.lineno <= group[0].lineno <= (s.end_lineno or s.lineno))
-            statements.setdefault((name, top.lineno), []).extend(group)
-        seen: dict[str, int] = {}
-        for (name, _), calls in statements.items():
-            seen[name] = seen.get(name, 0) + 1
-            label = name if seen[name] == 1 else f"{name}#{seen[name]}"
-            part = Part(
+    for module, tree in sources:
+        for function in tree.body:
+            if not isinstance(function, ast.FunctionDef) or function.name in helpers:
+                continue
+            for part in _function_parts(function, helpers, module):
+                if part.switch in parts:
+                    raise ValueError(f"{part.switch}: two modules define {part.function}")
+                parts[part.switch] = part
+    return parts
+
+
+def _function_parts(function: ast.FunctionDef, helpers: dict[str, str], module: ModuleType) -> list[Part]:
+    """The condition parts ``function``'s body builds, in source order."""
+    # Calls of one name in one statement (a loop's, an if's two forms of one part) are one part.
+    statements: dict[tuple[str, int], list[ast.Call]] = {}
+    for group in _part_calls(function, BUILDERS | frozenset(helpers)):
+        name = _part_name(group[0], helpers)
+        top = next(s for s in function.body if s.lineno <= group[0].lineno <= (s.end_lineno or s.lineno))
+        statements.setdefault((name, top.lineno), []).extend(group)
+    seen: dict[str, int] = {}
+    parts: list[Part] = []
+    for (name, _), calls in statements.items():
+        seen[name] = seen.get(name, 0) + 1
+        parts.append(
+            Part(
                 function.name,
-                label,
+                name if seen[name] == 1 else f"{name}#{seen[name]}",
                 tuple(dict.fromkeys(_callee(c) or "" for c in calls)),
                 tuple((c.lineno, c.end_lineno or c.lineno) for c in calls),
                 _literal_why(calls[0], function, helpers),
                 module,
             )
-            parts[part.switch] = part
+        )
     return parts
 
 
@@ -347,13 +402,16 @@ Site = tuple[set[CodeType], tuple[tuple[int, int], ...]]
 
 @contextmanager
 def switched_off(*switches: str) -> Iterator[None]:
-    """Run the block with condition parts of core/transitions.py or ``MORE_MODULES`` off
+    """Run the block with condition parts of core/transitions/ or ``MORE_MODULES`` off
     (``condition_parts``): each, built at its lines by its function, is a condition that always
-    holds. Several parts at once (a redundant set: tests/sim/test_switches.py ``PAIRS``) are
-    switched off by one replacement per helper or builder, so two parts built by the same one
-    (two ``eq`` parts) are both off: nesting ``switched_off`` would hand the inner part's call to
-    the outer replacement from the replacement's own frame, not the write function's, and leave
-    it on."""
+    holds, whoever calls the function (a service, or a write of another module, as recover_op
+    calls finish_ops): its builder or helper is replaced in the namespace the function looks it
+    up in, that of the module defining it (``Part.module``), and the replacement tells its
+    callers apart by their frame (the function's code, at the part's lines). Several parts at
+    once (a redundant set: tests/sim/test_switches.py ``PAIRS``) are switched off by one
+    replacement per helper or builder, so two parts built by the same one (two ``eq`` parts) are
+    both off: nesting ``switched_off`` would hand the inner part's call to the outer replacement
+    from the replacement's own frame, not the write function's, and leave it on."""
     parts = condition_parts()
     for switch in switches:
         if switch not in parts:
