@@ -1,9 +1,9 @@
-"""Every named condition part of core/transitions.py has a switch, and switching it off is caught
+"""Every named condition part of core/transitions/ has a switch, and switching it off is caught
 by the chaos run or the explorer (issue 34).
 
-The parts are read from transitions.py's source (``sim/mutants.condition_parts``), and from the
-other core modules in ``MORE_MODULES`` (core/dead_letter.py, issue 38), not from a list kept
-here: a condition added without a catcher, or without a reason why none can catch it,
+The parts are read from the source of core/transitions/ (``sim/mutants.condition_parts``), and
+from the other core modules in ``MORE_MODULES`` (core/dead_letter.py, issue 38), not from a list
+kept here: a condition added without a catcher, or without a reason why none can catch it,
 fails ``test_every_condition_part_has_a_catcher_or_a_reason``. ``CATCHERS`` records, for each
 part, the smallest chaos seed or explorer set known to catch its removal and the violation it
 reports; the test runs only that one. A part ``UNCAUGHT`` calls redundant is in a set of
@@ -455,7 +455,7 @@ def test_switching_a_redundant_pair_off_is_caught(parts: tuple[str, ...]) -> Non
 
 
 def test_a_switch_reaches_the_core_modules_beyond_transitions() -> None:
-    """core/dead_letter.py's parts are read and switched as transitions.py's are: one part of one
+    """core/dead_letter.py's parts are read and switched as core/transitions/'s are: one part of one
     write, the same helper in the other write untouched, and back after the block."""
     from jobsched.core import dead_letter
 

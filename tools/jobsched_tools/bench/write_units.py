@@ -113,7 +113,7 @@ def measure(overlap: str = "skip", payload_bytes: int = 0, runs: int = 20, heart
     )
 
 
-# Which phase of a run each labelled write belongs to (the labels core/transitions.py gives).
+# Which phase of a run each labelled write belongs to (the labels core/transitions/ gives).
 PHASES = {
     "create run": "claim",
     "advance job": "claim",

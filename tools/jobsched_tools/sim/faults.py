@@ -647,7 +647,7 @@ def _run_key(op: WriteOp) -> Any:
 
 
 def _keeps_slot(run: Item) -> bool:
-    # Only a run that will run carries its overlap policy (core/transitions.py new_run_item).
+    # Only a run that will run carries its overlap policy (core/transitions/claim.py new_run_item).
     return "overlap" in run and run["overlap"] != "allow"
 
 

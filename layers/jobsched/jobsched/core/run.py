@@ -9,7 +9,7 @@
        └──dispatch lease expired (detector): redispatched, same attempt
     missed: an occurrence not run by misfire policy (written by the miss detector)
 
-Every transition is a conditional write on ``version`` (the fencing token), see ``transitions.py``.
+Every transition is a conditional write on ``version`` (the fencing token), see ``transitions/``.
 """
 
 from __future__ import annotations

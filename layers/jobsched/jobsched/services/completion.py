@@ -15,7 +15,7 @@ A job is **complete** when it will make no more runs and every run it made has e
 It is level-triggered: the miss detector's reconcile pass (services/reconciler.py) hands this every
 job item it compares with its state, and a job that is not complete yet (its last run still
 running or retrying) is looked at again on the next pass. The delete is one transaction
-(``core/transitions.py`` ``delete_after_completion_ops``): the job item conditional on every
+(``core/transitions/register.py`` ``delete_after_completion_ops``): the job item conditional on every
 definition attribute as read (a person's edit wins), and a check that the state is still the
 finished one read before the runs were (no run joined since). A lost condition is counted
 (``DeletesAfterCompletionLost``), never an error: the next pass reads again. After the delete the

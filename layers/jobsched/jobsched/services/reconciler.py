@@ -20,7 +20,7 @@ A job the stack's allow-lists made invalid differs from nothing when the stack l
 destination later (no write to its item, no record): each pass checks such a job against the
 lists as they are now and registers it, report and all, when they allow it (``_revalidate``).
 
-The detector's bookkeeping item (``core/transitions.py`` ``BOOKKEEPING_KEY``) keeps the place in
+The detector's bookkeeping item (``core/transitions/bookkeeping.py`` ``BOOKKEEPING_KEY``) keeps the place in
 the jobs table (DynamoDB's Scan cursor), the differences seen and not yet applied, and the
 highest ShardCount whose shards may still hold entries of either index (``shard_high``): while
 it is above ShardCount the detector also sweeps those shards (expired leases and overdue jobs)

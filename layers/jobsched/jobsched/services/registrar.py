@@ -434,7 +434,7 @@ class Registrar:
         """Write the outcome on the job item where it differs from what it says. Returns whether
         a write was made."""
         status = str(plan.set.get("status") or JobStatus.DELETED.value)
-        # Sized to the item (core/transitions.py): the largest report that fits, first; a store
+        # Sized to the item (core/transitions/register.py): the largest report that fits, first; a store
         # that refuses one for its size gets the next.
         refused: RequestTooLarge | None = None
         for op in sized_report_ops(job, status, reasons, digest, now):
