@@ -33,3 +33,19 @@ def test_without_the_detector_paying_the_debt_a_letter_stays_owed(monkeypatch: p
     monkeypatch.setattr(detector, "DeadLetters", WorkerOnly)
     report = World(CONFIG).run()
     assert any(v.startswith("dead_letter_owed") for v in report.invariant_violations)
+
+
+def test_a_settled_debt_with_a_check_at_left_is_reported() -> None:
+    """The explorer's ``dead_letter_check_at_left`` (a failed send recorded after the other payer's
+    success puts the look-again time back: ``dead_letter_retry_op:_letter_owed``), checked after the
+    drain by chaos too. The random world rarely races two payers, so the check is shown on the
+    state it guards: a run recorded sent, its check_at put back."""
+    from jobsched.core.writes import RUNS, Update
+    from jobsched_tools.sim.invariants import check
+
+    world = World(CONFIG)
+    assert world.run().invariant_violations == []
+    settled = next(r for r in world.store.inner.tables[RUNS].values() if r.get("dead_letter") == "sent")
+    key = {"job_id": settled["job_id"], "run_id": settled["run_id"]}
+    world.store.inner.update(Update(RUNS, key, (), "a stale payer's retry", set={"check_at": 1}))
+    assert [v.split(" ", 1)[0] for v in check(world).invariant_violations] == ["dead_letter_check_at_left"]

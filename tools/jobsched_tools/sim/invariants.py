@@ -127,8 +127,8 @@ class Checker:
         self.violations.append((kind, key, detail))
 
     # Issue 38: a run failed for good on a job with a dead-letter queue owes it its outcome, at
-    # least once. After the drain nothing is still owed, every run recorded sent was sent, and
-    # nothing is sent for a run that did not fail.
+    # least once. After the drain nothing is still owed, every run recorded sent was sent, a
+    # settled debt left no check_at, and nothing is sent for a run that did not fail.
     def dead_letters(self) -> None:
         letters = {str(letter["run_id"]) for letter in self.world.dead_letters.sent}
         for run_id, run in self.runs.items():
@@ -137,6 +137,10 @@ class Checker:
                 self.violate("dead_letter_owed", run_id, "its dead letter is still owed after the drain")
             elif owed == "sent" and run_id not in letters:
                 self.violate("dead_letter_unsent", run_id, "recorded sent, but no letter reached the queue")
+            if owed in ("sent", "refused") and run.get("check_at") is not None:
+                # A settled debt leaves the lease index (data-model.md): a payer whose send failed
+                # after the other payer's success must not put its look-again time back.
+                self.violate("dead_letter_check_at_left", run_id, f"settled ({owed}) with a check_at left")
         for run_id in sorted(letters):
             status = (self.runs.get(run_id) or {}).get("status", "failed")
             if status != "failed":
