@@ -158,3 +158,22 @@ def test_the_price_source_is_recorded_relative_to_the_project(tmp_path: Path) ->
     elsewhere = tmp_path / "prices.toml"
     elsewhere.write_text("")
     assert not Path(units.project_relative(elsewhere)).is_absolute()
+
+
+@pytest.mark.parametrize("seconds_before_the_hour", [30, 89, 3599])
+def test_a_bench_job_comes_due_once_whatever_the_hour(seconds_before_the_hour: int) -> None:
+    """The bench's recurring jobs (``scheduled_job``) are due at due_ms and next an hour on, not at
+    the next full hour: run within the trigger's lookahead of an hour, a tick claimed each job
+    twice and the quick bench counted 20 runs for 10 jobs."""
+    from datetime import UTC, datetime, timedelta
+
+    from jobsched.core.config import SchedulerConfig
+    from jobsched.core.job import JobDefinition
+    from jobsched_tools.bench.stack import scheduled_job
+
+    hour = datetime(2026, 12, 5, 1, tzinfo=UTC)
+    due = hour - timedelta(seconds=seconds_before_the_hour, milliseconds=-123)
+    item, state = scheduled_job("c1", int(due.timestamp() * 1000), SchedulerConfig(), at=False)
+    assert state["next_run_at"] == int(due.timestamp() * 1000)
+    following = JobDefinition.from_item(item).compiled_schedule().next_after(due)
+    assert following is not None and following - due >= timedelta(minutes=59)
