@@ -13,7 +13,8 @@ Two kinds of measurement, both on the bench's MeteringStore (DynamoDB's capacity
   figures with it.
 - **a replay.** Shapes with another data model (each run's index entry made one occurrence ahead,
   docs/proposals/due-entry-on-runs.md) have no services to run: their writes are replayed item by
-  item, as ``due_entry_proposal.py`` does, and checked against it.
+  item (``replay_due_entry``; ``due_entry_proposal.py``, the proposal's own figures, replays
+  through it).
 
 Reads are not metered by running services the shapes do not have. They are counted from metered
 sizes (an index entry's projection, an item's size) times how often each reader meets an entry,
@@ -317,7 +318,7 @@ def _get_units(item: dict[str, Any] | None) -> float:
 
 # --- a replay: each run's entry made one occurrence ahead --------------------------------------
 
-# The proposal's index, keys only (due_entry_proposal.DUE_INDEX), and shape f's: the same key, with
+# The proposal's index, keys only, and shape f's: the same key, with
 # the immutable attributes a claim needs (set when the run is created, never changed by a claim,
 # a start or a heartbeat), so that the trigger reads no run to claim it.
 DUE_KEYS_ONLY = Index("due", RUNS, ("lease_shard", "check_at"), "KEYS_ONLY", (), ("job_id", "run_id"))
