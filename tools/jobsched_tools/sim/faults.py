@@ -32,7 +32,16 @@ from jobsched.core.writes import (
     WriteOp,
     conditions_hold,
 )
-from jobsched.ports import INDEX_KEYS, INDEX_PROJECTION, IndexName, OutgoingMessage, Page, SendResult, Store
+from jobsched.ports import (
+    INDEX_KEYS,
+    INDEX_PROJECTION,
+    DeadLetterRefused,
+    IndexName,
+    OutgoingMessage,
+    Page,
+    SendResult,
+    Store,
+)
 from jobsched.services.definitions import is_snapshot
 from jobsched.services.paging import query_all
 
@@ -671,6 +680,10 @@ def _op_key(op: WriteOp) -> str:
     return _key_text(op.key)
 
 
+# A dead-letter queue SQS refuses every send to (``dead_letter_queue_refuses``).
+REFUSING_DEAD_LETTER_QUEUE = "arn:aws:sqs:us-east-1:123456789012:sim-deleted-dead-letters"
+
+
 class SimDeadLetters:
     """A job's dead-letter queue: keeps every letter sent, and fails a send at a seeded rate."""
 
@@ -679,8 +692,12 @@ class SimDeadLetters:
         self._failure = failure
         self.sent: list[dict[str, Any]] = []
         self.failed = 0
+        self.refused = 0
 
     def send(self, queue_arn: str, body: str, deduplication_id: str) -> None:  # noqa: ARG002
+        if queue_arn == REFUSING_DEAD_LETTER_QUEUE:
+            self.refused += 1
+            raise DeadLetterRefused("injected: the queue does not exist: create it or change the job")
         if self._rng.random() < self._failure:
             self.failed += 1
             raise ConnectionError("injected: the dead-letter queue did not answer")

@@ -36,7 +36,7 @@ from jobsched.services.completion import asks_delete, finished_as_written
 from jobsched.services.definitions import is_snapshot
 
 from jobsched_tools.fakes.memory_store import MemoryStore
-from jobsched_tools.sim.faults import EFFECTS, StateMark
+from jobsched_tools.sim.faults import EFFECTS, REFUSING_DEAD_LETTER_QUEUE, StateMark
 from jobsched_tools.sim.report import ChaosReport, trace_for
 from jobsched_tools.sim.scenario import KNOWN_TARGETS
 
@@ -133,10 +133,20 @@ class Checker:
         letters = {str(letter["run_id"]) for letter in self.world.dead_letters.sent}
         for run_id, run in self.runs.items():
             owed = run.get("dead_letter")
-            if owed == "pending":
+            if owed == "pending" and int(run["scheduled_at"]) <= self.world.window_end:
+                # The window's runs (as for every occurrence): runs the drain still starts may
+                # fail too close to its end for their hour of refusals to run out.
                 self.violate("dead_letter_owed", run_id, "its dead letter is still owed after the drain")
             elif owed == "sent" and run_id not in letters:
                 self.violate("dead_letter_unsent", run_id, "recorded sent, but no letter reached the queue")
+            refusing = run.get("dead_letter_queue_arn") == REFUSING_DEAD_LETTER_QUEUE
+            if owed == "refused" and not (refusing and run.get("dead_letter_error")):
+                # Refused only by a queue that refuses, and with the reason a person acts on.
+                self.violate(
+                    "dead_letter_refused_wrongly", run_id, f"refused: {run.get('dead_letter_error')!r}"
+                )
+            if owed == "sent" and refusing:
+                self.violate("dead_letter_unsent", run_id, "recorded sent to a queue that refuses every send")
             if owed in ("sent", "refused") and run.get("check_at") is not None:
                 # A settled debt leaves the lease index (data-model.md): a payer whose send failed
                 # after the other payer's success must not put its look-again time back.

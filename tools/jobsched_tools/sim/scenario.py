@@ -57,6 +57,9 @@ class FaultRates:
     # drawn from a generator of their own, so the fixed seeds' runs stay as they were.
     dead_letter_jobs: float = 0.0
     dead_letter_send_failure: float = 0.3
+    # Of those jobs, this share name a queue SQS refuses for good (deleted, or its key refuses):
+    # every send raises DeadLetterRefused, and after an hour the debt is recorded ``refused``.
+    dead_letter_queue_refuses: float = 0.0
     squeeze_throttle: float = 0.6
     store_transient: float = 0.005  # per store call, before the write happens
     store_lost_response: float = 0.005  # per write: applied, then the response is lost

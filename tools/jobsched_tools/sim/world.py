@@ -40,6 +40,7 @@ from jobsched.targets.registry import HandlerRegistry
 
 from jobsched_tools.sim.faults import (
     EFFECTS,
+    REFUSING_DEAD_LETTER_QUEUE,
     FaultyStore,
     LeaseIndexedMemoryStore,
     SimCrash,
@@ -160,10 +161,18 @@ class World:
         )
         if rates.dead_letter_jobs:
             picks = random.Random(cfg.seed * 7919 + 39)
+            refusing = random.Random(cfg.seed * 7919 + 40)  # its own: the picks stay as they were
+
+            def queue() -> str:
+                refuses = (
+                    rates.dead_letter_queue_refuses and refusing.random() < rates.dead_letter_queue_refuses
+                )
+                return REFUSING_DEAD_LETTER_QUEUE if refuses else DEAD_LETTER_QUEUE
+
             self.jobs = [
                 replace(
                     job,
-                    definition=job.definition.model_copy(update={"dead_letter_queue_arn": DEAD_LETTER_QUEUE}),
+                    definition=job.definition.model_copy(update={"dead_letter_queue_arn": queue()}),
                 )
                 if picks.random() < rates.dead_letter_jobs
                 else job
@@ -391,7 +400,7 @@ class World:
         # A dead letter still owed is paid by the detector's next look (its check_at, at most a
         # minute on): a run that failed just before the drain's check would otherwise end the
         # drain with its debt open (issue 38).
-        owed = any(r.get("dead_letter") == "pending" for r in runs)
+        owed = any(r.get("dead_letter") == "pending" and r["scheduled_at"] <= self.window_end for r in runs)
         if open_runs or behind or owed or self._completions_pending(jobs, runs):
             self.at(self.clock.now_ms() + 5 * MINUTE, self._drain_check)
             return
