@@ -90,10 +90,10 @@ def sqs(resources: Resources, monkeypatch: pytest.MonkeyPatch) -> CountingSqs:
     import jobsched_tools.api
 
     counting = CountingSqs(boto3.client("sqs", region_name="us-east-1"), resources.work_queue_url)
-    real_client = jobsched_tools.api._client
+    real_client = jobsched_tools.api.client_for
     monkeypatch.setattr(
         jobsched_tools.api,
-        "_client",
+        "client_for",
         lambda service, where: counting if service == "sqs" else real_client(service, where),
     )
     return counting
