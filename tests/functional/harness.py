@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import boto3
@@ -40,7 +41,9 @@ from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Outcome, Worker
+from jobsched.targets.builtin import destination_problems
 from jobsched.targets.registry import HandlerRegistry
+from jobsched_tools.deployment import AllowListValues
 from jobsched_tools.emulator.local_moto import LocalMoto
 from jobsched_tools.emulator.provision import provision
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
@@ -189,6 +192,22 @@ class Env:
 
 def job(job_id: str = "j1", schedule: str = "rate(1 minute)", **fields: Any) -> JobDefinition:
     return JobDefinition(job_id=job_id, schedule=schedule, target=fields.pop("target", "t"), **fields)
+
+
+def checking_operations(store: Store, allow: AllowListValues) -> Operations:
+    """The Python API's Operations on a memory queue at T0, checking a job as a deployed stack's
+    does (jobsched_tools.api): its target among the handlers ``log`` and ``sqs_send``, its
+    destination and its dead-letter queue against the stack's allow-lists ``allow``."""
+    return Operations(
+        store,
+        MemoryWorkQueue(ManualClock(T0)),
+        MemoryTelemetry(),
+        ManualClock(T0),
+        SchedulerConfig(),
+        known_targets={"log", "sqs_send"},
+        target_problems=partial(destination_problems, allow=allow),
+        dead_letter_queues=allow.allowed_dead_letter_queue_arns,
+    )
 
 
 def default_cfg(**overrides: Any) -> SchedulerConfig:

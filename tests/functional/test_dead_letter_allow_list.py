@@ -17,19 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import KINDS, T0, Env, build, job
+from harness import KINDS, T0, Env, build, checking_operations, job
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Put
 from jobsched.services.detector import MissDetector
-from jobsched.services.operations import Operations
 from jobsched.services.reconciler import ALLOWED_NOW
 from jobsched.services.registrar import Registrar
 from jobsched.targets.builtin import destination_problems
 from jobsched_tools.deployment import ALLOW_LIST_PARAMETERS, AllowListValues, Target
 from jobsched_tools.emulator.provision import Resources
-from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 from test_cli_ops import resources, run_cli  # noqa: F401 - the fixture and the runner
@@ -94,17 +92,7 @@ def test_put_item_naming_an_unlisted_dead_letter_queue_is_invalid_with_what_to_a
 
 def test_the_api_marks_the_same_job_invalid_with_every_reason() -> None:
     store = MemoryStore()
-    allow = lists(dead_letter_queues=[LISTED])
-    ops = Operations(
-        store,
-        MemoryWorkQueue(ManualClock(T0)),
-        MemoryTelemetry(),
-        ManualClock(T0),
-        SchedulerConfig(),
-        known_targets={"log", "sqs_send"},
-        target_problems=partial(destination_problems, allow=allow),
-        dead_letter_queues=allow.allowed_dead_letter_queue_arns,
-    )
+    ops = checking_operations(store, lists(dead_letter_queues=[LISTED]))
     to_queue = {
         **WITH_DLQ,
         "target": "sqs_send",

@@ -11,18 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import T0
+from harness import T0, checking_operations
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import InvalidJob
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Put
-from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
 from jobsched.targets.builtin import destination_problems
 from jobsched_tools.deployment import AllowListValues, Target
 from jobsched_tools.emulator.provision import Resources
-from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 from test_cli_ops import resources, run_cli  # noqa: F401 - the fixture and the runner
@@ -81,15 +79,7 @@ def test_the_api_writes_and_marks_the_same_item_the_same_way(
     item: dict[str, Any], expected: list[str]
 ) -> None:
     store = MemoryStore()
-    ops = Operations(
-        store,
-        MemoryWorkQueue(ManualClock(T0)),
-        MemoryTelemetry(),
-        ManualClock(T0),
-        SchedulerConfig(),
-        known_targets={"log", "sqs_send"},
-        target_problems=partial(destination_problems, allow=ALLOWED),
-    )
+    ops = checking_operations(store, ALLOWED)
     assert ops.register(item) is Registration.INVALID
     assert reasons(store, item["job_id"]) == expected
     with pytest.raises(InvalidJob, match="job_id"):  # no job to mark: nothing written
