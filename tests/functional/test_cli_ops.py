@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from jobsched_tools.cli.main import main
-from jobsched_tools.emulator.provision import Resources, provision
-from moto import mock_aws
+from jobsched_tools.emulator.provision import Resources
 
 JOB = {
     "job_id": "nightly-report",
@@ -22,14 +19,6 @@ JOB = {
     "payload": {"report": "daily"},
     "overlap": "allow",
 }
-
-
-@pytest.fixture
-def resources() -> Iterator[Resources]:
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        yield provision(dynamodb, sqs, prefix="cli")
 
 
 def stack_args(resources: Resources) -> list[str]:

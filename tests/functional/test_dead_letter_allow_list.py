@@ -30,7 +30,7 @@ from jobsched_tools.deployment import ALLOW_LIST_PARAMETERS, AllowListValues, Ta
 from jobsched_tools.emulator.provision import Resources
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-from test_cli_ops import resources, run_cli  # noqa: F401 - the fixture and the runner
+from test_cli_ops import run_cli
 
 LISTED = "arn:aws:sqs:eu-central-1:123456789012:job-failures"
 UNLISTED = "arn:aws:sqs:eu-central-1:123456789012:reports-dlq"
@@ -112,7 +112,7 @@ def test_the_stack_s_dead_letter_list_is_read_with_its_other_lists() -> None:
 
 def test_register_and_import_check_the_dead_letter_queue_against_the_stack(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811
+    resources: Resources,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

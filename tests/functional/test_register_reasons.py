@@ -23,7 +23,7 @@ from jobsched_tools.deployment import AllowListValues, Target
 from jobsched_tools.emulator.provision import Resources
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-from test_cli_ops import resources, run_cli  # noqa: F401 - the fixture and the runner
+from test_cli_ops import run_cli
 
 TWO_PROBLEMS = {
     "job_id": "two-problems",
@@ -89,7 +89,7 @@ def test_the_api_writes_and_marks_the_same_item_the_same_way(
 
 def test_register_prints_every_reason_and_writes_the_job_marked_invalid(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811
+    resources: Resources,
     tmp_path: Path,
 ) -> None:
     spec = tmp_path / "jobs.json"
@@ -113,7 +113,7 @@ def test_register_prints_every_reason_and_writes_the_job_marked_invalid(
 
 def test_import_and_register_check_the_stack_s_allow_lists(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811
+    resources: Resources,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
