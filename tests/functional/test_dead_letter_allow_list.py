@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import KINDS, T0, Env, build, checking_operations, job
+from harness import T0, Env, checking_operations, job
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.state import Registration
@@ -26,11 +26,11 @@ from jobsched.services.detector import MissDetector
 from jobsched.services.reconciler import ALLOWED_NOW
 from jobsched.services.registrar import Registrar
 from jobsched.targets.builtin import destination_problems
-from jobsched_tools.deployment import ALLOW_LIST_PARAMETERS, AllowListValues, Target
+from jobsched_tools.deployment import ALLOW_LIST_PARAMETERS, AllowListValues
 from jobsched_tools.emulator.provision import Resources
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-from test_cli_ops import run_cli
+from test_cli_ops import run_cli, with_allow_lists
 
 LISTED = "arn:aws:sqs:eu-central-1:123456789012:job-failures"
 UNLISTED = "arn:aws:sqs:eu-central-1:123456789012:reports-dlq"
@@ -116,18 +116,9 @@ def test_register_and_import_check_the_dead_letter_queue_against_the_stack(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from jobsched_tools.cli import cmd_import, common
-
-    target = Target(
-        resources.jobs_table,
-        resources.state_table,
-        resources.runs_table,
-        resources.work_queue_url,
-        shard_count=4,
-        allow_lists=lists(queues=[TARGET_QUEUE], dead_letter_queues=[LISTED]),
+    target = with_allow_lists(
+        resources, monkeypatch, lists(queues=[TARGET_QUEUE], dead_letter_queues=[LISTED])
     )
-    for module in (common, cmd_import):
-        monkeypatch.setattr(module, "resolve_target", lambda _args: target)
     # nightly-sqs.json's DeadLetterConfig names reports-dlq, which the stack does not list.
     schedule = Path(__file__).parents[1] / "unit" / "eventbridge_schedules" / "nightly-sqs.json"
     code, out, _ = run_cli(capsys, resources, "import", str(schedule), "--dry-run")
@@ -145,12 +136,6 @@ def test_register_and_import_check_the_dead_letter_queue_against_the_stack(
 
 
 # --- an allow-list widened later ---------------------------------------------------------------
-
-
-@pytest.fixture(params=KINDS)
-def env(request: pytest.FixtureRequest) -> Any:
-    with build(request.param) as built:
-        yield built
 
 
 def _registered_invalid(env: Env, raw: dict[str, Any] | None = None, **fields: Any) -> None:

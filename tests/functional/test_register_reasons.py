@@ -19,11 +19,11 @@ from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Put
 from jobsched.services.registrar import Registrar
 from jobsched.targets.builtin import destination_problems
-from jobsched_tools.deployment import AllowListValues, Target
+from jobsched_tools.deployment import AllowListValues
 from jobsched_tools.emulator.provision import Resources
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-from test_cli_ops import run_cli
+from test_cli_ops import run_cli, with_allow_lists
 
 TWO_PROBLEMS = {
     "job_id": "two-problems",
@@ -119,20 +119,7 @@ def test_import_and_register_check_the_stack_s_allow_lists(
 ) -> None:
     """With the deployment's allow-lists known (a stack's parameters, the local stack's state),
     a destination missing from them makes the job invalid, naming the parameter and the value."""
-    from jobsched_tools.cli import common
-
-    target = Target(
-        resources.jobs_table,
-        resources.state_table,
-        resources.runs_table,
-        resources.work_queue_url,
-        shard_count=4,
-        allow_lists=ALLOWED,
-    )
-    from jobsched_tools.cli import cmd_import
-
-    for module in (common, cmd_import):
-        monkeypatch.setattr(module, "resolve_target", lambda _args: target)
+    target = with_allow_lists(resources, monkeypatch, ALLOWED)
     fixtures = Path(__file__).parents[1] / "unit" / "eventbridge_schedules"
     code, out, _ = run_cli(capsys, resources, "import", str(fixtures / "nightly-sqs.json"), "--dry-run")
     lines = out.splitlines()
