@@ -1,7 +1,8 @@
 """Fixtures shared by the functional tests: ``env`` (the services wired on each store kind of
-harness.KINDS), ``moto_server`` (one serialised moto server per module) and ``aws`` (the Lambda
-entry points' environment on in-process moto, with a manual clock). A module that needs a variant
-defines its own fixture of the same name, which overrides these."""
+harness.KINDS), ``moto_server`` (one serialised moto server per module), ``aws`` (the Lambda
+entry points' environment on in-process moto, with a manual clock) and ``resources`` (a stack's
+tables and queues on in-process moto, for the CLI and the Python API: test_cli_ops.run_cli). A
+module that needs a variant defines its own fixture of the same name, which overrides these."""
 
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
 def moto_server() -> Iterator[LocalMoto]:
     with start_moto_server() as server:
         yield server
+
+
+@pytest.fixture
+def resources() -> Iterator[Resources]:
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        yield provision(dynamodb, sqs, prefix="cli")
 
 
 @pytest.fixture

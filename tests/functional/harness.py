@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import boto3
@@ -40,7 +41,9 @@ from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Outcome, Worker
+from jobsched.targets.builtin import destination_problems
 from jobsched.targets.registry import HandlerRegistry
+from jobsched_tools.deployment import AllowListValues
 from jobsched_tools.emulator.local_moto import LocalMoto
 from jobsched_tools.emulator.provision import provision
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
@@ -88,6 +91,8 @@ class Env:
     dynamodb: Any = None
 
     # --- services ----------------------------------------------------------------------------
+    # Each wired on this environment; ``options`` are the service's own keyword arguments (a
+    # dead-letter sender, a registrar for the reconcile pass, ...).
 
     def ops(self) -> Operations:
         return Operations(self.store, self.queue, self.telemetry, self.clock, self.cfg)
@@ -95,15 +100,21 @@ class Env:
     def trigger(self) -> Trigger:
         return Trigger(self.store, self.queue, self.telemetry, self.clock, self.cfg, parallel_queries=False)
 
-    def detector(self) -> MissDetector:
+    def detector(self, **options: Any) -> MissDetector:
         return MissDetector(
-            self.store, self.queue, self.telemetry, self.clock, self.cfg, parallel_queries=False
+            self.store, self.queue, self.telemetry, self.clock, self.cfg, parallel_queries=False, **options
         )
 
-    def registrar(self) -> Registrar:
-        return Registrar(self.store, self.telemetry, self.clock, self.cfg, self.queue)
+    def registrar(self, **options: Any) -> Registrar:
+        return Registrar(self.store, self.telemetry, self.clock, self.cfg, self.queue, **options)
 
-    def worker(self, worker_id: str = "w1", waiter: Waiter | None = None) -> Worker:
+    def claiming_registrar(self, **options: Any) -> Registrar:
+        """The registrar as the registrar function wires it (runtime/wiring.py): it claims a job's
+        first occurrences at once, through the trigger's own claim."""
+        trigger = self.trigger()
+        return self.registrar(claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"), **options)
+
+    def worker(self, worker_id: str = "w1", waiter: Waiter | None = None, **options: Any) -> Worker:
         return Worker(
             self.store,
             self.queue,
@@ -112,8 +123,8 @@ class Env:
             self.cfg,
             self.registry,
             worker_id,
-            logger_for=logging.getLogger,
             waiter=waiter,
+            **{"logger_for": logging.getLogger, **options},
         )
 
     # --- the queue's consumer side -----------------------------------------------------------
@@ -177,18 +188,39 @@ class Env:
         return self.ops().runs(job_id, limit=100_000)
 
     def effects(self) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        cursor = None
-        while True:
-            page = self.store.scan(EFFECTS, 100, cursor)
-            items += page.items
-            if page.cursor is None:
-                return items
-            cursor = page.cursor
+        return scan_all(self.store, EFFECTS)
+
+
+def scan_all(store: Store, table: str, page_size: int = 100) -> list[dict[str, Any]]:
+    """Every item of ``table``, page by page."""
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = store.scan(table, page_size, cursor)
+        items += page.items
+        if page.cursor is None:
+            return items
+        cursor = page.cursor
 
 
 def job(job_id: str = "j1", schedule: str = "rate(1 minute)", **fields: Any) -> JobDefinition:
     return JobDefinition(job_id=job_id, schedule=schedule, target=fields.pop("target", "t"), **fields)
+
+
+def checking_operations(store: Store, allow: AllowListValues) -> Operations:
+    """The Python API's Operations on a memory queue at T0, checking a job as a deployed stack's
+    does (jobsched_tools.api): its target among the handlers ``log`` and ``sqs_send``, its
+    destination and its dead-letter queue against the stack's allow-lists ``allow``."""
+    return Operations(
+        store,
+        MemoryWorkQueue(ManualClock(T0)),
+        MemoryTelemetry(),
+        ManualClock(T0),
+        SchedulerConfig(),
+        known_targets={"log", "sqs_send"},
+        target_problems=partial(destination_problems, allow=allow),
+        dead_letter_queues=allow.allowed_dead_letter_queue_arns,
+    )
 
 
 def default_cfg(**overrides: Any) -> SchedulerConfig:

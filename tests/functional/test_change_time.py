@@ -11,23 +11,8 @@ from harness import MINUTE, T0, Env, job
 from jobsched.core.run import run_id_for
 from jobsched.core.state import STREAM_RETENTION_MS, Registration
 from jobsched.core.writes import JOBS, RUNS, Put
-from jobsched.services.registrar import Registrar
-from jobsched.services.trigger import Trigger
 
 SECOND = 1000
-
-
-def registrar_function(env: Env) -> Registrar:
-    """The registrar as the deployed function wires it: it claims first occurrences at once."""
-    trigger = Trigger(env.store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False)
-    return Registrar(
-        env.store,
-        env.telemetry,
-        env.clock,
-        env.cfg,
-        env.queue,
-        claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
-    )
 
 
 def put(env: Env, item: dict[str, Any]) -> int:
@@ -39,7 +24,7 @@ def put(env: Env, item: dict[str, Any]) -> int:
 
 def delivered(env: Env, job_id: str, created: int, delay_ms: int) -> Registration:
     env.clock.advance(delay_ms)
-    return registrar_function(env).on_stream_record("INSERT", job_id, None, changed_at=created)
+    return env.claiming_registrar().on_stream_record("INSERT", job_id, None, changed_at=created)
 
 
 def record(env: Env, job_id: str, at: int) -> dict[str, Any] | None:
@@ -65,7 +50,7 @@ def test_a_new_cron_job_keeps_a_first_occurrence_that_came_due_in_transit(env: E
 
 def test_a_resume_keeps_the_occurrence_that_came_due_in_transit(env: Env) -> None:
     put(env, job("r", enabled=False).to_item())
-    registrar_function(env).apply("r")
+    env.claiming_registrar().apply("r")
     env.clock.set(T0 + MINUTE - 500)
     created = put(env, job("r").to_item())  # resumed 0.5 s before T0 + 1 min
     delivered(env, "r", created, 800)
@@ -76,7 +61,7 @@ def test_a_change_delivered_late_settles_the_old_timing_up_to_the_change_only(en
     # Paused at T0 + 1.5 min, delivered two minutes later: the occurrence before the pause is
     # recorded missed (it came due while active), the ones after it are not due (paused first).
     put(env, job("p").to_item())
-    registrar_function(env).apply("p")
+    env.claiming_registrar().apply("p")
     env.clock.set(T0 + 90 * SECOND)
     created = put(env, job("p", enabled=False).to_item())
     assert delivered(env, "p", created, 2 * MINUTE) is Registration.PAUSED
@@ -87,13 +72,13 @@ def test_a_change_delivered_late_settles_the_old_timing_up_to_the_change_only(en
 
 def test_a_replayed_old_record_cannot_date_a_later_change_before_the_last_registration(env: Env) -> None:
     created = put(env, job("j", "rate(1 hour)").to_item())
-    registrar_function(env).on_stream_record("INSERT", "j", None, changed_at=created)
+    env.claiming_registrar().on_stream_record("INSERT", "j", None, changed_at=created)
     registered_at = env.state("j")["registered_at"]
     env.clock.set(T0 + 5 * 60 * MINUTE + 30 * SECOND)
     put(env, job("j", "rate(1 minute)").to_item())  # re-timed; its own record is slow
     # A replay of the first record arrives first: the change cannot be older than the
     # registration that read the item before it, so nothing from before then becomes due...
-    registrar_function(env).on_stream_record("MODIFY", "j", None, changed_at=created)
+    env.claiming_registrar().on_stream_record("MODIFY", "j", None, changed_at=created)
     assert registered_at == T0
     # ...and the new timing starts after that registration at the earliest: the hours since
     # (the re-time came 5 h later) are not back-filled as due by the stale date.
@@ -103,7 +88,7 @@ def test_a_replayed_old_record_cannot_date_a_later_change_before_the_last_regist
 def test_a_record_older_than_the_stream_keeps_records_is_dated_at_most_that_old(env: Env) -> None:
     env.clock.set(T0 + 2 * STREAM_RETENTION_MS)
     put(env, job("old", "rate(1 hour)").to_item())
-    registrar_function(env).on_stream_record("INSERT", "old", None, changed_at=T0)
+    env.claiming_registrar().on_stream_record("INSERT", "old", None, changed_at=T0)
     assert env.state("old")["next_run_at"] == T0 + STREAM_RETENTION_MS + 60 * MINUTE
 
 
@@ -140,7 +125,7 @@ def reconciled_first(env: Env, first_seen: int) -> None:
 def late_record(env: Env, job_id: str, created: int) -> Registration:
     """The person's record arrives now, after the pass applied its change."""
     image = env.store.get(JOBS, {"job_id": job_id})
-    return registrar_function(env).on_stream_record("INSERT", job_id, image, changed_at=created)
+    return env.claiming_registrar().on_stream_record("INSERT", job_id, image, changed_at=created)
 
 
 def test_an_at_job_applied_by_the_pass_before_its_late_record_still_gets_its_record(env: Env) -> None:
@@ -174,7 +159,7 @@ def test_a_resume_applied_by_the_pass_before_its_late_record_keeps_its_runs(env:
     from jobsched_tools.sim.invariants import all_items
 
     put(env, job("r", "rate(1 minute)", enabled=False).to_item())
-    registrar_function(env).apply("r")
+    env.claiming_registrar().apply("r")
     env.clock.set(T0 + 30 * SECOND)
     created = put(env, job("r", "rate(1 minute)").to_item())  # resumed; its record is late
     reconciled_first(env, T0 + 3 * MINUTE + 10 * SECOND)  # applied at 00:04:10, dated 00:03:10
@@ -202,5 +187,5 @@ def test_a_late_record_of_an_earlier_write_does_not_date_a_later_one(env: Env) -
     put(env, job("two", "cron(0 0 * * ? *)", description="second").to_item())
     reconciled_first(env, T0 + 10 * SECOND)
     env.clock.advance(20 * SECOND)
-    registrar_function(env).on_stream_record("INSERT", "two", earlier, changed_at=created)
+    env.claiming_registrar().on_stream_record("INSERT", "two", earlier, changed_at=created)
     assert record(env, "two", T0) is None  # 00:00 came before the write the pass applied

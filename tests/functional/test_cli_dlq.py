@@ -14,10 +14,8 @@ import pytest
 from jobsched.core.run import RunMessage, RunStatus, encode_body
 from jobsched_tools.cli.main import main
 from jobsched_tools.emulator.provision import Resources
-from test_cli_honest_output import JOB, record, register, resources
+from test_cli_honest_output import JOB, record, register
 from test_cli_ops import stack_args
-
-assert resources  # the fixture, imported for the tests below
 
 FAILED_RUN = "nightly-report@2026-11-02T02:00:00Z"
 
@@ -90,10 +88,10 @@ def sqs(resources: Resources, monkeypatch: pytest.MonkeyPatch) -> CountingSqs:
     import jobsched_tools.api
 
     counting = CountingSqs(boto3.client("sqs", region_name="us-east-1"), resources.work_queue_url)
-    real_client = jobsched_tools.api._client
+    real_client = jobsched_tools.api.client_for
     monkeypatch.setattr(
         jobsched_tools.api,
-        "_client",
+        "client_for",
         lambda service, where: counting if service == "sqs" else real_client(service, where),
     )
     return counting

@@ -5,15 +5,13 @@ printed 92 lines, `dlq redrive` 87.)"""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import jobsched.adapters.aws
 import pytest
 from jobsched_tools.cli.main import main
-from jobsched_tools.emulator.provision import Resources, provision
-from moto import mock_aws
+from jobsched_tools.emulator.provision import Resources
+from test_cli_ops import stack_args
 
 
 @pytest.fixture
@@ -71,30 +69,12 @@ def test_an_unreachable_endpoint_is_one_sentence(
     assert f"127.0.0.1:{unreachable.rsplit(':', 1)[1]}" in err  # where it tried
 
 
-@pytest.fixture
-def resources() -> Iterator[Resources]:
-    with mock_aws():
-        yield provision(
-            boto3.client("dynamodb", region_name="us-east-1"),
-            boto3.client("sqs", region_name="us-east-1"),
-            prefix="e",
-        )
-
-
 def test_a_request_the_deployment_refuses_is_one_sentence(
     capsys: pytest.CaptureFixture[str], resources: Resources
 ) -> None:
     """A queue that does not exist (a wrong --dlq-url): AWS's refusal, in a line."""
     missing = resources.dead_letter_queue_url.rsplit("/", 1)[0] + "/no-such-queue"
-    target = [
-        *tables(resources.work_queue_url),
-        "--jobs-table",
-        resources.jobs_table,
-        "--state-table",
-        resources.state_table,
-        "--runs-table",
-        resources.runs_table,
-    ]
+    target = stack_args(resources)
     for action in ("list", "redrive"):
         code, out, err = run(capsys, "dlq", action, *target, "--dlq-url", missing)
         assert (code, out) == (2, "")

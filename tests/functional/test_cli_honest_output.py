@@ -21,21 +21,12 @@ from jobsched.core.transitions import new_run_item
 from jobsched.core.writes import RUNS, Put
 from jobsched_tools.cli.main import main
 from jobsched_tools.emulator.provision import Resources
-from test_cli_ops import resources, run_cli
+from test_cli_ops import JOB, run_cli
 
-JOB = {
-    "job_id": "nightly-report",
-    "schedule": "cron(0 3 * * ? *)",
-    "timezone": "Europe/Berlin",
-    "target": "log",
-    "payload": {"report": "daily"},
-    "overlap": "allow",
-}
 CFG = SchedulerConfig(shard_count=4)
 
 
 # The CLI against in-process moto, as tests/functional/test_cli_ops.py drives it.
-assert resources  # the fixture, imported for the tests below
 
 
 def register(

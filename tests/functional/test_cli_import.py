@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 from jobsched_tools.emulator.provision import Resources
-from test_cli_ops import resources, run_cli  # noqa: F401 - the fixture and the runner
+from test_cli_ops import run_cli
 
 FIXTURES = Path(__file__).parents[1] / "unit" / "eventbridge_schedules"
 
 
 def test_a_dry_run_shows_the_plan_and_writes_nothing(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811
+    resources: Resources,
 ) -> None:
     code, out, _ = run_cli(capsys, resources, "import", str(FIXTURES), "--dry-run")
     assert code == 2  # some schedules cannot be imported
@@ -46,7 +46,7 @@ def test_a_dry_run_shows_the_plan_and_writes_nothing(
 
 def test_an_import_registers_the_mappable_schedules(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811
+    resources: Resources,
 ) -> None:
     code, out, _ = run_cli(capsys, resources, "import", str(FIXTURES), "--json")
     assert code == 2
@@ -71,7 +71,7 @@ def test_an_import_registers_the_mappable_schedules(
 
 def test_a_malformed_schedule_among_good_ones_is_refused_alone_without_a_traceback(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811
+    resources: Resources,
     tmp_path: Path,
 ) -> None:
     good = json.loads((FIXTURES / "nightly-sqs.json").read_text())

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from jobsched_tools.cli.main import main
-from jobsched_tools.emulator.provision import Resources, provision
-from moto import mock_aws
+from jobsched_tools.deployment import AllowListValues, Target
+from jobsched_tools.emulator.provision import Resources
 
 JOB = {
     "job_id": "nightly-report",
@@ -22,14 +21,6 @@ JOB = {
     "payload": {"report": "daily"},
     "overlap": "allow",
 }
-
-
-@pytest.fixture
-def resources() -> Iterator[Resources]:
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        yield provision(dynamodb, sqs, prefix="cli")
 
 
 def stack_args(resources: Resources) -> list[str]:
@@ -51,6 +42,28 @@ def run_cli(capsys: pytest.CaptureFixture[str], resources: Resources, *args: str
         main([*args, *stack_args(resources), "--shard-count", "4"])
     out, err = capsys.readouterr()
     return int(exited.value.code or 0), out, err
+
+
+def with_allow_lists(
+    resources: Resources, monkeypatch: pytest.MonkeyPatch, allow_lists: AllowListValues
+) -> Target:
+    """Make ``resources`` a deployment whose allow-lists the CLI knows (as a stack's parameters or
+    the local stack's state give them), for the commands that check a job against them
+    (``register``, ``import``). Returns its Target, with a copy of ``allow_lists``: a test may
+    widen them in place without changing the caller's (a module's constant, say)."""
+    from jobsched_tools.cli import cmd_import, common
+
+    target = Target(
+        resources.jobs_table,
+        resources.state_table,
+        resources.runs_table,
+        resources.work_queue_url,
+        shard_count=4,
+        allow_lists=copy.deepcopy(allow_lists),
+    )
+    for module in (common, cmd_import):
+        monkeypatch.setattr(module, "resolve_target", lambda _args: target)
+    return target
 
 
 def as_json(out: str) -> Any:

@@ -20,9 +20,7 @@ from jobsched.runtime.clock import SystemClock
 from jobsched.services.registrar import Registrar
 from jobsched_tools.emulator.provision import Resources
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-from test_cli_honest_output import JOB, record, register, resources, run_cli
-
-assert resources  # the fixture, imported for the tests below
+from test_cli_honest_output import JOB, record, register, run_cli
 
 ARN = "arn:aws:sqs:us-east-1:123456789012:billing-invoices-to-accounting"
 NOT_ALLOWED = f"NotAllowed: queue {ARN} is not in the allowed list; add it to the stack's parameters"

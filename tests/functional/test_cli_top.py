@@ -16,9 +16,7 @@ from jobsched.services.registrar import Registrar
 from jobsched_tools.emulator.provision import Resources
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 from jobsched_tools.ops.top import CHAIN_STEPS, JOBS_SHOWN, RUNS_SHOWN
-from test_cli_honest_output import JOB, register, resources, run_cli
-
-assert resources  # the fixture, imported for the tests below
+from test_cli_honest_output import JOB, register, run_cli
 
 
 def test_top_shows_due_runs_lapsed_leases_and_job_health(

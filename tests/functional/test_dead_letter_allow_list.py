@@ -17,22 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import KINDS, T0, Env, build, job
+from harness import T0, Env, checking_operations, job
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Put
 from jobsched.services.detector import MissDetector
-from jobsched.services.operations import Operations
 from jobsched.services.reconciler import ALLOWED_NOW
 from jobsched.services.registrar import Registrar
 from jobsched.targets.builtin import destination_problems
-from jobsched_tools.deployment import ALLOW_LIST_PARAMETERS, AllowListValues, Target
+from jobsched_tools.deployment import ALLOW_LIST_PARAMETERS, AllowListValues
 from jobsched_tools.emulator.provision import Resources
-from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-from test_cli_ops import resources, run_cli  # noqa: F401 - the fixture and the runner
+from test_cli_ops import run_cli, with_allow_lists
 
 LISTED = "arn:aws:sqs:eu-central-1:123456789012:job-failures"
 UNLISTED = "arn:aws:sqs:eu-central-1:123456789012:reports-dlq"
@@ -94,17 +92,7 @@ def test_put_item_naming_an_unlisted_dead_letter_queue_is_invalid_with_what_to_a
 
 def test_the_api_marks_the_same_job_invalid_with_every_reason() -> None:
     store = MemoryStore()
-    allow = lists(dead_letter_queues=[LISTED])
-    ops = Operations(
-        store,
-        MemoryWorkQueue(ManualClock(T0)),
-        MemoryTelemetry(),
-        ManualClock(T0),
-        SchedulerConfig(),
-        known_targets={"log", "sqs_send"},
-        target_problems=partial(destination_problems, allow=allow),
-        dead_letter_queues=allow.allowed_dead_letter_queue_arns,
-    )
+    ops = checking_operations(store, lists(dead_letter_queues=[LISTED]))
     to_queue = {
         **WITH_DLQ,
         "target": "sqs_send",
@@ -124,22 +112,13 @@ def test_the_stack_s_dead_letter_list_is_read_with_its_other_lists() -> None:
 
 def test_register_and_import_check_the_dead_letter_queue_against_the_stack(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811
+    resources: Resources,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from jobsched_tools.cli import cmd_import, common
-
-    target = Target(
-        resources.jobs_table,
-        resources.state_table,
-        resources.runs_table,
-        resources.work_queue_url,
-        shard_count=4,
-        allow_lists=lists(queues=[TARGET_QUEUE], dead_letter_queues=[LISTED]),
+    target = with_allow_lists(
+        resources, monkeypatch, lists(queues=[TARGET_QUEUE], dead_letter_queues=[LISTED])
     )
-    for module in (common, cmd_import):
-        monkeypatch.setattr(module, "resolve_target", lambda _args: target)
     # nightly-sqs.json's DeadLetterConfig names reports-dlq, which the stack does not list.
     schedule = Path(__file__).parents[1] / "unit" / "eventbridge_schedules" / "nightly-sqs.json"
     code, out, _ = run_cli(capsys, resources, "import", str(schedule), "--dry-run")
@@ -157,12 +136,6 @@ def test_register_and_import_check_the_dead_letter_queue_against_the_stack(
 
 
 # --- an allow-list widened later ---------------------------------------------------------------
-
-
-@pytest.fixture(params=KINDS)
-def env(request: pytest.FixtureRequest) -> Any:
-    with build(request.param) as built:
-        yield built
 
 
 def _registered_invalid(env: Env, raw: dict[str, Any] | None = None, **fields: Any) -> None:

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -77,31 +76,11 @@ def _dead_letters(env: Env) -> tuple[FlakySender, Callable[[], list[dict[str, An
 
 
 def _worker(env: Env, sender: Any, allowed: list[str] | None = None) -> Worker:
-    return Worker(
-        env.store,
-        env.queue,
-        env.telemetry,
-        env.clock,
-        env.cfg,
-        env.registry,
-        "w1",
-        logger_for=logging.getLogger,
-        dead_letter_sender=sender,
-        dead_letter_queues=allowed,
-    )
+    return env.worker(dead_letter_sender=sender, dead_letter_queues=allowed)
 
 
 def _detector(env: Env, sender: Any, allowed: list[str] | None = None) -> MissDetector:
-    return MissDetector(
-        env.store,
-        env.queue,
-        env.telemetry,
-        env.clock,
-        env.cfg,
-        parallel_queries=False,
-        dead_letter_sender=sender,
-        dead_letter_queues=allowed or [DLQ],
-    )
+    return env.detector(dead_letter_sender=sender, dead_letter_queues=allowed or [DLQ])
 
 
 def _register(env: Env, **fields: Any) -> None:

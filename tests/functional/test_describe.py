@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from harness import KINDS, MINUTE, T0, Env, build, job, register_raw
 from jobsched.core.job import RetryPolicy
@@ -17,8 +16,7 @@ from jobsched.core.timing import start_at_ms
 from jobsched.core.transitions import pause_on_failure_op
 from jobsched.services.messages import parse_run_message
 from jobsched_tools.cli.cmd_describe import describe, render
-from jobsched_tools.emulator.provision import Resources, provision
-from moto import mock_aws
+from jobsched_tools.emulator.provision import Resources
 from test_cli_ops import run_cli
 
 DEADLINE = 900_000
@@ -114,14 +112,6 @@ def test_describe_says_why_a_job_is_paused_and_shows_no_next_instant(env: Env) -
         "paused by pause_on_failure: run j@x failed: boom",
     ]
     assert data["next"] == [] and data["recent_runs"] == []
-
-
-@pytest.fixture
-def resources() -> Iterator[Resources]:
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        yield provision(dynamodb, sqs, prefix="desc")
 
 
 def _cli(capsys: pytest.CaptureFixture[str], resources: Resources, *args: str) -> tuple[int, str]:

@@ -5,22 +5,15 @@ its deadline plus the lookahead (the trigger may create a lease before the next 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
-from harness import T0, Env, build, job, seed_active
+from harness import T0, Env, job, seed_active
 from jobsched.core.run import run_id_for
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Started
 
 INVOCATION_MS = 60_000
 EVERY_MS = 10_000
-
-
-@pytest.fixture(params=["memory", "dynamodb"])
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    with build(request.param) as built:
-        yield built
 
 
 def sleeper(env: Env, slept: list[int], then: Callable[[], None] | None = None) -> Callable[[int], None]:

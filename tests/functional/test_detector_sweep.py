@@ -4,10 +4,9 @@ lease, not a sweep period (or the next once-a-minute schedule) later."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
-from harness import T0, Env, build, job, seed_active
+from harness import T0, Env, job, seed_active
 from jobsched.core.run import run_id_for
 from jobsched.services.detector import LEASE_WAKE_BUDGET_MS, MIN_WAKE_GAP_MS, DetectResult
 from jobsched.services.messages import parse_run_message
@@ -15,12 +14,6 @@ from jobsched.services.worker import Started, Worker
 
 INVOCATION_MS = 60_000
 EVERY_MS = 10_000
-
-
-@pytest.fixture(params=["memory", "dynamodb"])
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    with build(request.param) as built:
-        yield built
 
 
 def sleeper(env: Env, slept: list[int]) -> Callable[[int], None]:

@@ -15,10 +15,9 @@ import pytest
 from harness import T0, Env, build, job
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.run import RunMessage
-from jobsched.services.detector import DetectResult, MissDetector
+from jobsched.services.detector import DetectResult
 from jobsched.services.messages import parse_run_message
 from jobsched.services.operations import Operations
-from jobsched.services.registrar import Registrar
 from jobsched.services.waking import WAKE_EVERY_MS, DetectorWake, awake_until
 from jobsched.services.worker import Started
 
@@ -42,10 +41,6 @@ class Lambda:
         self.events.append(event)
 
 
-def _detector(env: Env) -> MissDetector:
-    return MissDetector(env.store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False)
-
-
 def _sweep(env: Env, event: dict[str, Any], after_each_nap: Callable[[], None]) -> DetectResult:
     """One detector invocation from now, as its handler runs it."""
 
@@ -54,7 +49,7 @@ def _sweep(env: Env, event: dict[str, Any], after_each_nap: Callable[[], None]) 
         after_each_nap()
 
     deadline = env.clock.now_ms() + INVOCATION_MS
-    return _detector(env).sweep(
+    return env.detector().sweep(
         "invocation",
         deadline,
         env.cfg.detector_sweep_seconds * 1000,
@@ -109,15 +104,8 @@ def _recovered_within_lease_plus_skew(env: Env, run_id: str, lambda_: Lambda) ->
 def test_the_registrars_first_claim_of_a_new_job_wakes_the_idle_detector(env: Env) -> None:
     _idle_invocation(env)  # the scheduled invocation at T0: an empty stack, it returns
     lambda_ = Lambda()
-    trigger = env.trigger()
-    registrar = Registrar(
-        env.store,
-        env.telemetry,
-        env.clock,
-        env.cfg,
-        env.queue,
-        claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
-        detector_wake=DetectorWake(lambda_.invoke, env.telemetry, env.clock, env.cfg),
+    registrar = env.claiming_registrar(
+        detector_wake=DetectorWake(lambda_.invoke, env.telemetry, env.clock, env.cfg)
     )
     env.clock.set(T0 + 5_000)
     # A new job registered after the idle invocation returned; its first occurrence comes before
@@ -155,7 +143,7 @@ def test_a_woken_detector_stays_awake_even_if_its_first_read_missed_the_lease(en
         naps.append(ms)
         env.clock.advance(ms)
 
-    result = _detector(env).sweep("woken", T0 + INVOCATION_MS, 10_000, sleep, until)
+    result = env.detector().sweep("woken", T0 + INVOCATION_MS, 10_000, sleep, until)
     # Never idle: a full sweep every 10 s while a full one fits before the deadline's margin.
     assert result.sweeps == 6 and naps == [10_000] * 5
     assert until - T0 == WAKE_EVERY_MS + 30_000 + 2_000 + 1_000  # within the 60 s invocation

@@ -8,22 +8,8 @@ from harness import T0, Env, job
 from jobsched.core.run import run_id_for
 from jobsched.core.writes import JOBS, Put
 from jobsched.services.registrar import Registrar
-from jobsched.services.trigger import Trigger
 
 SECOND = 1000
-
-
-def early_registrar(env: Env) -> Registrar:
-    """The registrar as the deployed function wires it (runtime/wiring.py)."""
-    trigger = Trigger(env.store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False)
-    return Registrar(
-        env.store,
-        env.telemetry,
-        env.clock,
-        env.cfg,
-        env.queue,
-        claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
-    )
 
 
 def write_job(env: Env, **fields: object) -> None:
@@ -38,7 +24,7 @@ def sent_runs(env: Env) -> list[str]:
 def test_a_first_occurrence_due_before_the_next_tick_is_sent_at_registration(env: Env) -> None:
     env.clock.set(T0 - 20 * SECOND)  # 20 s before it is due; the next tick may be 60 s away
     write_job(env)
-    early_registrar(env).apply("first")
+    env.claiming_registrar().apply("first")
     assert sent_runs(env) == [run_id_for("first", T0)]
     assert env.run(run_id_for("first", T0))["claimed_at"] == T0 - 20 * SECOND
     assert [e.correlation_id for e in env.telemetry.named("claim.early")] == ["first"]
@@ -47,9 +33,9 @@ def test_a_first_occurrence_due_before_the_next_tick_is_sent_at_registration(env
 def test_a_tick_racing_the_registrar_claims_nothing_twice(env: Env) -> None:
     env.clock.set(T0 - 20 * SECOND)
     write_job(env)
-    early_registrar(env).apply("first")
+    env.claiming_registrar().apply("first")
     tick = env.trigger().tick("t")
-    early_registrar(env).apply("first")  # a duplicate stream record: nothing changed, no claim
+    env.claiming_registrar().apply("first")  # a duplicate stream record: nothing changed, no claim
     assert tick.claimed == 0
     assert sent_runs(env) == [run_id_for("first", T0)]
 
@@ -57,7 +43,7 @@ def test_a_tick_racing_the_registrar_claims_nothing_twice(env: Env) -> None:
 def test_a_first_occurrence_beyond_the_lookahead_is_left_to_the_ticks(env: Env) -> None:
     env.clock.set(T0 - 4 * 60 * SECOND)  # due in 4 minutes: a tick reaches it in time
     write_job(env)
-    early_registrar(env).apply("first")
+    env.claiming_registrar().apply("first")
     assert sent_runs(env) == []
     assert env.state("first")["next_run_at"] == T0
 
@@ -65,7 +51,7 @@ def test_a_first_occurrence_beyond_the_lookahead_is_left_to_the_ticks(env: Env) 
 def test_a_resumed_job_is_claimed_at_registration_too(env: Env) -> None:
     env.clock.set(T0 - 4 * 60 * SECOND)
     write_job(env, enabled=False)
-    registrar = early_registrar(env)
+    registrar = env.claiming_registrar()
     registrar.apply("first")
     env.clock.set(T0 - 10 * SECOND)
     write_job(env)  # resumed 10 s before an occurrence

@@ -15,7 +15,7 @@ from jobsched.core.job import InvalidJob, JobDefinition, read_enabled
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Update
 from jobsched_tools.emulator.provision import Resources
-from test_cli_ops import as_json, resources, run_cli  # noqa: F401 - the fixture, reused
+from test_cli_ops import as_json, run_cli
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_pause_and_resume_a_group_in_one_bounded_operation(env: Env) -> None:
 
 def test_the_cli_lists_pauses_and_resumes_by_group_and_tag(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811 - the fixture
+    resources: Resources,
     tmp_path: Path,
 ) -> None:
     spec = tmp_path / "jobs.json"

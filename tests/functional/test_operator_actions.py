@@ -27,9 +27,9 @@ from jobsched.core.run import RunKind, run_id_for, run_key
 from jobsched.core.state import Registration
 from jobsched.core.transitions import claim_ops, new_run_item
 from jobsched.core.writes import JOBS, RUNS, Put, Update, WriteOp
-from jobsched.services.messages import parse_run_message
+from jobsched.services.messages import RunMessage, parse_run_message
 from jobsched.services.registrar import Registrar
-from jobsched.services.worker import Outcome, Started
+from jobsched.services.worker import Outcome, Started, Worker
 
 HOUR = 60 * MINUTE
 DEADLINE = 15 * MINUTE
@@ -84,9 +84,9 @@ def test_re_putting_a_skip_job_while_it_runs_does_not_start_a_second_run(env: En
     assert env.run(second.run_id)["reason"].startswith("overlap policy skip")
 
 
-def test_deleting_a_job_with_a_buffered_run_still_promotes_it(env: Env) -> None:
-    counter = Counter()
-    env.registry.add("t", counter)
+def holder_and_buffered(env: Env) -> tuple[Worker, Started, RunMessage, RunMessage]:
+    """A buffer_one job ``b`` two occurrences behind, on one worker: the first run started (the
+    holder) and the second buffered behind it."""
     register_raw(env, job("b", "rate(1 minute)", overlap=OverlapPolicy.BUFFER_ONE).to_item())
     env.clock.set(T0 + 2 * MINUTE)
     env.detector().run("late")  # T0+1min is late: the detector claims it and T0+2min with it
@@ -98,6 +98,13 @@ def test_deleting_a_job_with_a_buffered_run_still_promotes_it(env: Env) -> None:
     started = worker.begin(first, env.clock.now_ms() + DEADLINE)
     assert isinstance(started, Started)
     assert worker.process(second, env.clock.now_ms() + DEADLINE) is Outcome.BUFFERED
+    return worker, started, first, second
+
+
+def test_deleting_a_job_with_a_buffered_run_still_promotes_it(env: Env) -> None:
+    counter = Counter()
+    env.registry.add("t", counter)
+    worker, started, first, second = holder_and_buffered(env)
     env.store.delete(JOBS, {"job_id": "b"})
     assert stream(env, "b") is Registration.DELETED
     assert worker.finish(started, worker.execute(started)) is Outcome.SUCCEEDED
@@ -114,16 +121,7 @@ def test_a_buffered_run_whose_holder_ended_without_promoting_it_is_promoted_by_t
     without promoting it (here: the holder's pointer to it wiped, as a worker that died between
     its commit and the promotion leaves it) is found when its lease lapses."""
     env.registry.add("t", Counter())
-    register_raw(env, job("b", "rate(1 minute)", overlap=OverlapPolicy.BUFFER_ONE).to_item())
-    env.clock.set(T0 + 2 * MINUTE)
-    env.detector().run("late")  # T0+1min is late: the detector claims it and T0+2min with it
-    env.trigger().tick("t1")
-    first, second = sorted(
-        (parse_run_message(body) for body in env.receive_all()), key=lambda m: m.scheduled_at
-    )
-    worker = env.worker()
-    started = worker.begin(first, env.clock.now_ms() + DEADLINE)
-    assert isinstance(started, Started) and worker.process(second, T0 + DEADLINE) is Outcome.BUFFERED
+    worker, started, first, second = holder_and_buffered(env)
     env.store.update(Update("runs", run_key(first.run_id), (), "lose the pointer", remove=("buffered_next",)))
     assert worker.finish(started, worker.execute(started)) is Outcome.SUCCEEDED
     assert env.run(second.run_id)["status"] == "buffered"  # nobody promoted it
@@ -135,16 +133,7 @@ def test_a_buffered_run_whose_holder_ended_without_promoting_it_is_promoted_by_t
 
 def test_a_buffered_run_renews_its_lease_while_the_holder_runs(env: Env) -> None:
     env.registry.add("t", Counter())
-    register_raw(env, job("b", "rate(1 minute)", overlap=OverlapPolicy.BUFFER_ONE).to_item())
-    env.clock.set(T0 + 2 * MINUTE)
-    env.detector().run("late")  # T0+1min is late: the detector claims it and T0+2min with it
-    env.trigger().tick("t1")
-    first, second = sorted(
-        (parse_run_message(body) for body in env.receive_all()), key=lambda m: m.scheduled_at
-    )
-    worker = env.worker()
-    started = worker.begin(first, env.clock.now_ms() + DEADLINE)
-    assert isinstance(started, Started) and worker.process(second, T0 + DEADLINE) is Outcome.BUFFERED
+    worker, started, _first, second = holder_and_buffered(env)
     lapse = env.run(second.run_id)["lease_expires_at"] + env.cfg.clock_skew_allowance_ms + 1
     env.clock.set(lapse)
     assert worker.heartbeat(started)  # the holder is alive

@@ -9,10 +9,9 @@ from jobsched.core.job import JobDefinition
 from jobsched.core.state import Registration
 from jobsched_tools.api import connect
 from jobsched_tools.emulator.provision import Resources
-from test_cli_ops import resources  # noqa: F401 - the fixture
 
 
-def test_get_list_and_runs_give_datetimes(resources: Resources) -> None:  # noqa: F811
+def test_get_list_and_runs_give_datetimes(resources: Resources) -> None:
     ops = connect(
         jobs_table=resources.jobs_table,
         state_table=resources.state_table,

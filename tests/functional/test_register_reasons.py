@@ -11,21 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import T0
+from harness import T0, checking_operations
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import InvalidJob
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Put
-from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
 from jobsched.targets.builtin import destination_problems
-from jobsched_tools.deployment import AllowListValues, Target
+from jobsched_tools.deployment import AllowListValues
 from jobsched_tools.emulator.provision import Resources
-from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-from test_cli_ops import resources, run_cli  # noqa: F401 - the fixture and the runner
+from test_cli_ops import run_cli, with_allow_lists
 
 TWO_PROBLEMS = {
     "job_id": "two-problems",
@@ -81,15 +79,7 @@ def test_the_api_writes_and_marks_the_same_item_the_same_way(
     item: dict[str, Any], expected: list[str]
 ) -> None:
     store = MemoryStore()
-    ops = Operations(
-        store,
-        MemoryWorkQueue(ManualClock(T0)),
-        MemoryTelemetry(),
-        ManualClock(T0),
-        SchedulerConfig(),
-        known_targets={"log", "sqs_send"},
-        target_problems=partial(destination_problems, allow=ALLOWED),
-    )
+    ops = checking_operations(store, ALLOWED)
     assert ops.register(item) is Registration.INVALID
     assert reasons(store, item["job_id"]) == expected
     with pytest.raises(InvalidJob, match="job_id"):  # no job to mark: nothing written
@@ -99,7 +89,7 @@ def test_the_api_writes_and_marks_the_same_item_the_same_way(
 
 def test_register_prints_every_reason_and_writes_the_job_marked_invalid(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811
+    resources: Resources,
     tmp_path: Path,
 ) -> None:
     spec = tmp_path / "jobs.json"
@@ -123,26 +113,13 @@ def test_register_prints_every_reason_and_writes_the_job_marked_invalid(
 
 def test_import_and_register_check_the_stack_s_allow_lists(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811
+    resources: Resources,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With the deployment's allow-lists known (a stack's parameters, the local stack's state),
     a destination missing from them makes the job invalid, naming the parameter and the value."""
-    from jobsched_tools.cli import common
-
-    target = Target(
-        resources.jobs_table,
-        resources.state_table,
-        resources.runs_table,
-        resources.work_queue_url,
-        shard_count=4,
-        allow_lists=ALLOWED,
-    )
-    from jobsched_tools.cli import cmd_import
-
-    for module in (common, cmd_import):
-        monkeypatch.setattr(module, "resolve_target", lambda _args: target)
+    target = with_allow_lists(resources, monkeypatch, ALLOWED)
     fixtures = Path(__file__).parents[1] / "unit" / "eventbridge_schedules"
     code, out, _ = run_cli(capsys, resources, "import", str(fixtures / "nightly-sqs.json"), "--dry-run")
     lines = out.splitlines()

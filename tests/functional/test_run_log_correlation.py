@@ -18,7 +18,6 @@ from harness import MINUTE, T0, build, job, seed_active
 from jobsched.core.run import run_id_for
 from jobsched.runtime.telemetry import bind_run
 from jobsched.services.messages import parse_run_message
-from jobsched.services.worker import Worker
 from jobsched.targets.registry import RunContext
 
 RUNS = 4
@@ -45,16 +44,7 @@ def test_handler_lines_carry_their_run_id_across_the_workers_threads() -> None:
             seed_active(env, job(f"j{index}", target="t"), T0 + MINUTE)
         assert env.trigger().tick("t").claimed == RUNS
         env.clock.advance(MINUTE)
-        worker = Worker(
-            env.store,
-            env.queue,
-            env.telemetry,
-            env.clock,
-            env.cfg,
-            env.registry,
-            "w1",
-            logger_for=lambda run_id: bind_run(logger, run_id),
-        )
+        worker = env.worker(logger_for=lambda run_id: bind_run(logger, run_id))
         deadline = env.clock.now_ms() + 900_000
         messages = [parse_run_message(json.dumps(body)) for body in env.receive_all()]
         with ThreadPoolExecutor(max_workers=RUNS) as pool:

@@ -18,6 +18,7 @@ from harness import (
     Env,
     build,
     job,
+    scan_all,
     seed_active,
     tick_in_process,
 )
@@ -31,17 +32,6 @@ from jobsched.services.messages import parse_run_message
 from jobsched.services.trigger import Trigger
 from jobsched_tools.emulator.local_moto import LocalMoto
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-
-
-def all_runs(env: Env) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        page = env.store.scan(RUNS, 100, cursor)
-        items += page.items
-        if page.cursor is None:
-            return items
-        cursor = page.cursor
 
 
 def test_claims_a_due_occurrence_once(env: Env) -> None:
@@ -118,7 +108,7 @@ def test_deadline_stops_early_and_leaves_the_rest_due(env: Env) -> None:
     assert result.stopped_early and result.claimed == 3 and result.backlog == 3
     assert result.dispatched == 3  # what it claimed is still sent
     assert env.trigger().tick("t2").claimed == 3
-    assert len(all_runs(env)) == 6
+    assert len(scan_all(env.store, RUNS)) == 6
 
 
 class BrokenQueue:
@@ -303,7 +293,7 @@ def racing_ticks(env: Env, racers: int) -> list[list[str]]:
 
 def assert_each_claimed_once(env: Env, claims: list[str]) -> None:
     assert len(claims) == len(set(claims)), "an occurrence was claimed twice"
-    runs = all_runs(env)
+    runs = scan_all(env.store, RUNS)
     assert len(runs) == RACE_JOBS[env.kind] * 16
     assert {r["run_id"] for r in runs} == set(claims)
     assert all(r["version"] == 1 for r in runs)

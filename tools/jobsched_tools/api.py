@@ -114,13 +114,13 @@ def _build(kind: type[OperationsT], target: Target, shard_count: int | None) -> 
         # A job written to a shard the trigger does not query would never run: never guess.
         raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
     store = store_for(target)
-    queue = SqsWorkQueue(_client("sqs", target), target.queue_url)
+    queue = SqsWorkQueue(client_for("sqs", target), target.queue_url)
     wake = None
     if target.detector_function:
         from jobsched.adapters.lambda_invoker import LambdaDetectorWaker
 
         # A manual run or a backfill wakes an idle miss detector (services/waking.py).
-        wake = LambdaDetectorWaker(_client("lambda", target), target.detector_function, qualifier="live")
+        wake = LambdaDetectorWaker(client_for("lambda", target), target.detector_function, qualifier="live")
     return kind(
         store,
         queue,
@@ -144,12 +144,15 @@ def store_for(target: Target) -> Any:
     """The deployment's tables, as the services read them (``jobsched top`` reads them directly)."""
     from jobsched.adapters.dynamodb_store import DynamoStore
 
-    return DynamoStore(_client("dynamodb", target), target.jobs_table, target.state_table, target.runs_table)
+    return DynamoStore(
+        client_for("dynamodb", target), target.jobs_table, target.state_table, target.runs_table
+    )
 
 
-def _client(service: str, target: Target) -> Any:
-    """A client for the target: with its own region and credentials when it has them (the local
-    stack), else as boto3 finds them."""
+def client_for(service: str, target: Target) -> Any:
+    """A boto3 client of ``service`` for the target: with its own region and credentials when it
+    has them (the local stack), else as boto3 finds them. For the commands that reach past
+    ``Operations`` (``jobsched dlq`` to the queues, ``jobsched outcomes replay`` to the bus)."""
     from jobsched.adapters.aws import client_config, make_client
 
     if target.credentials is None and target.region is None:

@@ -154,7 +154,7 @@ def local_target(path: Path | str = LOCAL_STATE_FILE) -> Target:
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise TargetError(f"{path} is not a local stack's state file ({exc}): {start}") from exc
-    if not _listening(endpoint):
+    if not is_listening(endpoint):
         raise TargetError(f"the local stack in {path} ({endpoint}) is not running: {start}")
     return target
 
@@ -164,7 +164,8 @@ def _allow_lists(value: Any) -> AllowListValues | None:
     return AllowListValues.from_lists(value) if isinstance(value, dict) else None
 
 
-def _listening(endpoint: str) -> bool:
+def is_listening(endpoint: str) -> bool:
+    """Whether something accepts a TCP connection at ``endpoint`` (a local stack's moto server)."""
     parts = urlsplit(endpoint)
     try:
         with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=2):

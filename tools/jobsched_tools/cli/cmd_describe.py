@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -189,7 +188,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from jobsched_tools.cli.common import guarded
+    from jobsched_tools.cli.common import add_shard_count_option, guarded
 
     help_text = "one view of a job: its definition, state, last runs and next instants"
     parser = subparsers.add_parser("describe", help=help_text, description=help_text)
@@ -198,10 +197,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--runs", type=int, default=10, help="how many recent runs (default 10)")
     parser.add_argument("--next", type=int, default=5, help="how many next instants (default 5)")
     parser.add_argument("--json", action="store_true", help="the same data as JSON")
-    parser.add_argument(
-        "--shard-count",
-        type=int,
-        default=int(os.environ["JOBSCHED_SHARD_COUNT"]) if os.environ.get("JOBSCHED_SHARD_COUNT") else None,
-        help="the stack's ShardCount (read from the stack or local state when omitted)",
-    )
+    add_shard_count_option(parser)
     parser.set_defaults(func=guarded(_cmd_describe))

@@ -22,7 +22,7 @@ def _dlq(args: argparse.Namespace) -> tuple[Any, str, str, Callable[[str | None]
     from jobsched.core.run import run_key
     from jobsched.core.writes import RUNS
 
-    from jobsched_tools.api import _client, store_for
+    from jobsched_tools.api import client_for, store_for
 
     target = resolve_target(args)
     if not target.dlq_url:
@@ -45,7 +45,7 @@ def _dlq(args: argparse.Namespace) -> tuple[Any, str, str, Callable[[str | None]
         attempt = f", attempt {run['attempt']}" if run.get("attempt") else ""
         return f"its run: {status}{attempt}" + (f": {first_line(str(why))}" if why else "")
 
-    return _client("sqs", target), target.dlq_url, target.queue_url, explain
+    return client_for("sqs", target), target.dlq_url, target.queue_url, explain
 
 
 def _dead_letter_json(letter: Any) -> dict[str, Any]:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from jobsched.core.state import Registration
 
-from jobsched_tools.cli.common import guarded, operations
+from jobsched_tools.cli.common import add_shard_count_option, guarded, operations
 from jobsched_tools.deployment import TargetError, add_target_options, resolve_target
 
 
@@ -108,10 +107,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--dry-run", action="store_true", help="show the plan; write nothing")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument(
-        "--shard-count",
-        type=int,
-        default=int(os.environ["JOBSCHED_SHARD_COUNT"]) if os.environ.get("JOBSCHED_SHARD_COUNT") else None,
-        help="the stack's ShardCount (read from the stack or local state when omitted)",
-    )
+    add_shard_count_option(parser)
     parser.set_defaults(func=guarded(_cmd_import))

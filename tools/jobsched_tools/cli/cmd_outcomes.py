@@ -16,12 +16,11 @@ PAGE = 500  # records a Scan page reads
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from jobsched.adapters.dynamodb_store import DynamoStore
     from jobsched.adapters.outcome_events import EventBridgeOutcomeSink
     from jobsched.core.writes import RUNS
     from jobsched.services.outcomes import recorded_outcome
 
-    from jobsched_tools.api import _client
+    from jobsched_tools.api import client_for, store_for
 
     since = int(parse_instant(args.since).timestamp() * 1000)
     until = int(parse_instant(args.until).timestamp() * 1000)
@@ -30,8 +29,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if not args.dry_run and not args.bus:
         raise ValueError("which bus? give --bus (the stack's OutcomeEventBusName) or JOBSCHED_OUTCOME_BUS")
     target = resolve_target(args)
-    store = DynamoStore(_client("dynamodb", target), target.jobs_table, target.state_table, target.runs_table)
-    sink = None if args.dry_run else EventBridgeOutcomeSink(_client("events", target), args.bus)
+    store = store_for(target)
+    sink = None if args.dry_run else EventBridgeOutcomeSink(client_for("events", target), args.bus)
     scanned = found = put = 0
     refused: list[str] = []
     cursor = None

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeAlias
 
+from jobsched.core.config import MAX_SHARDS
 from jobsched.services.operations import Operations
 
 from jobsched_tools.deployment import add_target_options, resolve_target
@@ -66,14 +67,39 @@ def add_command(
     parser = subparsers.add_parser(name, help=help_text, description=help_text)
     add_target_options(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument(
-        "--shard-count",
-        type=int,
-        default=int(os.environ["JOBSCHED_SHARD_COUNT"]) if os.environ.get("JOBSCHED_SHARD_COUNT") else None,
-        help="the stack's ShardCount (read from the stack or local state when omitted)",
-    )
+    add_shard_count_option(parser)
     parser.set_defaults(func=guarded(func))
     return parser
+
+
+def add_shard_count_option(parser: argparse.ArgumentParser) -> None:
+    """``--shard-count``, one definition for every command that takes it: the stack's ShardCount,
+    else ``JOBSCHED_SHARD_COUNT``, else None (the stack or the local state says). A value outside
+    the template's ShardCount range is refused by argparse (exit status 2) whichever way it
+    came: argparse converts a string default with the option's type, so a bad
+    ``JOBSCHED_SHARD_COUNT`` is an ``error:`` line, not a traceback while the parser is built."""
+    parser.add_argument(
+        "--shard-count",
+        type=shard_count,
+        default=os.environ.get("JOBSCHED_SHARD_COUNT") or None,
+        help="the stack's ShardCount (read from the stack or local state when omitted)",
+    )
+
+
+def shard_count(text: str) -> int:
+    """A shard count as the template's ShardCount parameter takes it: a whole number from 1 to
+    MAX_SHARDS. (0 was taken for "omitted", and a count above the limit reached the command: a
+    validation error of SchedulerConfig's, or ``top`` reading shards the stack does not have.)"""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_SHARDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a shard count: give the stack's ShardCount, a whole number from 1 to "
+            f"{MAX_SHARDS} (--shard-count or JOBSCHED_SHARD_COUNT)"
+        )
+    return value
 
 
 def action_command(subparsers: Subparsers, name: str, help_text: str, description: str) -> Subparsers:

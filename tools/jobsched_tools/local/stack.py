@@ -424,7 +424,7 @@ def claim_state_file(path: Path) -> str | None:
     """May a new local stack write ``path``? Raises ``StateFileInUse`` when the file names a
     running stack (its process is alive and its endpoint answers); returns a note when it names
     one that is gone (the file is taken over), None when there is no file."""
-    from jobsched_tools.deployment import _listening
+    from jobsched_tools.deployment import is_listening
 
     try:
         state = read_state(path)
@@ -434,7 +434,7 @@ def claim_state_file(path: Path) -> str | None:
         return f"note: {path} is not a local stack's state file; replacing it"
     pid = state.get("pid")
     endpoint = str(state.get("endpoint_url", ""))
-    if isinstance(pid, int) and _process_alive(pid) and endpoint and _listening(endpoint):
+    if isinstance(pid, int) and _process_alive(pid) and endpoint and is_listening(endpoint):
         raise StateFileInUse(
             f"{path} names a local stack that is running (pid {pid}, {endpoint}): use that one "
             "(`jobsched ... --local`), stop it first (Ctrl-C in its terminal), or start this one "
