@@ -6,7 +6,6 @@ put-item (the registrar), ``jobsched register``, ``jobsched import`` or the Pyth
 from __future__ import annotations
 
 import json
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Put
 from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
-from jobsched.targets.builtin import destination_problems
 from jobsched_tools.deployment import AllowListValues, Target
 from jobsched_tools.emulator.provision import Resources
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
@@ -58,7 +56,7 @@ def registrar(store: MemoryStore) -> Registrar:
         ManualClock(T0),
         SchedulerConfig(),
         known_targets={"log", "sqs_send"},
-        target_problems=partial(destination_problems, allow=ALLOWED),
+        allow_lists=ALLOWED,
     )
 
 
@@ -88,7 +86,7 @@ def test_the_api_writes_and_marks_the_same_item_the_same_way(
         ManualClock(T0),
         SchedulerConfig(),
         known_targets={"log", "sqs_send"},
-        target_problems=partial(destination_problems, allow=ALLOWED),
+        allow_lists=ALLOWED,
     )
     assert ops.register(item) is Registration.INVALID
     assert reasons(store, item["job_id"]) == expected
