@@ -6,7 +6,8 @@
 - ``sns_publish``'s topic (``AllowedTopicArns``), ``kinesis_put_record``'s stream
   (``AllowedStreamArns``) and ``aws_sdk``'s action (``AllowedSdkActions``) are refused at
   registration, as the other built-ins' destinations are, not only when a run calls them; a job so
-  refused is registered by the reconcile pass once the stack lists the value (issue 38);
+  refused is registered by the reconcile pass once the stack lists the value (issue 38), and the
+  detector reports how many (``jobs_revalidated``, ``JobsRevalidated``);
 - ``jobsched import --dry-run`` says the same as the registration would.
 """
 
@@ -137,10 +138,44 @@ def test_a_job_refused_so_is_registered_once_the_stack_lists_its_destination(
         env.store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False, registrar=checking
     )
     result = detector.run("after the stack update")
-    assert result.jobs_reconciled == 1
+    assert (result.jobs_reconciled, result.jobs_revalidated) == (1, 1)
     assert env.state("x")["status"] == "active"
     (reconciled,) = env.telemetry.named("job.reconciled")
     assert reconciled.fields["differed"] == [ALLOWED_NOW]
+
+
+def test_the_detector_reports_the_jobs_it_revalidated(env: Env) -> None:
+    """``Reconciled.revalidated`` reaches the detector's result (the Lambda's return value), its
+    ``detector.finished`` log line and the ``JobsRevalidated`` metric, beside ``JobsReconciled``
+    (which counts them too); a pass that revalidates nothing publishes no count."""
+    queue_url = "https://sqs.eu-central-1.amazonaws.com/123456789012/reports"
+    queue_arn = "arn:aws:sqs:eu-central-1:123456789012:reports"
+    for job_id in ("a", "b"):
+        item = job(job_id, "rate(1 hour)", target="sqs_send", payload={"queue_url": queue_url}).to_item()
+        env.store.write([Put(JOBS, item, condition=(), label="a person's put-item")])
+        assert (
+            _registrar(env.store, env.clock, AllowListValues(), env.cfg).apply(job_id) is Registration.INVALID
+        )
+
+    def detector(allow: AllowListValues) -> MissDetector:
+        checking = _registrar(env.store, env.clock, allow, env.cfg, queue=env.queue, report=False)
+        return MissDetector(
+            env.store,
+            env.queue,
+            env.telemetry,
+            env.clock,
+            env.cfg,
+            parallel_queries=False,
+            registrar=checking,
+        )
+
+    still = detector(AllowListValues()).run("lists unchanged")
+    assert still.jobs_revalidated == 0 and env.telemetry.metric_sum("JobsRevalidated") == 0
+    result = detector(AllowListValues(allowed_queue_arns=[queue_arn])).run("widened")
+    assert result.summary()["jobs_revalidated"] == 2 and result.jobs_reconciled == 2
+    assert env.telemetry.metric_sum("JobsRevalidated") == 2
+    finished = env.telemetry.named("detector.finished")[-1]
+    assert finished.fields["jobs_revalidated"] == 2
 
 
 # --- the trigger's inline registrar, as the Lambda wiring builds it -------------------------------
