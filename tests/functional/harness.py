@@ -22,7 +22,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
 import boto3
@@ -41,7 +40,6 @@ from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
 from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Outcome, Worker
-from jobsched.targets.builtin import destination_problems
 from jobsched.targets.registry import HandlerRegistry
 from jobsched_tools.deployment import AllowListValues
 from jobsched_tools.emulator.local_moto import LocalMoto
@@ -218,8 +216,7 @@ def checking_operations(store: Store, allow: AllowListValues) -> Operations:
         ManualClock(T0),
         SchedulerConfig(),
         known_targets={"log", "sqs_send"},
-        target_problems=partial(destination_problems, allow=allow),
-        dead_letter_queues=allow.allowed_dead_letter_queue_arns,
+        allow_lists=allow,
     )
 
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,14 @@ import pytest
 from harness import T0, Env, checking_operations, job
 from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
+from jobsched.core.job import JobDefinition
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Put
+from jobsched.services import registrar as registrar_module
+from jobsched.services.allow_lists import AllowLists, allow_list_problems
 from jobsched.services.detector import MissDetector
 from jobsched.services.reconciler import ALLOWED_NOW
 from jobsched.services.registrar import Registrar
-from jobsched.targets.builtin import destination_problems
 from jobsched_tools.deployment import ALLOW_LIST_PARAMETERS, AllowListValues
 from jobsched_tools.emulator.provision import Resources
 from jobsched_tools.fakes.memory_store import MemoryStore
@@ -65,8 +66,7 @@ def registrar(
         clock,
         cfg or SchedulerConfig(shard_count=2),
         report=report,
-        target_problems=partial(destination_problems, allow=allow),
-        dead_letter_queues=allow.allowed_dead_letter_queue_arns,
+        allow_lists=allow,
         **kw,
     )
 
@@ -203,7 +203,7 @@ def test_only_allow_list_reasons_are_looked_at_again(env: Env) -> None:
     assert env.state("y")["status"] == "invalid"
 
 
-def test_a_job_whose_check_fails_does_not_stop_the_others(env: Env) -> None:
+def test_a_job_whose_check_fails_does_not_stop_the_others(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     """Loops over jobs isolate failures: a check that raises for one job is logged as its
     ``job.error`` and the pass registers the next job all the same."""
     broken = job("a-broken", "rate(1 hour)", **QUEUE_TARGET).to_item()
@@ -215,20 +215,14 @@ def test_a_job_whose_check_fails_does_not_stop_the_others(env: Env) -> None:
         assert refused is Registration.INVALID
     widened = lists(queues=[TARGET_QUEUE], dead_letter_queues=[UNLISTED])
 
-    def checks(target: str, payload: Any) -> list[str]:
-        if payload.get("message") == {"broken": True}:
+    def checks(definition: JobDefinition, allow: AllowLists) -> list[str]:
+        if definition.payload.get("message") == {"broken": True}:
             raise RuntimeError("the check broke")
-        return destination_problems(target, payload, allow=widened)
+        return allow_list_problems(definition, allow)
 
+    monkeypatch.setattr(registrar_module, "allow_list_problems", checks)
     checking = Registrar(
-        env.store,
-        env.telemetry,
-        env.clock,
-        env.cfg,
-        env.queue,
-        report=False,
-        target_problems=checks,
-        dead_letter_queues=widened.allowed_dead_letter_queue_arns,
+        env.store, env.telemetry, env.clock, env.cfg, env.queue, report=False, allow_lists=widened
     )
     detector = MissDetector(
         env.store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False, registrar=checking

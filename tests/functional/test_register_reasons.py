@@ -6,7 +6,6 @@ put-item (the registrar), ``jobsched register``, ``jobsched import`` or the Pyth
 from __future__ import annotations
 
 import json
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from jobsched.core.job import InvalidJob
 from jobsched.core.state import Registration
 from jobsched.core.writes import JOBS, Put
 from jobsched.services.registrar import Registrar
-from jobsched.targets.builtin import destination_problems
 from jobsched_tools.deployment import AllowListValues
 from jobsched_tools.emulator.provision import Resources
 from jobsched_tools.fakes.memory_store import MemoryStore
@@ -56,7 +54,7 @@ def registrar(store: MemoryStore) -> Registrar:
         ManualClock(T0),
         SchedulerConfig(),
         known_targets={"log", "sqs_send"},
-        target_problems=partial(destination_problems, allow=ALLOWED),
+        allow_lists=ALLOWED,
     )
 
 

@@ -19,7 +19,6 @@ as ``datetime`` (UTC), where the tables keep epoch milliseconds.
 from __future__ import annotations
 
 import contextlib
-import functools
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -104,7 +103,6 @@ def _build(kind: type[OperationsT], target: Target, shard_count: int | None) -> 
     from jobsched.adapters.sqs_queue import SqsWorkQueue
     from jobsched.core.config import SchedulerConfig
     from jobsched.runtime.clock import SystemClock
-    from jobsched.targets.builtin import destination_problems
 
     from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
     from jobsched_tools.handlers import checkout_targets
@@ -128,15 +126,8 @@ def _build(kind: type[OperationsT], target: Target, shard_count: int | None) -> 
         SystemClock(),
         SchedulerConfig(shard_count=shards),
         known_targets=checkout_targets(),
-        target_problems=(
-            functools.partial(destination_problems, allow=target.allow_lists)
-            if target.allow_lists is not None
-            else None
-        ),
         wake_detector=wake,
-        dead_letter_queues=(
-            target.allow_lists.allowed_dead_letter_queue_arns if target.allow_lists is not None else None
-        ),
+        allow_lists=target.allow_lists,
     )
 
 

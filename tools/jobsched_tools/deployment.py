@@ -30,6 +30,9 @@ ALLOW_LIST_PARAMETERS = {
     "AllowedStateMachineArns": "allowed_state_machine_arns",
     "AllowedTaskDefinitionArns": "allowed_task_definition_arns",
     "AllowedTaskRoleArns": "allowed_task_role_arns",
+    "AllowedSdkActions": "allowed_sdk_actions",
+    "AllowedTopicArns": "allowed_topic_arns",
+    "AllowedStreamArns": "allowed_stream_arns",
     "AllowedDeadLetterQueueArns": "allowed_dead_letter_queue_arns",
 }
 
@@ -37,7 +40,8 @@ ALLOW_LIST_PARAMETERS = {
 @dataclass(eq=False)
 class AllowListValues:
     """A deployment's allow-lists (targets/builtin.py ``AllowLists``), so the CLI and the Python API
-    check a job's destination at registration as the registrar function does."""
+    check a job's destination at registration as the registrar function does
+    (services/allow_lists.py)."""
 
     allowed_queue_arns: list[str] = field(default_factory=list)
     allowed_event_bus_arns: list[str] = field(default_factory=list)
@@ -45,6 +49,10 @@ class AllowListValues:
     allowed_state_machine_arns: list[str] = field(default_factory=list)
     allowed_task_definition_arns: list[str] = field(default_factory=list)
     allowed_task_role_arns: list[str] = field(default_factory=list)
+    # aws_sdk's IAM actions, sns_publish's topics, kinesis_put_record's streams (issue 38).
+    allowed_sdk_actions: list[str] = field(default_factory=list)
+    allowed_topic_arns: list[str] = field(default_factory=list)
+    allowed_stream_arns: list[str] = field(default_factory=list)
     # The queues a job may name as its dead_letter_queue_arn (services/dead_letters.py).
     allowed_dead_letter_queue_arns: list[str] = field(default_factory=list)
 

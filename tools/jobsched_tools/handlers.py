@@ -19,6 +19,10 @@ class _NoDestinations:
     allowed_state_machine_arns: list[str] = []
     allowed_task_definition_arns: list[str] = []
     allowed_task_role_arns: list[str] = []
+    allowed_sdk_actions: list[str] = []
+    allowed_topic_arns: list[str] = []
+    allowed_stream_arns: list[str] = []
+    allowed_dead_letter_queue_arns: list[str] = []
 
 
 def checkout_targets() -> list[str] | None:

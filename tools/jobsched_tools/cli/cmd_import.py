@@ -18,8 +18,7 @@ from jobsched_tools.deployment import TargetError, add_target_options, resolve_t
 
 def _cmd_import(args: argparse.Namespace) -> int:
     """Exit status 2 when a schedule could not be imported (or its job was marked invalid)."""
-    from jobsched.services.dead_letters import dead_letter_problems
-    from jobsched.targets.builtin import destination_problems
+    from jobsched.services.allow_lists import allow_list_problems
 
     from jobsched_tools.importer.eventbridge import load_plans, refuse_shared_job_ids
 
@@ -34,12 +33,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
             entry["action"] = "not imported"
             failed = True
         elif ops is None:
-            problems = (
-                destination_problems(plan.job.target, plan.job.payload, allow)
-                + dead_letter_problems(plan.job.dead_letter_queue_arn, allow.allowed_dead_letter_queue_arns)
-                if allow
-                else []
-            )
+            # The check every registration path makes (services/allow_lists.py), without a write.
+            problems = allow_list_problems(plan.job, allow) if allow is not None else []
             entry["action"] = "would be invalid" if problems else "would register"
             entry["blockers"] = problems
             failed = failed or bool(problems)

@@ -354,7 +354,15 @@ class LocalStack:
         queue_client = SqsWorkQueue(
             make_client("sqs", self.moto.endpoint_url, REGION), self.resources.work_queue_url
         )
-        return Operations(self.store(), queue_client, MemoryTelemetry(), SystemClock(), self.config())
+        settings = self.settings()
+        return Operations(
+            self.store(),
+            queue_client,
+            MemoryTelemetry(),
+            SystemClock(),
+            settings.scheduler_config(),
+            allow_lists=settings,  # checked at registration as the local functions check them
+        )
 
     def state(self) -> dict[str, Any]:
         assert self.moto is not None and self.resources is not None

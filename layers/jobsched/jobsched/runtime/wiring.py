@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger, Metrics
@@ -20,10 +20,11 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.runtime.clock import SystemClock, sleep_ms
 from jobsched.runtime.settings import Settings
 from jobsched.runtime.telemetry import PowertoolsTelemetry, bind_run
-from jobsched.targets.builtin import destination_problems, register_builtins
+from jobsched.targets.builtin import register_builtins
 from jobsched.targets.registry import EffectTables, HandlerRegistry, RunLogger
 
 if TYPE_CHECKING:
+    from jobsched.core.clock import Clock
     from jobsched.ports import GroupInvoker, Telemetry
     from jobsched.services.dead_letters import DeadLetterSender
     from jobsched.services.detector import MissDetector
@@ -99,7 +100,10 @@ class App:
     def trigger(self) -> Trigger:
         from jobsched.services.trigger import Trigger
 
-        return Trigger(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
+        clock = SystemClock()
+        return Trigger(
+            self.store, self.queue, self.telemetry, clock, self.cfg, registrar=self.inline_registrar(clock)
+        )
 
     def trigger_invocation(self) -> TriggerInvocation:
         """The trigger function's service: a fan-out tick or one shard group's tick."""
@@ -116,32 +120,31 @@ class App:
             )
         return self._group_invoker
 
-    def detector(self) -> MissDetector:
-        from jobsched.services.detector import MissDetector
+    def inline_registrar(self, clock: Clock) -> Registrar:
+        """The registrar the trigger and the miss detector apply inline, when a job item changed
+        unseen (services/loaded_job.py) and in the reconcile pass: it checks destinations against
+        the stack's allow-lists as the registrar function does (services/allow_lists.py; not the
+        handlers: these functions ship without the handlers layer), so that a job is judged alike
+        whichever function meets its change first, and an invalid job the lists allow now is
+        registered (services/reconciler.py, _revalidate). It leaves the report on the job item to
+        the registrar function (least privilege: they may only read job items)."""
         from jobsched.services.registrar import Registrar
 
-        clock = SystemClock()
-        # The registrar the reconcile pass applies: it checks destinations against the stack's
-        # allow-lists as the registrar function does (not the handlers: the detector ships
-        # without the handlers layer), so that a lost record's job is judged alike, and an
-        # invalid job the lists allow now is registered (services/reconciler.py, _revalidate).
-        registrar = Registrar(
-            self.store,
-            self.telemetry,
-            clock,
-            self.cfg,
-            self.queue,
-            report=False,
-            target_problems=partial(destination_problems, allow=self.settings),
-            dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
+        return Registrar(
+            self.store, self.telemetry, clock, self.cfg, self.queue, report=False, allow_lists=self.settings
         )
+
+    def detector(self) -> MissDetector:
+        from jobsched.services.detector import MissDetector
+
+        clock = SystemClock()
         return MissDetector(
             self.store,
             self.queue,
             self.telemetry,
             clock,
             self.cfg,
-            registrar=registrar,
+            registrar=self.inline_registrar(clock),
             dead_letter_sender=self.dead_letter_sender,
             dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
         )
@@ -159,9 +162,8 @@ class App:
             self.queue,
             known_targets=registry.names(),
             claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
-            target_problems=partial(destination_problems, allow=self.settings),
             detector_wake=self.detector_wake,
-            dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
+            allow_lists=self.settings,
         )
 
     @cached_property
@@ -180,7 +182,9 @@ class App:
     def operations(self) -> Operations:
         from jobsched.services.operations import Operations
 
-        return Operations(self.store, self.queue, self.telemetry, SystemClock(), self.cfg)
+        return Operations(
+            self.store, self.queue, self.telemetry, SystemClock(), self.cfg, allow_lists=self.settings
+        )
 
     def worker(self, worker_id: str) -> Worker:
         from jobsched.services.worker import Worker

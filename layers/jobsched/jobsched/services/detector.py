@@ -72,6 +72,8 @@ class DetectResult(Counters):
     sweeps: int = 1
     jobs_checked: int = 0
     jobs_reconciled: int = 0
+    # Of jobs_reconciled: invalid jobs the stack's allow-lists allow now, registered.
+    jobs_revalidated: int = 0
     jobs_resharded: int = 0
     jobs_deleted_after_completion: int = 0
 
@@ -246,6 +248,7 @@ class MissDetector:
             reconciled = self._reconciler.run(reconcile_budget, deadline_ms)
             result.jobs_checked += reconciled.checked
             result.jobs_reconciled += reconciled.reconciled
+            result.jobs_revalidated += reconciled.revalidated
             result.jobs_resharded += reconciled.resharded
             result.jobs_deleted_after_completion += reconciled.completion.deleted
             result.job_errors += reconciled.errors

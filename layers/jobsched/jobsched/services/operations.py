@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -28,6 +28,7 @@ from jobsched.core.state import JobStatus, Registration
 from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Item, Update, eq, exists, not_exists
 from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.services.allow_lists import AllowLists
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.paging import query_all, scan_all
@@ -90,16 +91,14 @@ class Operations:
         clock: Clock,
         cfg: SchedulerConfig,
         known_targets: Collection[str] | None = None,
-        target_problems: Callable[[str, Mapping[str, Any]], list[str]] | None = None,
         wake_detector: WakeSender | None = None,
-        dead_letter_queues: Collection[str] | None = None,
+        allow_lists: AllowLists | None = None,
     ) -> None:
-        """``known_targets``: the handlers the deployment ships, and ``target_problems`` and
-        ``dead_letter_queues``: what its allow-lists refuse (targets/builtin.py
-        ``destination_problems`` with the stack's lists, and its ``AllowedDeadLetterQueueArns``),
-        checked at registration as the registrar function checks them (None: not checked here,
-        only by the registrar function). ``wake_detector``: sends the miss detector an invocation
-        when a manual run or a backfill makes a lease (services/waking.py); None: nothing to wake."""
+        """``known_targets``: the handlers the deployment ships, and ``allow_lists``: the stack's
+        allow-lists, checked at registration as the registrar function checks them
+        (services/allow_lists.py; None: not checked here, only by the registrar function).
+        ``wake_detector``: sends the miss detector an invocation when a manual run or a backfill
+        makes a lease (services/waking.py); None: nothing to wake."""
         self._store = store
         self._telemetry = telemetry
         self._clock = clock
@@ -111,8 +110,7 @@ class Operations:
             cfg,
             queue,
             known_targets=known_targets,
-            target_problems=target_problems,
-            dead_letter_queues=dead_letter_queues,
+            allow_lists=allow_lists,
         )
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
         self._wake = DetectorWake(wake_detector, telemetry, clock, cfg)

@@ -74,7 +74,7 @@ class Reconciled:
     reconciled: int = 0  # differences applied
     suspected: int = 0  # differences seen and remembered, to apply if they last
     resharded: int = 0  # jobs moved off a dropped shard
-    revalidated: int = 0  # invalid jobs the stack's allow-lists allow now, registered
+    revalidated: int = 0  # of reconciled: invalid jobs the stack's allow-lists allow now, registered
     errors: int = 0
     passes_completed: int = 0
     lost_cursor: bool = False  # another invocation moved the bookkeeping first
@@ -132,6 +132,7 @@ class Reconciler:
         except StoreError:
             pass  # this run's slice is compared again next time
         self._telemetry.metric("JobsReconciled", done.reconciled)
+        self._telemetry.metric("JobsRevalidated", done.revalidated)
         self._telemetry.metric("JobsDeletedAfterCompletion", done.completion.deleted)
         return done
 

@@ -11,7 +11,7 @@ so its writes cannot start a loop. The rules for each kind of change are ``plan_
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
@@ -34,7 +34,7 @@ from jobsched.core.timing import effective_grace_ms
 from jobsched.core.transitions import REDATE_FLOOR, redate_ops, register_ops, sized_report_ops
 from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue
-from jobsched.services.dead_letters import dead_letter_problems
+from jobsched.services.allow_lists import AllowLists, allow_list_problems
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.settle import CHUNK_BYTES, CHUNK_RECORDS, MAX_PER_PASS, Settler, SettleRequest
@@ -42,11 +42,12 @@ from jobsched.services.waking import DetectorWake
 
 TRIES = 4
 
-# A reason the registrar gives when a stack's allow-list refuses a job's destination: a built-in
-# target's (targets/builtin.py ``destination_problems``: "target: NAME: WHAT ARN is not allowed:
-# add it to the stack's AllowedX parameter ...") or its dead-letter queue's
-# (services/dead_letters.py ``dead_letter_problems``). The stack can change such a refusal
-# without a write to the job item, so the reconcile pass looks at these again.
+# A reason the registrar gives when a stack's allow-list refuses a job's destination
+# (services/allow_lists.py): a built-in target's (targets/builtin.py ``destination_problems``:
+# "target: NAME: WHAT ARN is not allowed: add it to the stack's AllowedX parameter ...", or
+# "target: aws_sdk: ec2:StopInstances is not allowed: ... AllowedSdkActions parameter ...") or its
+# dead-letter queue's (services/dead_letters.py ``dead_letter_problems``). The stack can change
+# such a refusal without a write to the job item, so the reconcile pass looks at these again.
 ALLOW_LIST_REASON = re.compile(
     r"^(target: [a-z][a-z0-9_.-]*|dead_letter_queue_arn): .* is not allowed: add it to the stack's "
     r"Allowed[A-Za-z]+ parameter"
@@ -88,9 +89,8 @@ class Registrar:
         known_targets: Collection[str] | None = None,
         report: bool = True,
         claim_now: Callable[[str], object] | None = None,
-        target_problems: Callable[[str, Mapping[str, Any]], list[str]] | None = None,
         detector_wake: DetectorWake | None = None,
-        dead_letter_queues: Collection[str] | None = None,
+        allow_lists: AllowLists | None = None,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
@@ -104,13 +104,11 @@ class Registrar:
         # The handlers this deployment ships (the worker's registry): a target naming none of
         # them is invalid at registration, instead of failing every attempt of every run.
         self._known_targets = frozenset(known_targets) if known_targets is not None else None
-        # Why the stack would refuse a valid job's destination at call time (its allow-lists:
-        # targets/builtin.py destination_problems), made an invalid reason here instead.
-        self._target_problems = target_problems
-        # The stack's AllowedDeadLetterQueueArns: a job naming another dead-letter queue is
-        # invalid at registration, as a refused target is (None: not checked, for tests and
-        # simulations; the sender refuses it in any case).
-        self._dead_letter_queues = tuple(dead_letter_queues) if dead_letter_queues is not None else None
+        # The stack's allow-lists: a job whose destination or dead-letter queue they do not name
+        # is invalid at registration, with the parameter and the value to add
+        # (services/allow_lists.py, the one check every registration path makes). None: not
+        # checked, for tests and simulations; the handlers and the sender refuse it in any case.
+        self._allow_lists = allow_lists
         # The trigger and the miss detector apply the registrar inline when a job item changed
         # unseen; they leave the report on the job item to the registrar function (least
         # privilege: they may only read job items).
@@ -256,9 +254,9 @@ class Registrar:
 
     @property
     def checks_allow_lists(self) -> bool:
-        """Whether this registrar checks destinations against the stack's allow-lists, both the
-        targets' (``target_problems``) and the dead-letter queues'."""
-        return self._target_problems is not None and self._dead_letter_queues is not None
+        """Whether this registrar checks destinations (the targets' and the dead-letter queues')
+        against the stack's allow-lists."""
+        return self._allow_lists is not None
 
     def valid_now(self, job: Item) -> bool:
         """Whether ``job`` (a job item as read) is a valid definition under this registrar's
@@ -281,10 +279,8 @@ class Registrar:
         if self._known_targets is not None and isinstance(target, str) and target not in self._known_targets:
             known = ", ".join(sorted(self._known_targets)) or "none"
             reasons.append(f"target: no handler named {target!r} in this deployment (it has: {known})")
-        if definition is not None and self._target_problems is not None:
-            reasons += self._target_problems(definition.target, definition.payload)
-        if definition is not None and self._dead_letter_queues is not None:
-            reasons += dead_letter_problems(definition.dead_letter_queue_arn, self._dead_letter_queues)
+        if definition is not None and self._allow_lists is not None:
+            reasons += allow_list_problems(definition, self._allow_lists)
         if reasons:
             return None, bound_reasons(reasons)
         return definition, None

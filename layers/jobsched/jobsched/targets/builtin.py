@@ -34,16 +34,23 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from jobsched.targets import universal
-from jobsched.targets.registry import HandlerRegistry, NotAllowed, RunContext
+from jobsched.targets.registry import HandlerRegistry, NotAllowed, PermanentHandlerError, RunContext
 
 
 class AllowLists(Protocol):
+    """The stack's allow-lists (its ``Allowed*`` parameters): runtime/settings.py ``Settings``, and
+    the CLI's and the Python API's copy of a deployment's (jobsched_tools/deployment.py)."""
+
     allowed_queue_arns: list[str]
     allowed_event_bus_arns: list[str]
     allowed_function_arns: list[str]
     allowed_state_machine_arns: list[str]
     allowed_task_definition_arns: list[str]
     allowed_task_role_arns: list[str]
+    allowed_sdk_actions: list[str]
+    allowed_topic_arns: list[str]
+    allowed_stream_arns: list[str]
+    allowed_dead_letter_queue_arns: list[str]
 
 
 def log_payload(ctx: RunContext) -> dict[str, Any]:
@@ -215,25 +222,31 @@ def check_task(payload: Mapping[str, Any], allow: AllowLists) -> str:
     return definition
 
 
-DESTINATION_CHECKS: dict[str, Callable[[Mapping[str, Any], AllowLists], str]] = {
+# Every built-in that calls out, with its destination's check: a built-in missing here would be
+# refused only when a run calls it (tests/functional/test_registration_allow_lists.py checks).
+DESTINATION_CHECKS: dict[str, Callable[[Mapping[str, Any], AllowLists], object]] = {
     "sqs_send": check_queue,
     "eventbridge_put": check_event_bus,
     "lambda_invoke": check_function,
     "sfn_start_execution": check_state_machine,
     "ecs_run_task": check_task,
+    "aws_sdk": universal.check_sdk_action,
+    "sns_publish": universal.check_topic,
+    "kinesis_put_record": universal.check_stream,
 }
 
 
 def destination_problems(target: str, payload: Mapping[str, Any], allow: AllowLists) -> list[str]:
-    """Why the stack would refuse a built-in target's destination (``NotAllowed``), known before
-    any run: the registrar makes the job invalid with these reasons. A payload without its
-    destination, or another target, has none here (its handler says what is wrong when it runs)."""
+    """Why the stack would refuse a built-in target's destination (``NotAllowed``, an SDK action's
+    ``SdkCallRefused``), known before any run: every registration path makes the job invalid with
+    these reasons (services/allow_lists.py). A payload without its destination, or another
+    target, has none here (its handler says what is wrong when it runs)."""
     check = DESTINATION_CHECKS.get(target)
     if check is None:
         return []
     try:
         check(payload, allow)
-    except NotAllowed as refused:
+    except PermanentHandlerError as refused:
         return [f"target: {target}: {refused}"]
     except (KeyError, TypeError, ValueError, AttributeError):
         return []

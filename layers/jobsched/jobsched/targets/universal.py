@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from fnmatch import fnmatchcase
 from typing import Any
@@ -140,19 +140,26 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def sdk_call(ctx: RunContext, client_for: Callable[[str], Any], allow: Any) -> dict[str, Any]:
-    """``aws_sdk``: one allow-listed API call with the payload's input as its request."""
-    payload = ctx.payload
+# --- destinations: each one's allow-list check, made by its handler at call time (the list may have
+# shrunk since) and by every registration path (targets/builtin.py ``DESTINATION_CHECKS``), so
+# both refuse alike, in the same words.
+
+
+def sdk_target(payload: Mapping[str, Any]) -> tuple[str, str]:
+    """(boto3 service, action as the payload gives it) of an ``aws_sdk`` payload: ``target_arn``,
+    or ``service`` and ``action``. KeyError or ValueError when it names neither."""
     if "target_arn" in payload:
         sdk_service, action = parse_universal_arn(str(payload["target_arn"]))
     else:
         sdk_service, action = str(payload["service"]), str(payload["action"])
-    service = boto3_service(sdk_service.lower())
-    request = payload.get("input", {})
-    if not isinstance(request, dict):
-        raise ValueError("input must be a JSON object: the API's request parameters")
+    return boto3_service(sdk_service.lower()), action
+
+
+def check_sdk_action(payload: Mapping[str, Any], allow: Any) -> tuple[str, str]:
+    """The call's (boto3 service, action), if its IAM action is on ``AllowedSdkActions``;
+    ``SdkCallRefused`` naming the parameter and the action to add otherwise."""
+    service, action = sdk_target(payload)
     allowed = listed(allow, "allowed_sdk_actions")
-    # The check comes before any client is built: a refused call never reaches botocore.
     named = iam_action(service, action[:1].upper() + action[1:])
     if not sdk_action_allowed(allowed, named):
         shown = ", ".join(allowed) or "empty: none is allowed"
@@ -160,12 +167,37 @@ def sdk_call(ctx: RunContext, client_for: Callable[[str], Any], allow: Any) -> d
             f"{named} is not allowed: add it to the stack's AllowedSdkActions parameter (now {shown}), "
             "which also grants the worker's role the action"
         )
+    return service, action
+
+
+def check_topic(payload: Mapping[str, Any], allow: Any) -> str:
+    """``sns_publish``'s topic, if it is on ``AllowedTopicArns``."""
+    topic = str(payload["topic_arn"])
+    _require_listed(allow, "allowed_topic_arns", "AllowedTopicArns", topic, "topic")
+    return topic
+
+
+def check_stream(payload: Mapping[str, Any], allow: Any) -> str:
+    """``kinesis_put_record``'s stream, if it is on ``AllowedStreamArns``."""
+    stream = str(payload["stream_arn"])
+    _require_listed(allow, "allowed_stream_arns", "AllowedStreamArns", stream, "stream")
+    return stream
+
+
+def sdk_call(ctx: RunContext, client_for: Callable[[str], Any], allow: Any) -> dict[str, Any]:
+    """``aws_sdk``: one allow-listed API call with the payload's input as its request."""
+    payload = ctx.payload
+    # The check comes before any client is built: a refused call never reaches botocore.
+    service, action = check_sdk_action(payload, allow)
+    request = payload.get("input", {})
+    if not isinstance(request, dict):
+        raise ValueError("input must be a JSON object: the API's request parameters")
     client = client_for(service)
     model = client.meta.service_model
     operations = {name.lower(): name for name in model.operation_names}
     operation = operations.get(action.lower())
     if operation is None:
-        raise SdkCallRefused(f"{sdk_service} has no operation {action!r}")
+        raise SdkCallRefused(f"{service} has no operation {action!r}")
     from botocore import xform_name
 
     request = dict(request)
@@ -196,8 +228,7 @@ def sns_publish(ctx: RunContext, sns: Any, allow: Any) -> dict[str, Any]:
     """``sns_publish``: ``payload["message"]`` to ``payload["topic_arn"]``; on a FIFO topic with
     the idempotency key as ``MessageDeduplicationId`` and ``payload["group_id"]`` (default: the
     job id) as ``MessageGroupId``."""
-    topic = str(ctx.payload["topic_arn"])
-    _require_listed(allow, "allowed_topic_arns", "AllowedTopicArns", topic, "topic")
+    topic = check_topic(ctx.payload, allow)
     message = ctx.payload.get("message", {})
     request: dict[str, Any] = {
         "TopicArn": topic,
@@ -221,8 +252,7 @@ PARTITION_KEY_MAX = 256
 def kinesis_put_record(ctx: RunContext, kinesis: Any, allow: Any) -> dict[str, Any]:
     """``kinesis_put_record``: ``payload["data"]`` (text, or JSON: an object gets the
     idempotency key as ``idempotency_key``) on ``payload["stream_arn"]``."""
-    stream = str(ctx.payload["stream_arn"])
-    _require_listed(allow, "allowed_stream_arns", "AllowedStreamArns", stream, "stream")
+    stream = check_stream(ctx.payload, allow)
     data = ctx.payload.get("data", {})
     if isinstance(data, dict):
         data = {**data, "idempotency_key": ctx.idempotency_key}
