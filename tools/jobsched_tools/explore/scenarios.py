@@ -715,6 +715,16 @@ OVERTAKES: dict[str, ActorSet] = {
             note="a manual run overtakes 00:05 and ends; 00:05 then runs 6 minutes, past 00:10, "
             "whose walk reaches it only through the manual run (which overtook it)",
         ),
+        ActorSet(
+            "manuals-skewed",
+            (_a("manualA", "manual"), _a("manualB", "manual", offset_ms=SECOND)),
+            setup="claimed",
+            at=T0 + 4 * MINUTE + 30 * SECOND,
+            budget=Budget(crashes=0),
+            note="two people trigger manual runs at 00:04:30, one's clock 1 s ahead; 00:05 claimed: "
+            "both overtake it, and the one behind is skipped behind the other, which runs (its "
+            "instant 1 s ahead of the skip's clock: due all the same)",
+        ),
     )
 }
 
