@@ -23,6 +23,7 @@ from jobsched.core.run import run_id_for, run_key
 from jobsched.core.writes import RUNS, STATE, Put, Update
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Outcome, Started
+from jobsched_tools.explore.drive import Services
 from jobsched_tools.explore.scenarios import (
     CORE,
     FENCES,
@@ -40,7 +41,7 @@ from jobsched_tools.explore.scenarios import (
     build,
 )
 from jobsched_tools.explore.search import Result, explore, play
-from jobsched_tools.explore.world import Budget, Services, World
+from jobsched_tools.explore.world import Budget, World
 
 INVARIANTS = frozenset(core_invariants.ALL)
 JOB = "j"
