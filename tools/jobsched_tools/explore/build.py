@@ -11,8 +11,11 @@ from typing import Any
 
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.invariants import ALL
+from jobsched.core.transitions import bookkeeping_op
 from jobsched.core.writes import JOBS, Put, Update
 from jobsched.services.messages import parse_run_message
+from jobsched.services.reconciler import DRAIN_HOLD_MS
+from jobsched.services.trigger import Trigger
 from jobsched.services.worker import HandlerResult, Started
 
 from jobsched_tools.explore.drive import Services
@@ -34,6 +37,7 @@ SETUPS = (
     "recovered-waiting",
     "held-due",
     "manual-waiting",
+    "canary-running",
 )
 # "resumed-reconciled": when the person resumed the job (its stream record comes late), and when
 # the reconcile pass first saw the difference (the date it gives the change).
@@ -203,7 +207,44 @@ def _no_more_steps(_world: World, _drive: Services) -> None:
 
 
 # Set-ups built by a function of their own (the world after registration, and the setup's services).
-SETUP_STEPS: dict[str, Callable[[World, Services], None]] = {"manual-waiting": _manual_waiting}
+# "canary-running": ShardCount was lowered from 2 to the stack's 1; the detector's bookkeeping
+# records the dropped shard (``shard_high`` 2) and found it empty at DRAINED_SINCE, an hour before
+# 00:06 (its drain hold ends then). A canary of the old version still runs.
+CANARY_SHARDS = 2
+DRAINED_SINCE = T0 + 6 * MINUTE - DRAIN_HOLD_MS
+
+
+def _canary_running(world: World, drive: Services) -> None:
+    """A tick of the old version (ShardCount 2) claims 00:05 at 00:04, so its lease sits on shard
+    1, which the stack dropped (a worker's start renews the lease where it is); at 00:05 a worker
+    starts it and dies. The bookkeeping as a detector left it: shard 1 drained since
+    ``DRAINED_SINCE`` (a claim written after the detector's last look)."""
+    world.clock.set(T0 + 4 * MINUTE)
+    canary_cfg = world.cfg.model_copy(update={"shard_count": CANARY_SHARDS})
+    canary = Trigger(
+        world.inner,
+        world.mq,
+        world.telemetry,
+        world.clock,
+        canary_cfg,
+        parallel_queries=False,
+        claim_concurrency=1,
+        claimer_id="canary",
+    )
+    canary.tick("setup")
+    world.clock.set(T0 + 5 * MINUTE)
+    for receipt, body in world.mq.receive(10):
+        drive.worker.begin(parse_run_message(body), world.clock.now_ms() + 900_000)
+        world.mq.delete(receipt)
+    sets = {"shard_high": CANARY_SHARDS, "drained_since": DRAINED_SINCE, "passes": 0}
+    world.inner.update(bookkeeping_op(None, sets, (), DRAINED_SINCE))
+    world.after_write([])
+
+
+SETUP_STEPS: dict[str, Callable[[World, Services], None]] = {
+    "manual-waiting": _manual_waiting,
+    "canary-running": _canary_running,
+}
 
 
 def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, ...] = ALL) -> World:

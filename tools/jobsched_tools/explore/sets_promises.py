@@ -297,3 +297,21 @@ PROMISES.update(
         ),
     )
 )
+
+# Issue 34: the detector's bookkeeping (``bookkeeping_op:version``) while a lowered ShardCount's
+# dropped shard drains: two overlapping invocations, one of which finds a canary's lease there.
+PROMISES.update(
+    by_name(
+        ActorSet(
+            "drain-detectors",
+            (_a("detectorB", "detector"), _a("detectorA", "detector", offset_ms=40 * SECOND)),
+            setup="canary-running",
+            at=T0 + 5 * MINUTE + 20 * SECOND,
+            budget=Budget(crashes=0),
+            note="ShardCount lowered 2 -> 1, shard 1 found empty since an hour before 00:06; a canary "
+            "worker of the old version started 00:05 there and died. A detector at 00:05:20 finds its "
+            "lease (the hold restarts) as one 40 s on, past the hold as it read it, recovers the run "
+            "onto shard 0 and finds shard 1 empty",
+        ),
+    )
+)

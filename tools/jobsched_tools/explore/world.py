@@ -23,7 +23,9 @@ from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import definition_digest
 from jobsched.core.policies import UNFINISHED
 from jobsched.core.run import run_key
+from jobsched.core.transitions import BOOKKEEPING_KEY
 from jobsched.core.writes import JOBS, RUNS, STATE, Delete, Item, Update, WriteOp
+from jobsched.services.reconciler import DRAIN_HOLD_MS
 from jobsched.services.worker import Started
 from jobsched.targets.registry import HandlerRegistry
 
@@ -214,6 +216,7 @@ class World:
         self._mark(self.inner.tables[STATE].get(self.job_id), dated)
         self._one_waits()
         self._waits_owed(ops)
+        self._drain_held(ops)
         self.check_invariants()
 
     def _one_waits(self) -> None:
@@ -245,6 +248,30 @@ class World:
             )
             for violation in found:
                 self.find(violation.invariant, violation.key, violation.detail)
+
+    def _drain_held(self, ops: Sequence[WriteOp]) -> None:
+        """Dropped shards are swept until found empty for ``DRAIN_HOLD_MS`` (deploy.md, Changing
+        ShardCount; promises.md row 29): the detector's bookkeeping lowers ``shard_high`` only over
+        an image whose ``drained_since`` is at least the hold before the write (its ``updated_at``).
+        A write over an image without it (a detector found the shards in use since) or with a later
+        one cuts the hold short, and a canary's next write there is never swept again."""
+        for op in ops:
+            if not isinstance(op, Update) or op.table != STATE or op.key != BOOKKEEPING_KEY:
+                continue
+            before = self.previous.get((STATE, self.inner._target(op)))
+            after = self.inner.get(STATE, BOOKKEEPING_KEY)
+            if before is None or after is None:
+                continue
+            if int(after.get("shard_high", 0)) >= int(before.get("shard_high", 0)):
+                continue
+            since = before.get("drained_since")
+            if since is None or int(after["updated_at"]) - int(since) < DRAIN_HOLD_MS:
+                self.find(
+                    "drain_hold_cut",
+                    str(BOOKKEEPING_KEY["job_id"]),
+                    f"shard_high {before.get('shard_high')} -> {after.get('shard_high')} at "
+                    f"{after['updated_at']} over drained_since {since}",
+                )
 
     def _mark(self, state: Item | None, dated: int | None = None) -> None:
         """The state's history for the nothing-lost check; a registration's write dates its
