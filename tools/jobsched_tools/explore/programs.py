@@ -19,9 +19,8 @@ from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
 
 from jobsched_tools.explore.drive import QUIET_LOG, Services
 from jobsched_tools.explore.model import JOB_ID, MINUTE, NEW, ActorSpec, job_item
-from jobsched_tools.explore.points import TAKE
 from jobsched_tools.explore.sched import Call
-from jobsched_tools.explore.world import OffsetClock, World
+from jobsched_tools.explore.world import TAKE, OffsetClock, World
 
 
 def tick(_world: World, svc: Services, spec: ActorSpec) -> None:
