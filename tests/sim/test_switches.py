@@ -106,6 +106,9 @@ CATCHERS: dict[str, tuple[Catcher, str]] = {
     # ended"): 00:05's worker ends as the manual run's worker, having read it running, parks
     # the manual run behind it; nobody promotes it until its lease lapses.
     "buffer_at_start_ops:status": (Explore("workers-buffer_all", 1), "wait_behind_ended"),
+    # The drain hold of a lowered ShardCount: a detector finds a canary's lease on the dropped shard
+    # (the hold restarts) as an overlapping one, which read the hold as ended, lowers shard_high.
+    "bookkeeping_op:version": (Explore("drain-detectors", 1), "drain_hold_cut"),
 }
 
 # Parts whose removal no chaos run or explorer set reports, and why (docs/promises.md, "Parts no
@@ -197,10 +200,6 @@ UNCAUGHT: dict[str, str] = {
     "chain, so the later one's walk gets past the earlier: as not yet due (it marks it: the two writes "
     "meet there), as waiting for it (the earlier one's start is refused by that mark), or finished (its "
     "mark came first, and is read); a skip's link never jumps past a run its walk passed over",
-    "bookkeeping_op:version": "not reached: two overlapping invocations read from one cursor, so whichever "
-    "write stands, every page before its cursor was compared by its writer (none skipped; the other's "
-    "suspects are seen again); the shard mark's drain hold (a stale drained_since over a removal) needs "
-    "a ShardCount change, which no explored set or chaos seed makes",
     # core/dead_letter.py (issue 38): the writes that settle a failed run's dead-letter debt.
     "dead_letter_done_op:_failed_run": DONE_IMPLIED,
     "dead_letter_retry_op:_failed_run": FAILED_IS_FINAL,

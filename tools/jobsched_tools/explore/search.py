@@ -8,7 +8,7 @@ and a digest of every result it has seen, faults used, executing handlers); a st
 reached with as few preemptions, after the same actor, is not explored again.
 
 A preemption is a switch away from an actor that could go on. Switching after an actor finished
-is free. Once every actor finished, the world is driven to quiescence (``world.quiesce``) and
+is free. Once every actor finished, the world is driven to quiescence (``drive.quiesce``) and
 checked; the drive's findings are cached per final state.
 """
 
@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 
 from jobsched.core.invariants import ALL
 
+from jobsched_tools.explore.checks import final_checks
+from jobsched_tools.explore.drive import quiesce
 from jobsched_tools.explore.scenarios import ActorSet, build
 from jobsched_tools.explore.sched import OK
-from jobsched_tools.explore.world import Finding, World, final_checks, quiesce
+from jobsched_tools.explore.world import Finding, World
 
 Decision = tuple[int, str]  # (actor index, option)
 

@@ -1,6 +1,8 @@
-"""One explored world: the real services on the in-memory store, behind wrappers that make every
-store and queue call a scheduling point (``sched.py``), a ledger of what happened, the drive to
-quiescence after a schedule, and the checks.
+"""One explored world: the real services on the in-memory store, a ledger of what happened and
+the checks made at every write; and the wrappers every actor calls through (``ExplorerStore``,
+``PointQueue``, ``PointDeadLetters``), which make each store and queue call a scheduling point
+(``sched.py``) with the faults the budget still allows as its options. The drive to quiescence
+after a schedule is ``drive.py``; the checks after it ``checks.py``.
 
 Everything here is deterministic given the schedule: a ManualClock (each actor sees it through
 its own offset), fixed claimer and request ids, a seeded worker RNG.
@@ -11,27 +13,23 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import random
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import Clock, ManualClock
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.dead_letter import PENDING, REFUSED, SENT
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.job import definition_digest
 from jobsched.core.policies import UNFINISHED
-from jobsched.core.run import run_id_for, run_key
+from jobsched.core.run import run_key
+from jobsched.core.transitions import BOOKKEEPING_KEY
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Delete, Item, Put, Update, WriteOp
 from jobsched.ports import INDEX_TABLE, IndexName, OutgoingMessage, Page, SendResult
-from jobsched.services.detector import MissDetector
-from jobsched.services.messages import parse_run_message
-from jobsched.services.registrar import Registrar
-from jobsched.services.trigger import Trigger
-from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
+from jobsched.services.reconciler import DRAIN_HOLD_MS
+from jobsched.services.worker import Started
 from jobsched.targets.registry import HandlerRegistry
 
 from jobsched_tools.explore.sched import OK, Call, Crash, Scheduler
@@ -39,31 +37,14 @@ from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 from jobsched_tools.sim.faults import StateMark
-from jobsched_tools.sim.invariants import occurrences, segments
 
-
-class _NullLogger:
-    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
-        pass
-
-    warning = error = info
-
-
-_LOG = QUIET_LOG = _NullLogger()
 CRASH, LOST, STALE, DUP = "crash", "lost", "stale", "dup"
 UNANSWERED = "unanswered"  # a dead-letter send the job's queue did not answer (issue 38)
 TAKE = "take:"  # a worker's receive: which queued message (reorder)
 INDEXES = ("next-run", "lease")
-COMMITTED = ("succeeded", "failed")
-POLICY = ("skipped", "missed")
-ADHOC = ("manual", "backfill")
 # The writes that move a job past its occurrences without setting its status: only on an active job.
 CLAIMS = ("advance job", "settle occurrences")
-# The drive to quiescence: handlers run this long (heartbeating), and the drive ends this long
-# after the window whose occurrences must all have records.
-HANDLER_MS = 45_000
-DRIVE_AFTER_MS = 150_000
-BEAT_MS = 20_000  # the drive's heartbeats: fewer than a worker's, within the 30 s lease
+HANDLER_MS = 45_000  # how long each handler of the drive to quiescence runs (heartbeating)
 VISIBILITY_SECONDS = 120
 
 
@@ -241,6 +222,7 @@ class World:
         self._mark(self.inner.tables[STATE].get(self.job_id), dated)
         self._one_waits()
         self._waits_owed(ops)
+        self._drain_held(ops)
         self.check_invariants()
 
     def _one_waits(self) -> None:
@@ -272,6 +254,30 @@ class World:
             )
             for violation in found:
                 self.find(violation.invariant, violation.key, violation.detail)
+
+    def _drain_held(self, ops: Sequence[WriteOp]) -> None:
+        """Dropped shards are swept until found empty for ``DRAIN_HOLD_MS`` (deploy.md, Changing
+        ShardCount; promises.md row 29): the detector's bookkeeping lowers ``shard_high`` only over
+        an image whose ``drained_since`` is at least the hold before the write (its ``updated_at``).
+        A write over an image without it (a detector found the shards in use since) or with a later
+        one cuts the hold short, and a canary's next write there is never swept again."""
+        for op in ops:
+            if not isinstance(op, Update) or op.table != STATE or op.key != BOOKKEEPING_KEY:
+                continue
+            before = self.previous.get((STATE, self.inner._target(op)))
+            after = self.inner.get(STATE, BOOKKEEPING_KEY)
+            if before is None or after is None:
+                continue
+            if int(after.get("shard_high", 0)) >= int(before.get("shard_high", 0)):
+                continue
+            since = before.get("drained_since")
+            if since is None or int(after["updated_at"]) - int(since) < DRAIN_HOLD_MS:
+                self.find(
+                    "drain_hold_cut",
+                    str(BOOKKEEPING_KEY["job_id"]),
+                    f"shard_high {before.get('shard_high')} -> {after.get('shard_high')} at "
+                    f"{after['updated_at']} over drained_since {since}",
+                )
 
     def _mark(self, state: Item | None, dated: int | None = None) -> None:
         """The state's history for the nothing-lost check; a registration's write dates its
@@ -383,6 +389,9 @@ class World:
         if self.used[LOST] < self.budget.lost:
             options.append(LOST)
         return tuple(options)
+
+
+# --- the scheduling points: the Store, WorkQueue and dead-letter queue every actor calls through ---
 
 
 class ExplorerStore:
@@ -554,292 +563,3 @@ def _op_key(op: WriteOp) -> str:
     if isinstance(op, Put):
         return str(op.item.get("run_id") or op.item.get("job_id"))
     return str(op.key.get("run_id") or op.key.get("job_id"))
-
-
-# --- services as each actor sees them ------------------------------------------------------------
-
-
-class Services:
-    """The services built on one store, queue and clock (an actor's, or the drive's)."""
-
-    def __init__(self, world: World, store: Any, queue: Any, clock: Clock, name: str) -> None:
-        cfg = world.cfg
-        self.clock = clock
-        self.registrar_inline = Registrar(store, world.telemetry, clock, cfg, queue, report=False)
-        self.trigger = Trigger(
-            store,
-            queue,
-            world.telemetry,
-            clock,
-            cfg,
-            parallel_queries=False,
-            claim_concurrency=1,
-            registrar=self.registrar_inline,
-            claimer_id=name,
-        )
-        early = Trigger(
-            store,
-            queue,
-            world.telemetry,
-            clock,
-            cfg,
-            parallel_queries=False,
-            claim_concurrency=1,
-            claimer_id=name,
-        )
-        self.registrar = Registrar(
-            store,
-            world.telemetry,
-            clock,
-            cfg,
-            queue,
-            known_targets={"t"},
-            claim_now=lambda job_id: early.claim_now(job_id, "registrar"),
-        )
-        self.detector = MissDetector(
-            store,
-            queue,
-            world.telemetry,
-            clock,
-            cfg,
-            parallel_queries=False,
-            registrar=self.registrar_inline,
-            dead_letter_sender=world.dead_letter_queue,
-        )
-        self.worker = Worker(
-            store,
-            queue,
-            world.telemetry,
-            clock,
-            cfg,
-            world.registry,
-            name,
-            logger_for=lambda _run_id: _LOG,
-            rng=random.Random(0),
-            dead_letter_sender=world.dead_letter_queue,
-        )
-        from jobsched.services.operations import Operations
-
-        self.ops = Operations(store, queue, world.telemetry, clock, cfg)
-
-
-# --- the drive to quiescence and the final checks -------------------------------------------------
-
-
-@dataclass
-class _Running:
-    started: Started
-    receipt: str
-    began: int
-    beat: int
-
-
-def quiesce(world: World, redeliver_registration: bool) -> None:
-    """Drive everything to quiescence on the base clock: the stream's retry of a registration
-    that did not finish, ticks once a minute up to the window's end, the detector, and workers
-    draining the queue (each handler runs ``handler_ms``, heartbeating). Deterministic."""
-    # The drive's calls go through the same wrappers (no actor: no scheduling point), so its
-    # writes are checked and its commits counted like the explored actors'.
-    drive = Services(world, world.store, world.queue, world.clock, "drive")
-    if redeliver_registration:
-        drive.registrar.apply(world.job_id)
-        world.after_write([])
-    running: list[_Running] = []
-    catch_up_until = world.window_end + DRIVE_AFTER_MS
-    end = catch_up_until + 10 * 60_000  # a bound: the drive ends when nothing is left to happen
-    next_tick = world.clock.now_ms()
-    while world.clock.now_ms() <= end:
-        now = world.clock.now_ms()
-        if next_tick <= now <= world.window_end:
-            drive.trigger.tick(f"drive-{now}")
-            next_tick = now + 60_000
-        # After the window, overdue occurrences are not caught up any more (nothing would end).
-        drive.detector.run(f"drive-{now}", leases_only=now > catch_up_until)
-        _deliver(world, drive.worker, running)
-        _progress(world, drive.worker, running)
-        world.after_write([])
-        wake = _next_event(world, running, next_tick, catch_up_until)
-        if wake is None:
-            break
-        world.clock.set(wake)
-
-
-def _deliver(world: World, worker: Worker, running: list[_Running]) -> None:
-    while True:
-        batch = world.mq.receive(10)
-        if not batch:
-            return
-        for receipt, body in batch:
-            begun = worker.begin(parse_run_message(body), world.clock.now_ms() + 900_000)
-            if isinstance(begun, Started):
-                world.exec_start(begun)
-                now = world.clock.now_ms()
-                running.append(_Running(begun, receipt, now, now))
-            else:
-                world.mq.delete(receipt)
-
-
-def _progress(world: World, worker: Worker, running: list[_Running]) -> None:
-    now = world.clock.now_ms()
-    beat_ms = BEAT_MS
-    for entry in list(running):
-        if now - entry.began >= world.handler_ms:
-            running.remove(entry)
-            worker.finish(entry.started, HandlerResult(True))
-            world.exec_end(entry.started)
-            world.mq.delete(entry.receipt)
-        elif now - entry.beat >= beat_ms:
-            entry.beat = now
-            if not worker.heartbeat(entry.started):
-                running.remove(entry)
-                worker.finish(entry.started, FENCED_OUT)
-                world.exec_end(entry.started)
-                world.mq.delete(entry.receipt)
-
-
-def _next_event(world: World, running: list[_Running], next_tick: int, catch_up_until: int) -> int | None:
-    """The next instant something can happen in the drive, or None when nothing can."""
-    now = world.clock.now_ms()
-    cfg = world.cfg
-    times: list[int] = []
-    if next_tick <= world.window_end:
-        times.append(next_tick)
-    visible = world.mq.next_visible_at_ms()
-    if visible is not None:
-        times.append(visible)
-    for entry in running:
-        times.append(min(entry.began + world.handler_ms, entry.beat + BEAT_MS))
-    for run in world.inner.tables[RUNS].values():
-        if "check_at" in run:
-            times.append(int(run["check_at"]) + cfg.clock_skew_allowance_ms + 1)
-    for state in world.inner.tables[STATE].values():
-        if state.get("status") == "active" and "next_run_at" in state:
-            grace = int((state.get("misfire") or {}).get("grace_seconds", 60))
-            overdue = int(state["next_run_at"]) + min(grace, cfg.trigger_lookback_seconds) * 1000 + 1
-            if overdue <= catch_up_until:
-                times.append(overdue)
-    later = [t for t in times if t > now]
-    return min(later) if later else None
-
-
-def final_checks(world: World, skew_ms: int) -> None:
-    """What must hold once everything settled: a record for every due occurrence (or a change's
-    withdrawal within the clock skew of it), no record of an instant that was never due, at most
-    one commit per run, no run left unfinished, and a manual run never skipped behind a run that
-    was not due yet."""
-    runs = {str(r["run_id"]): r for r in world.inner.tables[RUNS].values()}
-    for run_id, count in world.ledger.commits.items():
-        if count > 1:
-            world.find("duplicate_commit", run_id, f"{count} commits")
-    allowed = _occurrence_records(world, runs, skew_ms)
-    for run_id, run in sorted(runs.items()):
-        at = int(run["scheduled_at"])
-        if run.get("kind") not in ADHOC and at <= world.window_end and at not in allowed:
-            world.find("run_not_due", run_id, "a record of an instant that was no due occurrence")
-        if run.get("status") in UNFINISHED:
-            world.find("unfinished_after_drive", run_id, f"still {run.get('status')}")
-        if run.get("kind") == "manual" and run.get("status") == "skipped":
-            holder = runs.get(str(run.get("blocked_by")), {})
-            if int(holder.get("scheduled_at", 0)) > int(run.get("finished_at", 0)):
-                world.find(
-                    "manual_skipped_behind_future",
-                    run_id,
-                    f"skipped behind {run.get('blocked_by')}, not due until {holder.get('scheduled_at')}",
-                )
-    _persons_last_word(world)
-    _dead_letters(world, runs)
-    for actor in world.sched.actors:
-        if actor.error is not None:
-            world.find("unexpected_exception", actor.name, actor.error)
-    for event in world.telemetry.named("job.error"):
-        world.find("job_error", event.correlation_id, str(event.fields.get("error")))
-    if world.extra_check is not None:
-        world.extra_check(world)
-
-
-def _persons_last_word(world: World) -> None:
-    """A person's last write to the job item stands: a delete is not undone by jobsched's own
-    writes (a report, a pause), and a paused job is never deleted (it is not complete)."""
-    item = world.inner.get(JOBS, {"job_id": world.job_id})
-    if world.person_last == "delete" and item is not None:
-        world.find("deleted_job_recreated", world.job_id, f"the item is back: {sorted(item)}")
-    if world.person_last == "pause" and item is None:
-        world.find("paused_job_deleted", world.job_id, "a person paused it; jobsched deleted it")
-    if world.person_last == "reput":
-        # Registered again (after a delete): a new life, whose occurrences run (issue 34 item 2:
-        # a max_runs count must not outlive the job item it counted for).
-        scheduled = [
-            r
-            for r in world.inner.tables[RUNS].values()
-            if r.get("kind") == "scheduled" and int(r["scheduled_at"]) > world.person_at
-        ]
-        if not scheduled and any(
-            t > world.person_at and t <= world.window_end
-            for t in occurrences(_timing(world), world.person_at, world.window_end)
-        ):
-            world.find("reregistered_job_never_runs", world.job_id, "no run of its new life")
-
-
-def _dead_letters(world: World, runs: dict[str, Item]) -> None:
-    """Issue 38, as the chaos checker's ``dead_letters``: after the drive (whose detector pays
-    every debt its lease sweep finds) nothing is still owed, every run recorded sent reached its
-    queue, and no letter is for a run that did not fail. And a settled debt leaves no
-    ``check_at`` (data-model.md: a finished run keeps it only while a dead letter is owed)."""
-    letters = {str(letter["run_id"]) for letter in world.dead_letter_queue.sent}
-    for run_id, run in sorted(runs.items()):
-        owed = run.get("dead_letter")
-        if owed == PENDING:
-            world.find("dead_letter_owed", run_id, "its dead letter is still owed after the drive")
-        elif owed == SENT and run_id not in letters:
-            world.find("dead_letter_unsent", run_id, "recorded sent, but no letter reached the queue")
-        if owed in (SENT, REFUSED) and "check_at" in run:
-            world.find("dead_letter_check_at_left", run_id, f"settled ({owed}), it still has check_at")
-    for run_id in sorted(letters):
-        status = runs.get(run_id, {}).get("status")
-        if status != "failed":
-            world.find("dead_letter_for_unfailed", run_id, f"a letter for a {status} run")
-
-
-def _timing(world: World) -> tuple[tuple[str, str], ...]:
-    item = world.inner.get(JOBS, {"job_id": world.job_id}) or {}
-    return tuple(sorted({"schedule": str(item.get("schedule")), "timezone": "UTC"}.items()))
-
-
-def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> set[int]:
-    """Every occurrence that came due while the job was active (the state's history: its marks)
-    has one record; returns the instants a scheduled record may have (claimed ahead, too)."""
-    ahead = world.cfg.lookahead_seconds * 1000 + 2 * skew_ms + 2_000
-    due: set[int] = set()
-    allowed: set[int] = set()
-    at_a_change: set[int] = set()
-    for span in segments(_dated_by_records(world), world.window_end):
-        stretch = occurrences(span.timing, span.start, min(span.end, world.window_end))
-        due.update(stretch)
-        allowed.update(occurrences(span.timing, span.start, span.end + ahead))
-        if span.end < world.window_end:
-            at_a_change.update(t for t in stretch if t > span.end - skew_ms - 1_000)
-    for occurrence in sorted(due):
-        run_id = run_id_for(world.job_id, occurrence)
-        status = runs.get(run_id, {}).get("status")
-        if occurrence in at_a_change and status in (None, "cancelled"):
-            continue
-        if status not in COMMITTED and status not in POLICY:
-            world.find("lost_occurrence", run_id, f"due, and {status or 'absent'} after the drive")
-    return allowed
-
-
-def _dated_by_records(world: World) -> list[StateMark]:
-    """The state's history, with each stretch that a person's write started dated from the write
-    when its stream record was delivered (late, after the reconcile pass dated the change when it
-    first saw it): the timing's occurrences after the write are due, whichever of the record and
-    the pass applied the change first (issue 34 item 4; chaos's ``after_writes``)."""
-    marks = list(world.ledger.marks)
-    for written in world.records_delivered:
-        for index, mark in enumerate(marks):
-            opens = mark.status == "active" and (index == 0 or marks[index - 1].status != "active")
-            if not opens or mark.at < written or mark.next_run_at is None:
-                continue
-            due = occurrences(mark.timing, written + 1, int(mark.next_run_at))
-            marks[index] = replace(mark, at=written, next_run_at=min([*due, int(mark.next_run_at)]))
-            break
-    return marks
