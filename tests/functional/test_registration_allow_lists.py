@@ -231,7 +231,7 @@ def test_the_trigger_s_inline_registrar_refuses_a_destination_the_stack_does_not
 
 def test_import_dry_run_refuses_an_sdk_action_the_stack_does_not_list(
     capsys: pytest.CaptureFixture[str],
-    resources: Resources,  # noqa: F811
+    resources: Resources,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from jobsched_tools.cli import cmd_import, common
