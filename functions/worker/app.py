@@ -80,9 +80,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
         source="SQS",
     )
     if SANDBOX_MUST_END.is_set():
-        # A handler's thread outlived its run (services/worker.py): end the process before Lambda
-        # freezes it, so that it never thaws beside a later run. The batch's records come back
-        # after their visibility timeout; what was committed is dropped then as a duplicate.
+        # A handler's thread outlived its run (services/worker_handler.py): end the process before
+        # Lambda freezes it, so that it never thaws beside a later run. The batch's records come
+        # back after their visibility timeout; what was committed is dropped then as a duplicate.
         logger.warning("sandbox.ended", extra={"reason": "a handler ignored its cancellation"})
         metrics.flush_metrics()
         os._exit(1)
