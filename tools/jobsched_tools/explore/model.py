@@ -70,7 +70,7 @@ def job_item(
     ).to_item()
 
 
-def _a(name: str, kind: str, offset_ms: int = 0, arg: Any = None) -> ActorSpec:
+def actor_spec(name: str, kind: str, offset_ms: int = 0, arg: Any = None) -> ActorSpec:
     return ActorSpec(name, kind, offset_ms, arg)
 
 

@@ -23,7 +23,7 @@ from jobsched_tools.explore.model import (
     T0,
     ActorSet,
     ActorSpec,
-    _a,
+    actor_spec,
     by_name,
     job_item,
 )
@@ -58,7 +58,7 @@ __all__ = [
     "WAITING",
     "ActorSet",
     "ActorSpec",
-    "_a",
+    "actor_spec",
     "build",
     "by_name",
     "job_item",

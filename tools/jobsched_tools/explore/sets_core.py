@@ -5,65 +5,78 @@ toy protocols (``TOYS``).
 
 from __future__ import annotations
 
-from jobsched_tools.explore.model import MINUTE, SECOND, T0, ActorSet, _a, by_name
+from jobsched_tools.explore.model import MINUTE, SECOND, T0, ActorSet, actor_spec, by_name
 from jobsched_tools.explore.programs import counted_twice
 from jobsched_tools.explore.world import Budget
 
 CORE: dict[str, ActorSet] = by_name(
-    ActorSet("tick-retime", (_a("tick", "tick"), _a("registrar", "registrar", arg="retime"))),
-    ActorSet("tick-manual", (_a("tick", "tick"), _a("manual", "manual"))),
+    ActorSet("tick-retime", (actor_spec("tick", "tick"), actor_spec("registrar", "registrar", arg="retime"))),
+    ActorSet("tick-manual", (actor_spec("tick", "tick"), actor_spec("manual", "manual"))),
     ActorSet(
         "detector-worker",
-        (_a("worker", "worker"), _a("detector", "detector")),
+        (actor_spec("worker", "worker"), actor_spec("detector", "detector")),
         setup="claimed",
         at=T0 + 5 * MINUTE + 33 * SECOND,
         note="the 00:05 run's dispatch lease lapsed as its message arrives",
     ),
-    ActorSet("tick-tick-crash", (_a("tickA", "tick"), _a("tickB", "tick"))),
-    ActorSet("pause-tick", (_a("registrar", "registrar", arg="pause"), _a("tick", "tick"))),
-    ActorSet("manual-retime", (_a("manual", "manual"), _a("registrar", "registrar", arg="retime"))),
+    ActorSet("tick-tick-crash", (actor_spec("tickA", "tick"), actor_spec("tickB", "tick"))),
+    ActorSet("pause-tick", (actor_spec("registrar", "registrar", arg="pause"), actor_spec("tick", "tick"))),
+    ActorSet(
+        "manual-retime", (actor_spec("manual", "manual"), actor_spec("registrar", "registrar", arg="retime"))
+    ),
 )
 
 MORE: dict[str, ActorSet] = by_name(
     ActorSet(
         "tick-retime-detector",
-        (_a("tick", "tick"), _a("registrar", "registrar", arg="retime"), _a("detector", "detector")),
+        (
+            actor_spec("tick", "tick"),
+            actor_spec("registrar", "registrar", arg="retime"),
+            actor_spec("detector", "detector"),
+        ),
     ),
-    ActorSet("delete-tick", (_a("registrar", "registrar", arg="delete"), _a("tick", "tick"))),
+    ActorSet("delete-tick", (actor_spec("registrar", "registrar", arg="delete"), actor_spec("tick", "tick"))),
     ActorSet(
         "backfill-tick",
-        (_a("backfill", "backfill", arg=(T0, T0 + 5 * MINUTE + 20 * SECOND)), _a("tick", "tick")),
+        (
+            actor_spec("backfill", "backfill", arg=(T0, T0 + 5 * MINUTE + 20 * SECOND)),
+            actor_spec("tick", "tick"),
+        ),
         at=T0 + 5 * MINUTE + 20 * SECOND,
         note="00:05 came due unclaimed; a backfill of (00:00, 00:05:20] races the late tick",
     ),
     ActorSet(
         "tick-retime-skewed",
-        (_a("tick", "tick", offset_ms=3_000), _a("registrar", "registrar", arg="retime")),
+        (actor_spec("tick", "tick", offset_ms=3_000), actor_spec("registrar", "registrar", arg="retime")),
         at=T0 + 3 * MINUTE + 27 * SECOND + 500,
         note="the trigger's clock 3 s ahead reaches 00:05 while the registrar's window does not",
     ),
     ActorSet(
         "workers",
-        (_a("workerA", "worker"), _a("workerB", "worker")),
+        (actor_spec("workerA", "worker"), actor_spec("workerB", "worker")),
         setup="claimed-manual",
         at=T0 + 5 * MINUTE,
         note="00:05's run and a manual run queued behind it reach two workers at once",
     ),
     ActorSet(
         "manual-detector",
-        (_a("manual", "manual"), _a("detector", "detector")),
+        (actor_spec("manual", "manual"), actor_spec("detector", "detector")),
         at=T0 + 7 * MINUTE,
         note="00:05 came due unclaimed (no tick) and is overdue: the detector settles it "
         "while a person's manual run joins the chain",
     ),
     ActorSet(
         "manual-worker-tick",
-        (_a("manual", "manual"), _a("tick", "tick"), _a("worker", "worker", arg=2)),
+        (actor_spec("manual", "manual"), actor_spec("tick", "tick"), actor_spec("worker", "worker", arg=2)),
         budget=Budget(crashes=0, reorder=True),
     ),
     ActorSet(
         "completion-delete",
-        (_a("worker", "worker"), _a("detector", "detector"), _a("registrar", "registrar", arg="pause")),
+        (
+            actor_spec("worker", "worker"),
+            actor_spec("detector", "detector"),
+            actor_spec("registrar", "registrar", arg="pause"),
+        ),
         setup="claimed",
         at=T0 + 5 * MINUTE + SECOND,
         schedule="at(2026-12-01T00:05:00)",
@@ -82,7 +95,7 @@ WAITING: dict[str, ActorSet] = by_name(
         for s in (
             ActorSet(
                 f"workers-{overlap}",
-                (_a("workerA", "worker"), _a("workerB", "worker")),
+                (actor_spec("workerA", "worker"), actor_spec("workerB", "worker")),
                 setup="claimed-manual",
                 at=T0 + 5 * MINUTE,
                 overlap=overlap,
@@ -91,13 +104,17 @@ WAITING: dict[str, ActorSet] = by_name(
             ),
             ActorSet(
                 f"manual-worker-tick-{overlap}",
-                (_a("manual", "manual"), _a("tick", "tick"), _a("worker", "worker", arg=2)),
+                (
+                    actor_spec("manual", "manual"),
+                    actor_spec("tick", "tick"),
+                    actor_spec("worker", "worker", arg=2),
+                ),
                 overlap=overlap,
                 budget=Budget(crashes=0, reorder=True),
             ),
             ActorSet(
                 f"detector-worker-{overlap}",
-                (_a("worker", "worker"), _a("detector", "detector")),
+                (actor_spec("worker", "worker"), actor_spec("detector", "detector")),
                 setup="claimed-manual",
                 at=T0 + 5 * MINUTE + 33 * SECOND,
                 overlap=overlap,
@@ -112,9 +129,9 @@ OVERTAKES: dict[str, ActorSet] = by_name(
     ActorSet(
         "backfill-retry-buffer-one",
         (
-            _a("backfill", "backfill", arg=(T0 - SECOND, T0)),
-            _a("workerB", "worker_of", arg=("backfill", False)),
-            _a("workerS", "worker_of", offset_ms=2 * SECOND, arg=("scheduled", True)),
+            actor_spec("backfill", "backfill", arg=(T0 - SECOND, T0)),
+            actor_spec("workerB", "worker_of", arg=("backfill", False)),
+            actor_spec("workerS", "worker_of", offset_ms=2 * SECOND, arg=("scheduled", True)),
         ),
         setup="claimed",
         at=T0 + 4 * MINUTE + 59 * SECOND,
@@ -124,7 +141,7 @@ OVERTAKES: dict[str, ActorSet] = by_name(
     ),
     ActorSet(
         "overtake-long-run",
-        (_a("manual", "manual"), _a("worker", "worker_of", arg=("manual", True))),
+        (actor_spec("manual", "manual"), actor_spec("worker", "worker_of", arg=("manual", True))),
         setup="claimed",
         at=T0 + 4 * MINUTE + 30 * SECOND,
         window_end=T0 + 11 * MINUTE,
@@ -134,7 +151,7 @@ OVERTAKES: dict[str, ActorSet] = by_name(
     ),
     ActorSet(
         "manuals-skewed",
-        (_a("manualA", "manual"), _a("manualB", "manual", offset_ms=SECOND)),
+        (actor_spec("manualA", "manual"), actor_spec("manualB", "manual", offset_ms=SECOND)),
         setup="claimed",
         at=T0 + 4 * MINUTE + 30 * SECOND,
         budget=Budget(crashes=0),
@@ -148,13 +165,13 @@ OVERTAKES: dict[str, ActorSet] = by_name(
 TOYS: dict[str, ActorSet] = by_name(
     ActorSet(
         "toy-lost-update",
-        (_a("toyA", "toy_increment"), _a("toyB", "toy_increment")),
+        (actor_spec("toyA", "toy_increment"), actor_spec("toyB", "toy_increment")),
         budget=Budget(crashes=0),
         check=counted_twice,
     ),
     ActorSet(
         "toy-compare-and-set",
-        (_a("toyA", "toy_compare_and_set"), _a("toyB", "toy_compare_and_set")),
+        (actor_spec("toyA", "toy_compare_and_set"), actor_spec("toyB", "toy_compare_and_set")),
         budget=Budget(crashes=0),
         check=counted_twice,
     ),

@@ -7,7 +7,7 @@ able to fail (tests/sim/test_switches.py).
 from __future__ import annotations
 
 from jobsched_tools.explore.build import RESUMED_AT
-from jobsched_tools.explore.model import MINUTE, SECOND, T0, ActorSet, _a, by_name
+from jobsched_tools.explore.model import MINUTE, SECOND, T0, ActorSet, actor_spec, by_name
 from jobsched_tools.explore.world import Budget
 
 # Issue 34: the newer actors together (the reconcile pass, delete after completion, the waiting
@@ -16,9 +16,9 @@ PROMISES: dict[str, ActorSet] = by_name(
     ActorSet(
         "reconcile-stream-tick",
         (
-            _a("detector", "detector"),
-            _a("stream", "stream", arg=T0 + 2 * MINUTE + 30 * SECOND),
-            _a("tick", "tick"),
+            actor_spec("detector", "detector"),
+            actor_spec("stream", "stream", arg=T0 + 2 * MINUTE + 30 * SECOND),
+            actor_spec("tick", "tick"),
         ),
         setup="edited-unapplied",
         note="a re-time's stream record comes late, as the reconcile pass applies the change and "
@@ -27,9 +27,9 @@ PROMISES: dict[str, ActorSet] = by_name(
     ActorSet(
         "reconcile-edit-tick",
         (
-            _a("detector", "detector"),
-            _a("registrar", "registrar", arg="retime:rate(4 minutes)"),
-            _a("tick", "tick"),
+            actor_spec("detector", "detector"),
+            actor_spec("registrar", "registrar", arg="retime:rate(4 minutes)"),
+            actor_spec("tick", "tick"),
         ),
         setup="edited-unapplied",
         note="a second edit (and its record) after a lost one, as the reconcile pass applies the "
@@ -37,7 +37,7 @@ PROMISES: dict[str, ActorSet] = by_name(
     ),
     ActorSet(
         "completion-manual",
-        (_a("worker", "worker"), _a("detector", "detector"), _a("manual", "manual")),
+        (actor_spec("worker", "worker"), actor_spec("detector", "detector"), actor_spec("manual", "manual")),
         setup="claimed",
         at=T0 + 5 * MINUTE + SECOND,
         schedule="at(2026-12-01T00:05:00)",
@@ -48,7 +48,11 @@ PROMISES: dict[str, ActorSet] = by_name(
     *(
         ActorSet(
             f"holder-dead-{overlap}",
-            (_a("detector", "detector"), _a("workerA", "worker"), _a("workerB", "worker")),
+            (
+                actor_spec("detector", "detector"),
+                actor_spec("workerA", "worker"),
+                actor_spec("workerB", "worker"),
+            ),
             setup="held-dead",
             at=T0 + 5 * MINUTE + 40 * SECOND,
             overlap=overlap,
@@ -62,9 +66,9 @@ PROMISES: dict[str, ActorSet] = by_name(
     ActorSet(
         "max-runs-backfill",
         (
-            _a("backfill", "backfill", arg=(T0, T0 + 5 * MINUTE + 20 * SECOND)),
-            _a("tick", "tick"),
-            _a("manual", "manual"),
+            actor_spec("backfill", "backfill", arg=(T0, T0 + 5 * MINUTE + 20 * SECOND)),
+            actor_spec("tick", "tick"),
+            actor_spec("manual", "manual"),
         ),
         at=T0 + 5 * MINUTE + 20 * SECOND,
         job=(("max_runs", 2),),
@@ -80,7 +84,7 @@ PROMISES.update(
         *(
             ActorSet(
                 f"pause-{change}",
-                (_a("worker", "failing_worker"), _a("person", "person", arg=change)),
+                (actor_spec("worker", "failing_worker"), actor_spec("person", "person", arg=change)),
                 setup="claimed",
                 at=T0 + 5 * MINUTE,
                 job=FAILING,
@@ -92,9 +96,9 @@ PROMISES.update(
         ActorSet(
             "backfills-missed",
             (
-                _a("backfillA", "backfill", arg=(T0, T0 + 7 * MINUTE)),
-                _a("worker", "worker"),
-                _a("backfillB", "backfill", arg=(T0, T0 + 7 * MINUTE)),
+                actor_spec("backfillA", "backfill", arg=(T0, T0 + 7 * MINUTE)),
+                actor_spec("worker", "worker"),
+                actor_spec("backfillB", "backfill", arg=(T0, T0 + 7 * MINUTE)),
             ),
             setup="missed",
             at=T0 + 7 * MINUTE + 30 * SECOND,
@@ -107,7 +111,7 @@ PROMISES.update(
         *(
             ActorSet(
                 name,
-                (_a("registrar", "registrar", arg="reput"), _a("tick", "tick")),
+                (actor_spec("registrar", "registrar", arg="reput"), actor_spec("tick", "tick")),
                 setup="ran-deleted",
                 at=T0 + 7 * MINUTE,
                 window_end=T0 + 12 * MINUTE,
@@ -120,7 +124,7 @@ PROMISES.update(
         ),
         ActorSet(
             "tick-retime-earlier",
-            (_a("tick", "tick"), _a("registrar", "registrar", arg="retime:rate(2 minutes)")),
+            (actor_spec("tick", "tick"), actor_spec("registrar", "registrar", arg="retime:rate(2 minutes)")),
             at=T0 + 3 * MINUTE + 40 * SECOND,
             budget=Budget(crashes=0),
             note="a tick claims 00:05 at 00:03:40 as a person re-times the job to every 2 minutes: "
@@ -128,15 +132,15 @@ PROMISES.update(
         ),
         ActorSet(
             "bulk-pause-tick",
-            (_a("bulk", "bulk", arg="pause"), _a("tick", "tick")),
+            (actor_spec("bulk", "bulk", arg="pause"), actor_spec("tick", "tick")),
             job=(("group", "g"),),
             note="a person pauses the job's group (a bulk operation) as a tick claims",
         ),
         ActorSet(
             "report-delete",
             (
-                _a("stream", "stream", arg=T0 + 2 * MINUTE + 30 * SECOND),
-                _a("person", "person", arg="delete"),
+                actor_spec("stream", "stream", arg=T0 + 2 * MINUTE + 30 * SECOND),
+                actor_spec("person", "person", arg="delete"),
             ),
             setup="edited-unapplied",
             budget=Budget(crashes=0),
@@ -151,7 +155,7 @@ PROMISES.update(
     by_name(
         ActorSet(
             "redate-tick",
-            (_a("record", "late_record", arg=RESUMED_AT), _a("tick", "tick")),
+            (actor_spec("record", "late_record", arg=RESUMED_AT), actor_spec("tick", "tick")),
             setup="resumed-reconciled",
             at=T0 + 9 * MINUTE + 10 * SECOND,
             window_end=T0 + 11 * MINUTE,
@@ -163,8 +167,8 @@ PROMISES.update(
         ActorSet(
             "redate-backfill",
             (
-                _a("backfill", "backfill", arg=(RESUMED_AT, T0 + 5 * MINUTE + 20 * SECOND)),
-                _a("record", "late_record", arg=RESUMED_AT),
+                actor_spec("backfill", "backfill", arg=(RESUMED_AT, T0 + 5 * MINUTE + 20 * SECOND)),
+                actor_spec("record", "late_record", arg=RESUMED_AT),
             ),
             setup="resumed-reconciled",
             at=T0 + 7 * MINUTE,
@@ -176,9 +180,9 @@ PROMISES.update(
         ActorSet(
             "redate-reconcile-tick",
             (
-                _a("detector", "detector"),
-                _a("record", "late_record", arg=RESUMED_AT),
-                _a("tick", "tick"),
+                actor_spec("detector", "detector"),
+                actor_spec("record", "late_record", arg=RESUMED_AT),
+                actor_spec("tick", "tick"),
             ),
             setup="resumed-suspected",
             at=T0 + 8 * MINUTE + 40 * SECOND,
@@ -192,8 +196,8 @@ PROMISES.update(
             ActorSet(
                 f"waiting-race-{overlap}",
                 (
-                    _a("workerS", "worker_of", arg=("scheduled", True)),
-                    _a("workerM", "worker_of", arg=("manual", True)),
+                    actor_spec("workerS", "worker_of", arg=("scheduled", True)),
+                    actor_spec("workerM", "worker_of", arg=("manual", True)),
                 ),
                 setup="held-due",
                 at=T0 + 5 * MINUTE + SECOND,
@@ -207,7 +211,7 @@ PROMISES.update(
         ),
         ActorSet(
             "stale-message-recovered",
-            (_a("detector", "detector"), _a("worker", "worker")),
+            (actor_spec("detector", "detector"), actor_spec("worker", "worker")),
             setup="recovered-waiting",
             at=T0 + 6 * MINUTE + 10 * SECOND,
             overlap="buffer_one",
@@ -226,7 +230,10 @@ PROMISES.update(
     by_name(
         ActorSet(
             "dead-letter-payers",
-            (_a("worker", "failing_worker"), _a("detector", "detector", offset_ms=40 * SECOND)),
+            (
+                actor_spec("worker", "failing_worker"),
+                actor_spec("detector", "detector", offset_ms=40 * SECOND),
+            ),
             setup="claimed",
             at=T0 + 5 * MINUTE,
             job=(("retry", {"max_attempts": 1}), ("dead_letter_queue_arn", DEAD_LETTER_QUEUE)),
@@ -243,9 +250,9 @@ FENCES: dict[str, ActorSet] = by_name(
     ActorSet(
         "zombie-retry",
         (
-            _a("zombie", "zombie_worker"),
-            _a("detector", "detector", offset_ms=40 * SECOND),
-            _a("worker", "worker", offset_ms=40 * SECOND),
+            actor_spec("zombie", "zombie_worker"),
+            actor_spec("detector", "detector", offset_ms=40 * SECOND),
+            actor_spec("worker", "worker", offset_ms=40 * SECOND),
         ),
         setup="claimed",
         at=T0 + 5 * MINUTE,
@@ -257,9 +264,9 @@ FENCES: dict[str, ActorSet] = by_name(
     ActorSet(
         "promoters-buffer_one",
         (
-            _a("workerS", "beating_worker"),
-            _a("detector", "detector", offset_ms=40 * SECOND),
-            _a("workerP", "worker_of", offset_ms=40 * SECOND, arg=("manual", True)),
+            actor_spec("workerS", "beating_worker"),
+            actor_spec("detector", "detector", offset_ms=40 * SECOND),
+            actor_spec("workerP", "worker_of", offset_ms=40 * SECOND, arg=("manual", True)),
         ),
         setup="manual-waiting",
         at=T0 + 5 * MINUTE + 5 * SECOND,
@@ -272,9 +279,9 @@ FENCES: dict[str, ActorSet] = by_name(
     ActorSet(
         "overtake-recovered",
         (
-            _a("manual", "manual"),
-            _a("worker", "worker_of", arg=("manual", True)),
-            _a("detector", "detector", offset_ms=42 * SECOND),
+            actor_spec("manual", "manual"),
+            actor_spec("worker", "worker_of", arg=("manual", True)),
+            actor_spec("detector", "detector", offset_ms=42 * SECOND),
         ),
         setup="claimed",
         at=T0 + 4 * MINUTE + 50 * SECOND,
@@ -290,7 +297,7 @@ PROMISES.update(
     by_name(
         ActorSet(
             "pause-detector",
-            (_a("registrar", "registrar", arg="pause"), _a("detector", "detector")),
+            (actor_spec("registrar", "registrar", arg="pause"), actor_spec("detector", "detector")),
             at=T0 + 7 * MINUTE,
             note="00:05 came due unclaimed and is overdue: the detector settles it as a person "
             "pauses the job (whose registration records it missed)",
@@ -304,7 +311,7 @@ PROMISES.update(
     by_name(
         ActorSet(
             "drain-detectors",
-            (_a("detectorB", "detector"), _a("detectorA", "detector", offset_ms=40 * SECOND)),
+            (actor_spec("detectorB", "detector"), actor_spec("detectorA", "detector", offset_ms=40 * SECOND)),
             setup="canary-running",
             at=T0 + 5 * MINUTE + 20 * SECOND,
             budget=Budget(crashes=0),
