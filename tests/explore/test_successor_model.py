@@ -105,3 +105,10 @@ def test_a_change_epoch_from_the_state_alone_is_caught() -> None:
     epoch, and so its head's key, in one transaction (DynamoDB refuses it)."""
     result = explore(SETS["retime-there-and-back"], 2, Protocol(epoch_above_read=False))
     assert "actor_error" in result.counts
+
+
+def test_a_change_heading_its_timing_after_now_alone_is_caught() -> None:
+    """The first-occurrence rule: a retime at 00:04:30 to 150 s, 00:05 claimed, heads 00:07:30;
+    heading the first occurrence after now alone (00:05) runs 00:05 twice."""
+    result = explore(SETS["retime-onto-claimed"], 2, Protocol(after_through=False))
+    assert "occurrence_started_twice" in result.counts

@@ -199,8 +199,10 @@ def check_commit(op: Update, before: Item | None, ledger: Ledger) -> list[Violat
     found: list[Violation] = []
     if ledger.commits[run_id] > 1:
         found.append((COMMITTED_TWICE, run_id, f"committed {ledger.commits[run_id]} times"))
-    if before is None or before["status"] != RUNNING:
-        found.append((STALE_COMMIT, run_id, f"committed while {before and before['status']}"))
+    token = op.set["committed_token"]
+    if before is None or before["status"] != RUNNING or before["version"] != token:
+        state = before and (before["status"], before["version"])
+        found.append((STALE_COMMIT, run_id, f"committed by token {token} while {state}"))
     return found
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from jobsched_tools.successor import writes as w
-from jobsched_tools.successor.model import PROGRAMS, ActorSpec, message
+from jobsched_tools.successor.model import PROGRAMS, ActorSpec, apply_change, message
 from jobsched_tools.successor.world import Budget, World
 
 T0 = int(datetime(2026, 12, 1, tzinfo=UTC).timestamp() * 1000)
@@ -36,7 +36,8 @@ def at(minutes: int, seconds: int = 0) -> int:
 class ActorSet:
     name: str
     actors: tuple[ActorSpec, ...]
-    setup: str = "registered"  # "claimed": a tick claimed 00:05 at 00:04 and sent its message
+    # "claimed": a tick claimed 00:05 at 00:04 and sent its message; "paused": paused at 00:03
+    setup: str = "registered"
     budget: Budget = field(default_factory=lambda: Budget(crashes=1))
     window_end: int = at(12)
     drive_after: int = 3 * MINUTE
@@ -51,6 +52,8 @@ def build(actor_set: ActorSet, proto: w.Protocol) -> World:
         head = world.runs()[proto.key(at(5), 1)]
         world.write([w.claim(proto, head, AT, "setup")], "setup claim", AT, faults=False)
         world.send(message(head, int(head["version"])), faults=False)
+    if actor_set.setup == "paused":
+        apply_change(world, "setup-pause", PAUSE, at(3))
     world.snapshot = copy.deepcopy(list(world.runs().values()))
     for spec in actor_set.actors:
         world.sched.add(spec.name, _program(world, spec))
@@ -184,6 +187,17 @@ HARD: dict[str, ActorSet] = {
             (_a("manual", "manual"), _a("worker", "worker")),
             budget=Budget(lost=1),
             note="an ad-hoc request whose answer is lost tries again while its run starts",
+        ),
+        ActorSet(
+            "manual-manual",
+            (_a("manualA", "manual"), _a("manualB", "manual")),
+            note="two ad-hoc runs relink one head",
+        ),
+        ActorSet(
+            "paused-resume-retime",
+            (_a("resume", "change", arg=RESUME), _a("registrar", "change", arg=_retime(NEW))),
+            setup="paused",
+            note="paused at 00:03 (no head): a resume and a retime, both on the state alone",
         ),
         ActorSet(
             "stale-claim-across-settle",

@@ -82,6 +82,7 @@ class Protocol:
     marker_is_claim: bool = False  # mutant 3: the detector takes a closure marker for a claim
     adhoc_check: bool = True  # mutant 4: an ad-hoc run without its ConditionCheck
     epoch_above_read: bool = True  # a change's epoch above the head's too, not the state's alone
+    after_through: bool = True  # a change's new head after the last decided occurrence, not now alone
 
     def key(self, at: int, epoch: int) -> str:
         base = run_id_for(JOB, at)
@@ -182,7 +183,7 @@ def commit(proto: Protocol, run_id: str, token: int) -> Update:
             eq("version", token, "commit.version: a commit by a worker the detector replaced"),
         ),
         f"commit {run_id}",
-        set={"status": SUCCEEDED},
+        set={"status": SUCCEEDED, "committed_token": token},
         remove=("check_at", "shard"),
     )
 
@@ -320,7 +321,7 @@ def change(
             why = "change.marker_absent: a claim landed first (N runs; the change closes N+1)"
             plan.ops.append(Put(RUNS, marker, proto.parts(not_exists("run_id", why)), "change marker"))
     if status == ACTIVE:
-        at = timing.after(max(now, through))
+        at = timing.after(max(now, through) if proto.after_through else now)
         new = head_item(proto, at, version, timing, after, through)
         reuse = runs.get(str(new["run_id"]), {}).get("status") == CLOSED
         cond = (
