@@ -112,3 +112,47 @@ def test_a_change_heading_its_timing_after_now_alone_is_caught() -> None:
     heading the first occurrence after now alone (00:05) runs 00:05 twice."""
     result = explore(SETS["retime-onto-claimed"], 2, Protocol(after_through=False))
     assert "occurrence_started_twice" in result.counts
+
+
+@pytest.mark.parametrize(
+    ("part", "name", "check"),
+    [
+        ("claim.successor_absent", "claim-settle", "H2_claimed_closed"),
+        ("start.version", "detector-worker", "I4_stale_start"),
+        ("commit.version", "worker-recover", "stale_commit"),
+        ("recover.status_running", "worker-recover", "committed_twice"),
+        ("settle.head_version", "manual-settle", "I3_unreachable"),
+        ("settle.successor_absent", "claim-settle", "H2_claimed_closed"),
+        ("change.state_version", "paused-resume-retime", "H1_one_head"),
+        ("change.head_version", "manual-retime", "I3_unreachable"),
+        ("change.marker_absent", "tick-retime", "H2_claimed_closed"),
+        ("adhoc.run_absent", "manual-lost-response", "I3_unreachable"),
+        ("adhoc.head_version", "manual-manual", "I3_unreachable"),
+        ("adhoc.successor_absent", "tick-manual", "adhoc_behind_claimed"),
+    ],
+)
+def test_a_condition_part_removed_alone_is_caught(part: str, name: str, check: str) -> None:
+    assert check in explore(SETS[name], 2, Protocol(dropped=frozenset({part}))).counts
+
+
+@pytest.mark.parametrize(
+    ("parts", "name", "check"),
+    [
+        # Every write that moves a run out of scheduled also bumps its token.
+        (("start.status_scheduled", "start.version"), "detector-worker", "started_twice"),
+        # Every write that moves a run out of running bumps its token, but the commit itself.
+        (("commit.status_running", "commit.version"), "worker-recover", "committed_twice"),
+        # A redispatch sets no status: each part alone is covered by the other.
+        (("redispatch.status_scheduled", "redispatch.version"), "detector-worker", "live_run_fenced"),
+        # Every write that takes the head out of scheduled writes its successor key too.
+        (("settle.head_scheduled", "settle.successor_absent"), "claim-settle", "H2_claimed_closed"),
+        (("change.head_scheduled", "change.marker_absent"), "tick-retime", "H2_claimed_closed"),
+        (
+            ("adhoc.head_scheduled", "adhoc.head_version", "adhoc.successor_absent"),
+            "manual-retime",
+            "I3_unreachable",
+        ),
+    ],
+)
+def test_a_redundant_part_is_caught_with_its_partners(parts: tuple[str, ...], name: str, check: str) -> None:
+    assert check in explore(SETS[name], 2, Protocol(dropped=frozenset(parts))).counts

@@ -19,8 +19,9 @@ not scheduled), ``started_twice`` (a run started again without a recovery betwee
 replaced); ``H2_claimed_closed`` (a run a claim's put made claimed is later missed or
 cancelled: a settle or a change took the key's decision back); ``adhoc_behind_claimed`` (an
 ad-hoc run relinked a claimed run: it joins the chain ahead of a run already dispatched);
-``redispatched_early`` (a redispatch before ``claimed_at`` plus the dispatch lease and the skew
-allowance).
+``live_run_fenced`` (a running run's token changed by anything but its commit or its recovery
+past its lease); ``redispatched_early`` (a redispatch before ``claimed_at`` plus the dispatch
+lease and the skew allowance).
 
 After the drive: ``occurrence_lost`` (an occurrence due while the job was active has no
 succeeded or missed record), ``unfinished_after_drive``, ``change_never_applied``,
@@ -57,6 +58,7 @@ I6, I3, I4 = "I6_beyond_head", "I3_unreachable", "I4_stale_start"
 TWICE, OCCURRENCE_TWICE, CLOSED_STARTED = "started_twice", "occurrence_started_twice", "H3_closed_started"
 ADHOC_BEHIND, EARLY = "adhoc_behind_claimed", "redispatched_early"
 COMMITTED_TWICE, STALE_COMMIT, CLAIMED_CLOSED = "committed_twice", "stale_commit", "H2_claimed_closed"
+LIVE_FENCED = "live_run_fenced"
 LOST, UNFINISHED, NEVER_APPLIED, ERROR = (
     "occurrence_lost",
     "unfinished_after_drive",
@@ -150,6 +152,7 @@ def check_write(
             continue
         run_id = str(op.key["run_id"])
         verb = op.label.split(" ", 1)[0]
+        found += check_live(verb, op, before.get(run_id), now)
         if verb == "start":
             found += check_start(op, before.get(run_id), runs, ledger)
         elif verb == "adhoc":
@@ -159,6 +162,16 @@ def check_write(
         elif verb == "commit":
             found += check_commit(op, before.get(run_id), ledger)
     return found + check_claimed(runs, ledger.claimed)
+
+
+def check_live(verb: str, op: Update, before: Item | None, now: int) -> list[Violation]:
+    """A running run's token changes only by its commit or by its recovery past its lease: a
+    healthy run is never fenced out of its commit."""
+    if before is None or before["status"] != RUNNING or "version" not in op.set or verb == "commit":
+        return []
+    if verb == "recover" and now >= int(before["check_at"]):
+        return []
+    return [(LIVE_FENCED, str(op.key["run_id"]), f"{verb} at {now} of a run leased to {before['check_at']}")]
 
 
 def check_start(op: Update, before: Item | None, runs: Mapping[str, Item], ledger: Ledger) -> list[Violation]:

@@ -184,9 +184,10 @@ HARD: dict[str, ActorSet] = {
         ),
         ActorSet(
             "manual-lost-response",
-            (_a("manual", "manual"), _a("worker", "worker")),
+            (_a("manual", "manual"), _a("worker", "worker", arg=2)),
+            setup="claimed",
             budget=Budget(lost=1),
-            note="an ad-hoc request whose answer is lost tries again while its run starts",
+            note="an ad-hoc request whose answer is lost tries again; 00:05, claimed, lies behind it",
         ),
         ActorSet(
             "manual-manual",
