@@ -190,6 +190,12 @@ HARD: dict[str, ActorSet] = {
             note="an ad-hoc request whose answer is lost tries again; 00:05, claimed, lies behind it",
         ),
         ActorSet(
+            "delete-tick-manual",
+            (_a("registrar", "change", arg=w.Intent("delete")), _a("tick", "tick"), _a("manual", "manual")),
+            budget=Budget(crashes=1, stale=1),
+            note="a delete against a claim and an ad-hoc run: the deleted job keeps no head",
+        ),
+        ActorSet(
             "manual-manual",
             (_a("manualA", "manual"), _a("manualB", "manual")),
             note="two ad-hoc runs relink one head",
