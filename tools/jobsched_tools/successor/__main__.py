@@ -1,0 +1,48 @@
+"""``python -m jobsched_tools.successor [--k 2 3] [--keys instant epoch] [--sets NAME ...]
+[--mutants] [--parts]``: explore the sets and print one line each (schedules, states, seconds,
+violations); ``--mutants`` the proposal's four mutants; ``--parts`` every condition part removed
+alone, on the sets."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from jobsched_tools.successor.search import explore
+from jobsched_tools.successor.sets import MUTANTS, SETS
+from jobsched_tools.successor.writes import ALL_PARTS, Protocol
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--k", type=int, nargs="+", default=[2])
+    parser.add_argument("--keys", nargs="+", default=["epoch"], choices=["instant", "epoch"])
+    parser.add_argument("--sets", nargs="+", default=list(SETS))
+    parser.add_argument("--mutants", action="store_true")
+    parser.add_argument("--parts", action="store_true")
+    args = parser.parse_args()
+    if args.mutants:
+        for name, (proto, set_name) in MUTANTS.items():
+            for k in args.k:
+                result = explore(SETS[set_name], k, proto)
+                print(json.dumps({"mutant": name, **result.summary()}), flush=True)
+        return
+    if args.parts:
+        for part in ALL_PARTS:
+            proto = Protocol(dropped=frozenset({part}))
+            caught = {}
+            for set_name in args.sets:
+                result = explore(SETS[set_name], args.k[0], proto)
+                if result.counts:
+                    caught[set_name] = sorted(result.counts)
+            print(json.dumps({"part": part, "caught_by": caught}), flush=True)
+        return
+    for keys in args.keys:
+        for set_name in args.sets:
+            for k in args.k:
+                result = explore(SETS[set_name], k, Protocol(keys=keys))
+                print(json.dumps({"keys": keys, **result.summary()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
