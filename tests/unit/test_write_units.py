@@ -186,4 +186,3 @@ def test_the_costs_besides_dynamodb_are_the_benchs_latest() -> None:
         value for name, value in by_service.items() if not name.startswith("dynamodb") and name != "total"
     )
     assert abs(others - unit_shapes.OTHER_USD_PER_MILLION) <= 0.01
-    assert latest["est_read_units_per_run"] == unit_shapes.TRIGGER_PAGE_READ_UNITS

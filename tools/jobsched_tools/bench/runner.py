@@ -50,6 +50,7 @@ from jobsched_tools.bench import (
     first_lag,
     idle,
     memory,
+    read_units,
     units,
     write_units,
 )
@@ -291,9 +292,13 @@ def measure_counts(moto: Servers, n: int, overlap: str, cfg: SchedulerConfig) ->
     # Write units are metered on the in-memory store with DynamoDB's capacity rules and the
     # template's indexes (fakes/metering.py), the services running the same runs on a manual clock.
     metered = write_units.measure(overlap, payload_bytes=0, runs=20, heartbeats=1)
-    # The trigger's queries: each page returns the due job items of one shard.
+    # The trigger's queries as this phase made them: each page returns the due job items of one
+    # shard, and is charged at least half a unit, so at this phase's size the pages' minimum is
+    # most of it. What a run reads is metered apart, every reader's request counted
+    # (bench/read_units.py): that is what is priced.
     query_bytes = n * job_size
-    read_units = (query_calls * units.query_read_units(query_bytes // max(1, query_calls))) / max(1, n)
+    page_units = (query_calls * units.query_read_units(query_bytes // max(1, query_calls))) / max(1, n)
+    metered_reads = read_units.measure(overlap)
     per_run = max(1, succeeded)
     return {
         "overlap": overlap,
@@ -312,7 +317,11 @@ def measure_counts(moto: Servers, n: int, overlap: str, cfg: SchedulerConfig) ->
         "est_write_units_by_step": write_units.by_phase(metered),
         "est_write_units_by_operation": metered.by_step,
         "registrar_records_per_run": metered.registrar_records_per_run,
-        "est_read_units_per_run": round(read_units, 4),
+        "est_read_units_per_run": metered_reads.read_units_per_run,
+        "est_read_units_by_reader": metered_reads.by_reader,
+        "est_read_units_by_request": metered_reads.by_request,
+        "est_read_units_page_floor_per_run": metered_reads.page_floor_units_per_run,
+        "trigger_page_read_units_per_run_counted": round(page_units, 4),
         # One trigger invocation for the batch, one worker invocation per ESM batch of 10.
         "lambda_requests_per_run": 1 / per_run + 1 / ESM_BATCH,
     }
@@ -579,7 +588,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         ),
         prices,
     )
-    cost, cpu_keys = cpu.bench_keys(cpu_figures, cost, prices, main["est_read_units_per_run"])
+    cost, cpu_keys = cpu.bench_keys(cpu_figures, cost, prices, default["est_read_units_per_run"])
     modes = capacity_modes(default, cost, prices)
     with_payload = write_units.measure("allow", payload_bytes=4096, runs=20, heartbeats=0)
     writes_per_dispatch = 1  # the claim: one TransactWriteItems (the run's put and the state's update)
@@ -603,7 +612,14 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         "est_write_units_per_heartbeat": main["est_write_units_per_heartbeat"],
         "est_write_units_per_run_4k_payload": with_payload.write_units_per_run,
         "registrar_records_per_run": default["registrar_records_per_run"],
-        "est_read_units_per_run": main["est_read_units_per_run"],
+        # Every read a run makes at the default policy (skip's start reads the run before it), metered
+        # by reader: what usd_per_million_runs prices, in both capacity modes.
+        "est_read_units_per_run": default["est_read_units_per_run"],
+        "est_read_units_per_run_by_reader": default["est_read_units_by_reader"],
+        "est_read_units_per_run_allow": counts["allow"]["est_read_units_per_run"],
+        # Each page's half-unit minimum beyond its entries, at the meter's 20 jobs: paid per tick and
+        # sweep, not per run (the idle cost prices it); not in usd_per_million_runs.
+        "est_read_units_per_run_page_floor": default["est_read_units_page_floor_per_run"],
         "lambda_requests_per_run": round(main["lambda_requests_per_run"], 4),
         "usd_per_million_runs": cost["total"],  # at the default overlap policy
         "usd_per_million_runs_policy": DEFAULT_OVERLAP,

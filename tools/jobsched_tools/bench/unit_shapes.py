@@ -50,6 +50,7 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import HandlerResult, Started, Worker
 from jobsched.targets.registry import HandlerRegistry
 
+from jobsched_tools.bench import read_units as product_reads_meter
 from jobsched_tools.bench.units import load_prices, unit_prices
 from jobsched_tools.bench.write_units import T0, quiet_logger
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
@@ -66,11 +67,10 @@ DEFAULTS = SchedulerConfig()
 # requests 0.022, SQS 0.12. Every shape makes the same sends, receives and invocations; the
 # DynamoDB part is what differs, priced here from the meter in both capacity modes.
 OTHER_USD_PER_MILLION = 0.1505 + 0.219 + 0.022 + 0.12
-# The trigger's next-run pages per run at scale (the same run's est_read_units_per_run: 800 due
-# jobs' items over its query pages). The bench prices only these; the product's GetItems (the
-# trigger's strongly consistent read of the job item at each claim, load_job: 1 unit a run) are
-# metered here and priced too, in every shape alike.
-TRIGGER_PAGE_READ_UNITS = 0.04
+# The product's reads a run are metered by bench/read_units.py, the function the bench prices them
+# with (``est_read_units_per_run``): the trigger's next-run pages and its strongly consistent
+# GetItem of the job item at each claim (load_job), and skip's read of the run before it at the
+# worker's start. Every shape keeps them.
 
 # How often the trigger (one tick a minute, TickRate's default) meets an entry of the due index:
 # every tick whose window [now - lookback, now + lookahead] holds it while it is in the index.
@@ -634,7 +634,7 @@ def measure_shapes() -> list[ShapeUnits]:
     short_visits = _visits_while_listed(SHORT_RUN_MS)
     kept_visits = _visits_while_listed(DEFAULTS.trigger_lookback_seconds * 1000)
     # The product's own reads, metered on its services (the same for every shape that keeps them).
-    product_reads = drive(ShapedStore()).get_read_units_per_run + TRIGGER_PAGE_READ_UNITS
+    product_reads = product_reads_meter.measure("skip").read_units_per_run
 
     def detector_walk(index_name: str) -> Callable[[Driven], float]:
         """Shape b: the detector meets each kept lease entry once (after its per-shard watermark)
