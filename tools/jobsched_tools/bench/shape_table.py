@@ -9,11 +9,11 @@ from typing import Any
 
 from jobsched_tools.bench.units import load_prices, unit_prices
 
-# What a run costs besides DynamoDB, from the full bench run of 2026-12-04 (docs/bench-latest.json,
-# usd_per_million_runs_by_service): Lambda compute 0.1505 (trigger) + 0.219 (worker), Lambda
+# What a run costs besides DynamoDB, from the full bench run of 2026-12-05 (docs/bench-latest.json,
+# usd_per_million_runs_by_service): Lambda compute 0.0962 (trigger) + 0.1577 (worker), Lambda
 # requests 0.022, SQS 0.12. Every shape makes the same sends, receives and invocations; the
 # DynamoDB part is what differs, priced here from the meter in both capacity modes.
-OTHER_USD_PER_MILLION = 0.1505 + 0.219 + 0.022 + 0.12
+OTHER_USD_PER_MILLION = 0.0962 + 0.1577 + 0.022 + 0.12
 
 
 @dataclass(frozen=True)
