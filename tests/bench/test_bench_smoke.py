@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 import pytest
-from jobsched_tools.bench import cold_import, fanout, memory, units
+from jobsched_tools.bench import cold_import, fanout, memory, read_units, units
 from jobsched_tools.cli.main import main
 
 KEYS = {
@@ -144,6 +144,20 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     assert split == pytest.approx(result["dispatch_efficiency"], rel=0.02)
     assert result["counts"]["crashes"] == result["counts"]["recovered"] == 1
     assert result["counts"]["lag_started"] == result["counts"]["lag_occurrences"]
+
+    # Every read a run makes is priced (issue 37): the bench's read units per run are the meter's
+    # (the trigger's job item and pages, the worker's run before it, the detector's share), and
+    # both capacity modes price them.
+    metered = read_units.measure(result["usd_per_million_runs_policy"]).read_units_per_run
+    assert result["est_read_units_per_run"] == metered
+    assert sum(result["est_read_units_per_run_by_reader"].values()) == pytest.approx(metered, abs=1e-3)
+    prices, _ = units.load_prices()
+    for mode, key in (
+        ("on_demand", "usd_per_million_runs_by_service"),
+        ("provisioned", "usd_per_million_runs_provisioned_by_service"),
+    ):
+        read_usd = units.unit_prices(prices, mode)[1]
+        assert result[key]["dynamodb_reads"] == pytest.approx(metered * read_usd, abs=1e-4), mode
 
 
 def test_cost_formula() -> None:

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from jobsched_tools.bench.unit_shapes import replay_due_entry
+from jobsched_tools.bench.due_entry_replay import replay_due_entry
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def measure(state_advance: bool = True, runs: int = 20, atomic: bool = False) ->
     """``runs`` jobs, each with occurrence 1 scheduled: claim it (creating occurrence 2), start
     it, heartbeat once, commit it; the units per run. ``atomic``: the claim's writes as one
     transaction, as the product's claim has been since issue 25 (every item in it charged twice).
-    The replay is the cost study's (``unit_shapes.replay_due_entry``, issue 37), with the claim
+    The replay is the cost study's (``due_entry_replay.replay_due_entry``, issue 37), with the claim
     taking the scheduled run as the proposal does, on the proposal's keys-only index."""
     replayed = replay_due_entry(state_advance=state_advance, take=True, atomic=atomic, runs=runs)
     return ProposalUnits(

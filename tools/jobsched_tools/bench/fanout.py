@@ -3,7 +3,7 @@ processes, side by side in one run.
 
 Each process is one group invocation (``TriggerInvocation.handle`` with ``{"group": g, "groups":
 K}``, as a fan-out tick starts them), with its own clients, over its own shards; the K processes
-start together (after their imports) on the same N due jobs as the dispatch phase (runner.py's
+start together (after their imports) on the same N due jobs as the dispatch phase (throughput.py's
 ``measure_dispatch``: its tables, jobs and queue drainer are reused). A rate is every dispatched
 run over the time from the first start to the last finish.
 

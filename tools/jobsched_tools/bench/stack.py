@@ -1,6 +1,6 @@
 """The bench's shared pieces: its settings, the moto servers, one phase's stack and the jobs it
-schedules. Every phase module (runner, cpu, fanout, memory, idle) imports them from here, so the
-dependencies point one way: runner -> phase modules -> stack.
+schedules. Every phase module (throughput, counts, live, esm, cpu, fanout, memory, idle) imports
+them from here, so the dependencies point one way: runner -> phase modules -> stack.
 """
 
 from __future__ import annotations
