@@ -108,14 +108,8 @@ def test_adoption_starts_a_stale_page_claim_at_its_instant() -> None:
     and sends version 1. The adopting worker starts it at 00:05; the base rule deletes the message
     and the run waits for the redispatch, which the head's entry (at its instant) allows only
     after 00:05 plus the skew allowance: here the 00:05:10 sweep."""
-    actor_set = READS_SETS["adopt-stale-page"]
-    script = [
-        ("manual", "rest", ""),
-        ("tick", "through", "query due", "stale"),
-        ("tick", "rest", ""),
-        ("worker", "rest", ""),
-        ("detector", "rest", ""),
-    ]
+    actor_set = READS_SETS["adopt-vs-redispatch"]
+    script = [("worker", "rest", ""), ("detector", "rest", "")]
     run_id = "j@2026-12-01T00:05:00Z#1"
     adopted = play(actor_set, script)
     plain_actors = tuple(

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from jobsched_tools.successor import writes as w
 from jobsched_tools.successor import writes_reads as wr
-from jobsched_tools.successor.model import ActorSpec
+from jobsched_tools.successor.model import ActorSpec, message
 from jobsched_tools.successor.model_reads import LONG_AT, ReadsBudget, ReadsWorld, register_programs
 from jobsched_tools.successor.search import explore
 from jobsched_tools.successor.sets import AT, TEN, ActorSet, at
@@ -33,6 +33,18 @@ def _started(keep_message: bool) -> Callable[[World], None]:
             world.queue.clear()
 
     return prepare
+
+
+def _relinked_then_claimed(world: World) -> None:
+    """An ad-hoc run M relinks the head 00:05 (version 2), then a claimer whose page showed the
+    head at version 1 claims it (the successor is free) and sends version 1."""
+    proto = world.proto
+    head = world.runs()[proto.key(at(5), 1)]
+    _run, ops = w.adhoc(proto, head, "manual", AT)
+    world.write(ops, "setup adhoc", AT, faults=False)
+    world.send(message(_run, 1), faults=False)
+    world.write([w.claim(proto, head, AT, "tick")], "setup stale claim", AT, faults=False)
+    world.send(message(head, int(head["version"])), faults=False)
 
 
 def _a(name: str, kind: str, when: int = AT, arg: object = None) -> ActorSpec:
@@ -118,16 +130,19 @@ READS_SETS: dict[str, ActorSet] = {
         ),
         _set(
             "adopt-stale-page",
-            (
-                _a("tick", "tick_ec"),
-                _a("manual", "manual"),
-                _a("worker", "adopter", at(5), 2),
-                _a("detector", "sweeper", at(5, 10)),
-            ),
+            (_a("tick", "tick_ec"), _a("manual", "manual"), _a("worker", "adopter", at(5), 2)),
             ReadsBudget(stale=1),
             "HC3: an ad-hoc run relinks the head while a claimer holds a page from before; the "
-            "claim's message names the old version; the worker adopts at 00:05 against the "
-            "redispatch due at 00:05:05 (the claimed head's entry is at its instant)",
+            "claim's message names the old version; the worker adopts at 00:05",
+        ),
+        _set(
+            "adopt-vs-redispatch",
+            (_a("worker", "adopter", at(5), 2), _a("detector", "sweeper", at(5, 10))),
+            ReadsBudget(crashes=1, dups=1),
+            "HC3's outcome as the set-up: M relinked 00:05 (version 2), then a stale claim sent "
+            "version 1; the worker adopts at 00:05 against the redispatch due at 00:05:05 (the "
+            "claimed head's entry is at its instant)",
+            prepare=_relinked_then_claimed,
         ),
         _set(
             "adopt-recovered",
