@@ -120,3 +120,10 @@ def test_adoption_starts_a_stale_page_claim_at_its_instant() -> None:
     assert adopted.runs()[run_id]["started_at"] == at(5)
     assert waited.runs()[run_id]["started_at"] == at(5, 10)
     assert waited.ledger.races["start.version"] >= 1
+
+
+def test_two_detectors_race_the_recovery_token() -> None:
+    """The part the base model could not exercise (one detector a schedule) stops a write here,
+    with the status and lease parts it is partnered with."""
+    races = set(explore(READS_SETS["two-detectors"], 2).races)
+    assert {"recover.version", "recover.status_running", "recover.lease_as_read"} <= races
