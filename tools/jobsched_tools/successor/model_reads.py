@@ -167,7 +167,11 @@ def check_reads_write(
 def check_reads_tables(runs: Mapping[str, Item], messages: Sequence[Mapping[str, Any]]) -> list[Violation]:
     found: list[Violation] = []
     for run_id, run in runs.items():
-        leased = run["status"] == w.RUNNING and run.get("lease_token") == run["version"]
+        leased = (
+            run["status"] == w.RUNNING
+            and run.get("lease_token") == run["version"]
+            and "lease_expires_at" in run
+        )
         if leased and ("check_at" not in run or int(run["check_at"]) > int(run["lease_expires_at"])):
             found.append(
                 (HIDDEN, run_id, f"due at {run.get('check_at')}, leased to {run['lease_expires_at']}")

@@ -119,7 +119,7 @@ def recover_leased(proto: Protocol, run: Mapping[str, Any], now: int) -> Update:
             "check_at": now + RETRY_BACKOFF_MS + DISPATCH_LEASE_MS,
             "retry_at": now + RETRY_BACKOFF_MS,
         },
-        remove=("owner", "lease_expires_at"),
+        remove=("owner", "lease_expires_at", "lease_token"),
     )
 
 
