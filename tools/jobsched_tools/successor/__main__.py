@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from jobsched_tools.successor import sets_reads as reads
 from jobsched_tools.successor.search import explore
 from jobsched_tools.successor.sets import MUTANTS, SETS
 from jobsched_tools.successor.writes import ALL_PARTS, Protocol
@@ -20,7 +21,11 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=list(SETS))
     parser.add_argument("--mutants", action="store_true")
     parser.add_argument("--parts", action="store_true")
+    parser.add_argument("--reads", action="store_true", help="the reads/heartbeats/adoption sets")
     args = parser.parse_args()
+    if args.reads:
+        reads.main(args.k)
+        return
     if args.mutants:
         for name, (proto, set_name) in MUTANTS.items():
             for k in args.k:

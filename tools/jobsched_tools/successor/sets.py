@@ -42,10 +42,12 @@ class ActorSet:
     window_end: int = at(12)
     drive_after: int = 3 * MINUTE
     note: str = ""
+    world: Callable[[w.Protocol, Budget], World] = World  # an extension's world (model_reads.py)
+    prepare: Callable[[World], None] | None = None  # an extension's set-up, after ``setup``
 
 
 def build(actor_set: ActorSet, proto: w.Protocol) -> World:
-    world = World(proto, actor_set.budget)
+    world = actor_set.world(proto, actor_set.budget)
     world.write(w.register(proto, OLD, T0), "register", T0, faults=False)
     world.ledger.history = [(T0, w.ACTIVE, (OLD.every, OLD.anchor))]
     if actor_set.setup == "claimed":
@@ -54,6 +56,8 @@ def build(actor_set: ActorSet, proto: w.Protocol) -> World:
         world.send(message(head, int(head["version"])), faults=False)
     if actor_set.setup == "paused":
         apply_change(world, "setup-pause", PAUSE, at(3))
+    if actor_set.prepare is not None:
+        actor_set.prepare(world)
     world.snapshot = copy.deepcopy(list(world.runs().values()))
     for spec in actor_set.actors:
         world.sched.add(spec.name, _program(world, spec))
