@@ -113,3 +113,26 @@ def test_the_policies_differ_on_one_outage() -> None:
     assert ran[MisfirePolicy.SKIP] == []
     assert len(ran[MisfirePolicy.RUN_ALL]) == 1 and len(ran[MisfirePolicy.RUN_ONCE]) == 1
     assert ran[MisfirePolicy.RUN_ALL][0] < ran[MisfirePolicy.RUN_ONCE][0]  # the oldest, the latest
+
+
+@pytest.mark.parametrize(
+    ("early", "name", "check"),
+    [
+        # Heads that never name the end key: claims go on past max_runs, and no end marker lands.
+        (None, "max-runs-chain", "runs_beyond_max"),
+        (None, "one-time-settle", "not_finished"),
+        # The end key one run early: the life ends short of max_runs.
+        (2, "max-runs-chain", "runs_short"),
+    ],
+)
+def test_the_life_checks_can_fail(
+    monkeypatch: pytest.MonkeyPatch, early: int | None, name: str, check: str
+) -> None:
+    from jobsched_tools.successor import writes_mis
+
+    def last_of_life(proto: MisProtocol, next_at: int, runs_before: int) -> bool:
+        del next_at
+        return early is not None and proto.max_runs is not None and runs_before + early >= proto.max_runs
+
+    monkeypatch.setattr(writes_mis, "last_of_life", last_of_life)
+    assert check in explore(SETS_MIS[name], 1).counts
