@@ -1,7 +1,8 @@
 """``python -m jobsched_tools.successor [--k 2 3] [--keys instant epoch] [--sets NAME ...]
-[--mutants] [--parts]``: explore the sets and print one line each (schedules, states, seconds,
+[--mutants] [--parts] [--mis]``: explore the sets and print one line each (schedules, states, seconds,
 violations); ``--mutants`` the proposal's four mutants; ``--parts`` every condition part removed
-alone, on the sets."""
+alone, on the sets; ``--mis`` the sets, mutants and parts of misfire policies, ``max_runs`` and
+backfill (``sets_mis.py``)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,19 @@ def main() -> None:
     parser.add_argument("--mutants", action="store_true")
     parser.add_argument("--parts", action="store_true")
     parser.add_argument("--reads", action="store_true", help="the reads/heartbeats/adoption sets")
+    parser.add_argument("--mis", action="store_true", help="the misfire/max_runs/backfill sets")
     args = parser.parse_args()
     if args.reads:
         reads.main(args.k)
         return
+    if args.mis:
+        _mis(args.k, args.mutants, args.parts)
+        return
+    _base(args)
+
+
+def _base(args: argparse.Namespace) -> None:
+    """The model's own sets, mutants and parts (``sets.py``)."""
     if args.mutants:
         for name, (proto, set_name) in MUTANTS.items():
             for k in args.k:
@@ -47,6 +57,29 @@ def main() -> None:
             for k in args.k:
                 result = explore(SETS[set_name], k, Protocol(keys=keys))
                 print(json.dumps({"keys": keys, **result.summary()}), flush=True)
+
+
+def _mis(ks: list[int], mutants: bool, parts: bool) -> None:
+    from jobsched_tools.successor.sets_mis import MUTANTS_MIS, SETS_MIS
+    from jobsched_tools.successor.writes_mis import MIS_PARTS
+
+    for k in ks:
+        if mutants:
+            for name, (proto, set_name) in MUTANTS_MIS.items():
+                print(
+                    json.dumps({"mutant": name, **explore(SETS_MIS[set_name], k, proto).summary()}),
+                    flush=True,
+                )
+        elif parts:
+            for part in MIS_PARTS:
+                dropped = Protocol(dropped=frozenset({part}))
+                caught = {
+                    n: sorted(r.counts) for n, s in SETS_MIS.items() if (r := explore(s, k, dropped)).counts
+                }
+                print(json.dumps({"part": part, "caught_by": caught}), flush=True)
+        else:
+            for actor_set in SETS_MIS.values():
+                print(json.dumps(explore(actor_set, k).summary()), flush=True)
 
 
 if __name__ == "__main__":

@@ -161,13 +161,18 @@ def finish(world: World, actor_set: ActorSet, terminal: dict[bytes, list[Finding
             world.find(ERROR, actor.name, actor.error)
     world.note("-- drive to quiescence --")
     begin = max(spec.at for spec in actor_set.actors)
+    ext = actor_set.ext
     try:
-        drive(world, begin, actor_set.window_end + actor_set.drive_after)
+        (ext.drive if ext is not None else drive)(world, begin, actor_set.window_end + actor_set.drive_after)
     except Exception as exc:  # an error of the drive is a finding, not a crash of the search
         world.find(ERROR, "drive", f"{type(exc).__name__}: {exc}")
     for spec in world.pending:
         world.find(NEVER_APPLIED, spec.name, f"{spec.arg} never applied")
-    for violation in check_final(world.runs(), world.ledger.history, actor_set.window_end):
+    if ext is not None:
+        violations = ext.final(world, actor_set)
+    else:
+        violations = check_final(world.runs(), world.ledger.history, actor_set.window_end)
+    for violation in violations:
         world.find(*violation)
     terminal[key] = world.ledger.findings[before:]
 

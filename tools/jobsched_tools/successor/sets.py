@@ -14,6 +14,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from jobsched_tools.successor import writes as w
 from jobsched_tools.successor.model import PROGRAMS, ActorSpec, apply_change, message
@@ -44,9 +45,14 @@ class ActorSet:
     note: str = ""
     world: Callable[[w.Protocol, Budget], World] = World  # an extension's world (model_reads.py)
     prepare: Callable[[World], None] | None = None  # an extension's set-up, after ``setup``
+    # A topic's own set-up, actors, drive and final checks (sets_mis.py's ``Extension``).
+    ext: Any = None
 
 
 def build(actor_set: ActorSet, proto: w.Protocol) -> World:
+    if actor_set.ext is not None:
+        built: World = actor_set.ext.build(actor_set, proto)
+        return built
     world = actor_set.world(proto, actor_set.budget)
     world.write(w.register(proto, OLD, T0), "register", T0, faults=False)
     world.ledger.history = [(T0, w.ACTIVE, (OLD.every, OLD.anchor))]

@@ -39,6 +39,7 @@ SHARD = 0
 # Statuses: a head and a claimed, unstarted run are "scheduled"; a closure marker is "closed".
 SCHEDULED, RUNNING, SUCCEEDED = "scheduled", "running", "succeeded"
 MISSED, CANCELLED, CLOSED = "missed", "cancelled", "closed"
+END = "end"  # the end marker of a max_runs or one-time job (writes_mis.py): its life's last claim
 TIMED, MANUAL = "scheduled", "manual"  # a run's kind
 ACTIVE, PAUSED, DELETED = "active", "paused", "deleted"
 
