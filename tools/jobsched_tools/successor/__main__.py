@@ -1,5 +1,5 @@
 """``python -m jobsched_tools.successor [--k 2 3] [--keys instant epoch] [--sets NAME ...]
-[--mutants] [--parts]``: explore the sets and print one line each (schedules, states, seconds,
+[--mutants] [--parts] [--overlap]``: explore the sets and print one line each (schedules, states, seconds,
 violations); ``--mutants`` the proposal's four mutants; ``--parts`` every condition part removed
 alone, on the sets."""
 
@@ -20,7 +20,13 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=list(SETS))
     parser.add_argument("--mutants", action="store_true")
     parser.add_argument("--parts", action="store_true")
+    parser.add_argument("--overlap", action="store_true", help="the overlap policies' sets (sets_overlap.py)")
     args = parser.parse_args()
+    if args.overlap:
+        from jobsched_tools.successor.sets_overlap import main_overlap
+
+        main_overlap(args.k, args.parts)
+        return
     if args.mutants:
         for name, (proto, set_name) in MUTANTS.items():
             for k in args.k:

@@ -169,6 +169,11 @@ def finish(world: World, actor_set: ActorSet, terminal: dict[bytes, list[Finding
         world.find(NEVER_APPLIED, spec.name, f"{spec.arg} never applied")
     for violation in check_final(world.runs(), world.ledger.history, actor_set.window_end):
         world.find(*violation)
+    if world.proto.overlap != "allow":  # the overlap policies' final checks (invariants_overlap.py)
+        from jobsched_tools.successor import invariants_overlap
+
+        for violation in invariants_overlap.check_final(world.proto, world.runs()):
+            world.find(*violation)
     terminal[key] = world.ledger.findings[before:]
 
 

@@ -42,6 +42,7 @@ class ActorSet:
     window_end: int = at(12)
     drive_after: int = 3 * MINUTE
     note: str = ""
+    prepare: Callable[[World], None] | None = None  # a set-up of its own, after ``setup``
 
 
 def build(actor_set: ActorSet, proto: w.Protocol) -> World:
@@ -54,6 +55,8 @@ def build(actor_set: ActorSet, proto: w.Protocol) -> World:
         world.send(message(head, int(head["version"])), faults=False)
     if actor_set.setup == "paused":
         apply_change(world, "setup-pause", PAUSE, at(3))
+    if actor_set.prepare is not None:
+        actor_set.prepare(world)
     world.snapshot = copy.deepcopy(list(world.runs().values()))
     for spec in actor_set.actors:
         world.sched.add(spec.name, _program(world, spec))
