@@ -20,7 +20,7 @@ from jobsched_tools.successor import writes as w
 from jobsched_tools.successor import writes_overlap as wo
 from jobsched_tools.successor.invariants import heads
 from jobsched_tools.successor.model import ActorSpec, message
-from jobsched_tools.successor.sets import ActorSet, at
+from jobsched_tools.successor.sets import NEW, ActorSet, at
 from jobsched_tools.successor.world import Budget, World
 
 ALL_WALKING: tuple[wo.Policy, ...] = ("skip", "buffer_one", "buffer_all", "cancel_other")
@@ -164,11 +164,35 @@ BASE: dict[str, tuple[ActorSet, tuple[wo.Policy, ...]]] = {
             ActorSet(
                 "ovl-manual-worker-tick",
                 (_a("manual", "manual", at(4)), _a("tick", "tick", at(4)), _a("worker", "oworker", at(5), 2)),
-                budget=Budget(crashes=1, dups=1),
                 note="the product's manual-worker-tick: an ad-hoc relink, a claim and a worker taking both "
-                "messages at 00:05, one of them delivered twice",
+                "messages at 00:05",
             ),
             ALL_WALKING,
+        ),
+        (
+            ActorSet(
+                "ovl-manual-worker-tick-dup",
+                (_a("manual", "manual", at(4)), _a("tick", "tick", at(4)), _a("worker", "oworker", at(5), 2)),
+                budget=Budget(crashes=1, dups=1),
+                note="the same, one message delivered twice (a skip and a wait keep the run's token)",
+            ),
+            ("skip",),
+        ),
+        (
+            ActorSet(
+                "ovl-retime-walk",
+                (
+                    _a("workerS", "oworker", at(5), (1, "T00:05")),
+                    _a("registrar", "change", at(5), w.Intent("retime", NEW)),
+                    _a("tick", "tick", at(5)),
+                    _a("workerN", "oworker", at(6), (1, "T00:06")),
+                ),
+                setup="claimed",
+                budget=Budget(),
+                note="00:05 runs as a retime to 3 minutes closes the head 00:10 (its marker at 00:15) "
+                "and heads 00:06, linked to the closed head's link (00:05); 00:06 is claimed and walks",
+            ),
+            ("buffer_one", "cancel_other"),
         ),
         (
             ActorSet(
