@@ -1,8 +1,10 @@
 """``python -m jobsched_tools.successor [--k 2 3] [--keys instant epoch] [--sets NAME ...]
-[--mutants] [--parts] [--mis]``: explore the sets and print one line each (schedules, states, seconds,
-violations); ``--mutants`` the proposal's four mutants; ``--parts`` every condition part removed
-alone, on the sets; ``--mis`` the sets, mutants and parts of misfire policies, ``max_runs`` and
-backfill (``sets_mis.py``)."""
+[--mutants] [--parts] [--reads | --mis | --overlap]``: explore the sets and print one line each
+(schedules, states, seconds, violations); ``--mutants`` the proposal's four mutants; ``--parts``
+every condition part removed alone, on the sets. The extensions' own sets: ``--reads`` lagging
+reads, heartbeats, two detectors and adoption (``sets_reads.py``); ``--mis`` misfire policies,
+``max_runs`` and backfill (``sets_mis.py``); ``--overlap`` the overlap policies and the chain
+walk (``sets_overlap.py``)."""
 
 from __future__ import annotations
 
@@ -24,12 +26,18 @@ def main() -> None:
     parser.add_argument("--parts", action="store_true")
     parser.add_argument("--reads", action="store_true", help="the reads/heartbeats/adoption sets")
     parser.add_argument("--mis", action="store_true", help="the misfire/max_runs/backfill sets")
+    parser.add_argument("--overlap", action="store_true", help="the overlap policies' sets (sets_overlap.py)")
     args = parser.parse_args()
     if args.reads:
         reads.main(args.k)
         return
     if args.mis:
         _mis(args.k, args.mutants, args.parts)
+        return
+    if args.overlap:
+        from jobsched_tools.successor.sets_overlap import main_overlap
+
+        main_overlap(args.k, args.parts)
         return
     _base(args)
 

@@ -66,7 +66,10 @@ LOST, UNFINISHED, NEVER_APPLIED, ERROR = (
     "change_never_applied",
     "actor_error",
 )
-UNFINISHED_STATUSES = (SCHEDULED, RUNNING)
+UNFINISHED_STATUSES = (SCHEDULED, RUNNING, "buffered")  # buffered: a run waiting (overlap policies)
+# An occurrence is decided by a run that ran, a missed record, or (overlap policies) a run
+# skipped for its turn or ended because a newer run asked it to stop (cancel_other).
+DECIDED = frozenset({SUCCEEDED, MISSED, "skipped", "failed"})
 
 
 def heads(runs: Mapping[str, Item]) -> list[Item]:
@@ -266,7 +269,7 @@ def check_final(
         end = history[index + 1][0] if index + 1 < len(history) else window_end + 1
         at = Timing(*timing).after(begin)
         while at < min(end, window_end + 1):
-            if not {SUCCEEDED, MISSED} & set(decided.get(at, [])):
+            if not DECIDED & set(decided.get(at, [])):
                 found.append((LOST, str(at), f"due while active, records {decided.get(at, [])}"))
             at = Timing(*timing).after(at)
     head_ids = {str(h["run_id"]) for h in heads(runs)}

@@ -69,6 +69,11 @@ def tick(world: World, spec: ActorSpec) -> None:
 
 
 def worker(world: World, spec: ActorSpec) -> None:
+    if world.proto.overlap != "allow":  # a policy that walks the chain (overlap.py)
+        from jobsched_tools.successor import overlap
+
+        overlap.worker(world, spec)
+        return
     now = spec.at
     for _ in range(int(spec.arg or 1)):
         held, dup = world.receive(spec.name, faults=not spec.name.startswith("drive"))
@@ -98,6 +103,11 @@ def detector(world: World, spec: ActorSpec) -> None:
         run = world.get(str(entry["run_id"]))
         if run is None or run.get("check_at") is None or int(run["check_at"]) > now - w.SKEW_MS:
             continue
+        if proto.overlap != "allow":  # a waiting run, a run asked to stop (overlap.py)
+            from jobsched_tools.successor import overlap
+
+            if overlap.detect(world, run, now):
+                continue
         if run["status"] == w.RUNNING:
             _write_and_send(world, w.recover(proto, run, now), run, now)
         elif run["status"] == w.SCHEDULED and run["kind"] == w.MANUAL:

@@ -174,6 +174,11 @@ def finish(world: World, actor_set: ActorSet, terminal: dict[bytes, list[Finding
         violations = check_final(world.runs(), world.ledger.history, actor_set.window_end)
     for violation in violations:
         world.find(*violation)
+    if world.proto.overlap != "allow":  # the overlap policies' final checks (invariants_overlap.py)
+        from jobsched_tools.successor import invariants_overlap
+
+        for violation in invariants_overlap.check_final(world.proto, world.runs()):
+            world.find(*violation)
     terminal[key] = world.ledger.findings[before:]
 
 

@@ -44,7 +44,7 @@ class ActorSet:
     drive_after: int = 3 * MINUTE
     note: str = ""
     world: Callable[[w.Protocol, Budget], World] = World  # an extension's world (model_reads.py)
-    prepare: Callable[[World], None] | None = None  # an extension's set-up, after ``setup``
+    prepare: Callable[[World], None] | None = None  # set-up after ``setup`` (sets_reads, sets_overlap)
     # A topic's own set-up, actors, drive and final checks (sets_mis.py's ``Extension``).
     ext: Any = None
 

@@ -199,6 +199,13 @@ class World:
             self._count(op)
         for violation in invariants.check_write(ops, before, self.runs(), self.ledger, self.clock_of_write):
             self.find(*violation)
+        if self.proto.overlap != "allow":  # the overlap policies' invariants (invariants_overlap.py)
+            from jobsched_tools.successor import invariants_overlap
+
+            for violation in invariants_overlap.check_write(
+                self.proto, ops, before, self.runs(), self.clock_of_write
+            ):
+                self.find(*violation)
         self.check()
 
     def _count(self, op: WriteOp) -> None:

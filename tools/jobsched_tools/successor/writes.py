@@ -84,6 +84,7 @@ class Protocol:
     adhoc_check: bool = True  # mutant 4: an ad-hoc run without its ConditionCheck
     epoch_above_read: bool = True  # a change's epoch above the head's too, not the state's alone
     after_through: bool = True  # a change's new head after the last decided occurrence, not now alone
+    overlap: str = "allow"  # the job's overlap policy: anything but allow walks (writes_overlap.py)
 
     def key(self, at: int, epoch: int) -> str:
         base = run_id_for(JOB, at)
