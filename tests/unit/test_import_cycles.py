@@ -120,6 +120,7 @@ TOOLS_LAYERS = (
     "importer",
     "sim",
     "explore",
+    "successor",
     "ops",
     "bench",
     "deployment",

@@ -31,10 +31,11 @@ succeeded or missed record), ``unfinished_after_drive``, ``change_never_applied`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobsched.core.writes import RUNS, Item, Update, WriteOp
 
+from jobsched_tools.successor.ledger import Ledger
 from jobsched_tools.successor.writes import (
     ACTIVE,
     CANCELLED,
@@ -49,9 +50,6 @@ from jobsched_tools.successor.writes import (
     TIMED,
     Timing,
 )
-
-if TYPE_CHECKING:
-    from jobsched_tools.successor.world import Ledger
 
 Violation = tuple[str, str, str]
 H1, H2, H3 = "H1_one_head", "H2_claim_is_successor", "H3_closed_head"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.writes import Item
@@ -68,11 +68,29 @@ def tick(world: World, spec: ActorSpec) -> None:
         world.send(message(entry, int(entry["version"])))
 
 
+class OverlapSteps(Protocol):
+    """The steps of a policy that walks the chain (overlap.py, which builds on this module and
+    registers them in ``OVERLAP`` when imported: a hook, so that neither module imports the other
+    back)."""
+
+    def worker(self, world: World, spec: ActorSpec) -> None: ...
+    def detect(self, world: World, run: Item, now: int) -> bool: ...
+
+
+OVERLAP: list[OverlapSteps] = []
+
+
+def _overlap_steps() -> OverlapSteps:
+    if not OVERLAP:
+        raise RuntimeError(
+            "an overlap policy other than allow needs jobsched_tools.successor.overlap imported"
+        )
+    return OVERLAP[0]
+
+
 def worker(world: World, spec: ActorSpec) -> None:
     if world.proto.overlap != "allow":  # a policy that walks the chain (overlap.py)
-        from jobsched_tools.successor import overlap
-
-        overlap.worker(world, spec)
+        _overlap_steps().worker(world, spec)
         return
     now = spec.at
     for _ in range(int(spec.arg or 1)):
@@ -103,11 +121,8 @@ def detector(world: World, spec: ActorSpec) -> None:
         run = world.get(str(entry["run_id"]))
         if run is None or run.get("check_at") is None or int(run["check_at"]) > now - w.SKEW_MS:
             continue
-        if proto.overlap != "allow":  # a waiting run, a run asked to stop (overlap.py)
-            from jobsched_tools.successor import overlap
-
-            if overlap.detect(world, run, now):
-                continue
+        if proto.overlap != "allow" and _overlap_steps().detect(world, run, now):
+            continue  # a waiting run, a run asked to stop (overlap.py)
         if run["status"] == w.RUNNING:
             _write_and_send(world, w.recover(proto, run, now), run, now)
         elif run["status"] == w.SCHEDULED and run["kind"] == w.MANUAL:

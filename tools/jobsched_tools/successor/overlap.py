@@ -22,7 +22,7 @@ from jobsched_tools.explore.sched import OK
 from jobsched_tools.successor import invariants_overlap
 from jobsched_tools.successor import writes as w
 from jobsched_tools.successor import writes_overlap as wo
-from jobsched_tools.successor.model import PROGRAMS, TRIES, ActorSpec, message
+from jobsched_tools.successor.model import OVERLAP, PROGRAMS, TRIES, ActorSpec, message
 from jobsched_tools.successor.world import DUP, LOST, Message, World
 
 WALK_RULES = (
@@ -313,3 +313,11 @@ def detect(world: World, run: Item, now: int) -> bool:
 
 
 PROGRAMS.update({"oworker": worker, "finisher": finisher})
+
+
+class _Steps:
+    worker = staticmethod(worker)
+    detect = staticmethod(detect)
+
+
+OVERLAP.append(_Steps())

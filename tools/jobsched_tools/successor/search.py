@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from jobsched_tools.explore.sched import OK
 from jobsched_tools.successor.invariants import ERROR, NEVER_APPLIED, check_final
+from jobsched_tools.successor.ledger import Finding
 from jobsched_tools.successor.model import drive
 from jobsched_tools.successor.sets import ActorSet, build
-from jobsched_tools.successor.world import Finding, World
+from jobsched_tools.successor.world import World
 from jobsched_tools.successor.writes import Protocol
 
 Decision = tuple[int, str]  # (actor index, option)

@@ -79,7 +79,7 @@ def _a(name: str, kind: str, when: int = AT, arg: object = None) -> ActorSpec:
     return ActorSpec(name, kind, when, arg)
 
 
-def _retime(timing: w.Timing) -> w.Intent:
+def retime(timing: w.Timing) -> w.Intent:
     return w.Intent("retime", timing)
 
 
@@ -89,10 +89,10 @@ CORE: dict[str, ActorSet] = {
     s.name: s
     for s in (
         ActorSet("tick-tick-crash", (_a("tickA", "tick"), _a("tickB", "tick"))),
-        ActorSet("tick-retime", (_a("tick", "tick"), _a("registrar", "change", arg=_retime(NEW)))),
+        ActorSet("tick-retime", (_a("tick", "tick"), _a("registrar", "change", arg=retime(NEW)))),
         ActorSet("pause-tick", (_a("registrar", "change", arg=PAUSE), _a("tick", "tick"))),
         ActorSet("tick-manual", (_a("tick", "tick"), _a("manual", "manual"))),
-        ActorSet("manual-retime", (_a("manual", "manual"), _a("registrar", "change", arg=_retime(NEW)))),
+        ActorSet("manual-retime", (_a("manual", "manual"), _a("registrar", "change", arg=retime(NEW)))),
         ActorSet(
             "detector-worker",
             (_a("worker", "worker", at(5, 33), 2), _a("detector", "detector", at(5, 33))),
@@ -108,7 +108,7 @@ NEW_SETS: dict[str, ActorSet] = {
     for s in (
         ActorSet(
             "claim-stale-change",
-            (_a("tick", "tick"), _a("registrar", "change", arg=_retime(TEN))),
+            (_a("tick", "tick"), _a("registrar", "change", arg=retime(TEN))),
             budget=Budget(crashes=1, stale=1),
             note="a frozen claimer's put against a change whose new head is at the old successor key",
         ),
@@ -148,20 +148,20 @@ HARD: dict[str, ActorSet] = {
         ),
         ActorSet(
             "retime-onto-head",
-            (_a("tick", "tick"), _a("registrar", "change", arg=_retime(HALF))),
+            (_a("tick", "tick"), _a("registrar", "change", arg=retime(HALF))),
             note="the new timing's first occurrence, 00:05, is the head's own key",
         ),
         ActorSet(
             "retime-onto-claimed",
-            (_a("tick", "tick", at(4, 30)), _a("registrar", "change", at(4, 30), _retime(HALF))),
+            (_a("tick", "tick", at(4, 30)), _a("registrar", "change", at(4, 30), retime(HALF))),
             setup="claimed",
             note="00:05 claimed: the new timing (00:05, 00:07:30) must start after it",
         ),
         ActorSet(
             "retime-there-and-back",
             (
-                _a("registrarA", "change", arg=_retime(TEN)),
-                _a("registrarB", "change", arg=_retime(OLD)),
+                _a("registrarA", "change", arg=retime(TEN)),
+                _a("registrarB", "change", arg=retime(OLD)),
                 _a("tick", "tick"),
             ),
             budget=Budget(),
@@ -212,7 +212,7 @@ HARD: dict[str, ActorSet] = {
         ),
         ActorSet(
             "paused-resume-retime",
-            (_a("resume", "change", arg=RESUME), _a("registrar", "change", arg=_retime(NEW))),
+            (_a("resume", "change", arg=RESUME), _a("registrar", "change", arg=retime(NEW))),
             setup="paused",
             note="paused at 00:03 (no head): a resume and a retime, both on the state alone",
         ),

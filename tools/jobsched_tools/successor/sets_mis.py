@@ -25,7 +25,7 @@ from jobsched_tools.successor import writes as w
 from jobsched_tools.successor import writes_mis as m
 from jobsched_tools.successor.invariants import Violation
 from jobsched_tools.successor.model import ActorSpec, message
-from jobsched_tools.successor.sets import AT, OLD, PAUSE, T0, ActorSet, _retime, at
+from jobsched_tools.successor.sets import AT, OLD, PAUSE, T0, ActorSet, at, retime
 from jobsched_tools.successor.world import Budget, World
 
 SKIP, RUN_ONCE, RUN_ALL = MisfirePolicy.SKIP, MisfirePolicy.RUN_ONCE, MisfirePolicy.RUN_ALL
@@ -142,7 +142,7 @@ SETS_MIS: dict[str, ActorSet] = {
         # max_runs and one-time jobs: the end marker.
         ActorSet(
             "last-claim-change",
-            (_a("tick", "tick"), _a("registrar", "change", arg=_retime(w.Timing(3 * 60_000, T0)))),
+            (_a("tick", "tick"), _a("registrar", "change", arg=retime(w.Timing(3 * 60_000, T0)))),
             budget=Budget(crashes=1, stale=1),
             window_end=at(20),
             note="max_runs 1: the claim of 00:05 puts the end marker; a retime races it",
@@ -221,7 +221,7 @@ SETS_MIS: dict[str, ActorSet] = {
             (
                 _a("backfill", "backfill", at(8, 40), at(2)),
                 _a("tick", "tick", at(8, 40)),
-                _a("registrar", "change", at(8, 40), _retime(w.Timing(3 * 60_000, T0))),
+                _a("registrar", "change", at(8, 40), retime(w.Timing(3 * 60_000, T0))),
             ),
             budget=Budget(crashes=1),
             note="00:02 (no record) backfilled against the claim of 00:10 and a retime",

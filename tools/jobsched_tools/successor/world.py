@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from jobsched.core.errors import ConditionFailed
@@ -27,6 +27,7 @@ from jobsched.core.writes import RUNS, STATE, Item, Put, Update, WriteOp, failin
 from jobsched_tools.explore.sched import OK, Call, Crash, Scheduler
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.successor import invariants
+from jobsched_tools.successor.ledger import Finding, Ledger
 from jobsched_tools.successor.writes import JOB, SHARD, Protocol
 
 CRASH, LOST, STALE, DUP = "crash", "lost", "stale", "dup"
@@ -40,17 +41,6 @@ class Budget:
     lost: int = 0  # lost responses of writes, and lost sends
     stale: int = 0  # index pages served as the index held them at the set-up
     dups: int = 0  # duplicate deliveries
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    key: str
-    detail: str
-    trace: tuple[str, ...]
-
-    def headline(self) -> str:
-        return f"{self.check} {self.key}: {self.detail}"
 
 
 @dataclass
@@ -69,19 +59,6 @@ class Tables(MemoryStore):
 
     def _check_sizes(self, ops: Sequence[WriteOp], currents: Sequence[Item | None], single: bool) -> None:  # noqa: ARG002
         return None
-
-
-@dataclass
-class Ledger:
-    findings: list[Finding] = field(default_factory=list)
-    seen: set[tuple[str, str]] = field(default_factory=set)
-    starts: Counter[str] = field(default_factory=Counter)  # successful starts per run
-    recoveries: Counter[str] = field(default_factory=Counter)  # the detector's recoveries per run
-    commits: Counter[str] = field(default_factory=Counter)  # successful commits per run
-    claimed: set[str] = field(default_factory=set)  # the runs a claim's put made claimed
-    races: Counter[str] = field(default_factory=Counter)  # the condition parts that failed, by tag
-    # The job's history: (instant, status, timing) at the set-up and at each applied change.
-    history: list[tuple[int, str, tuple[int, int]]] = field(default_factory=list)
 
 
 class World:
