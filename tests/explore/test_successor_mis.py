@@ -1,5 +1,5 @@
 """Shape f's model extended to misfire policies, ``max_runs`` and one-time jobs, and backfill
-(docs/proposals/fewer-write-units.md, "Misfire policies, the end of a life, and backfill"): every
+(docs/proposals/successor-model.md, "Misfire policies, the end of a life, and backfill"): every
 set holds at k=2 with the rules; each rule's mutant and each condition part removed is caught.
 """
 

@@ -1,4 +1,4 @@
-"""Shape f, the successor claim, as an explored model (docs/proposals/fewer-write-units.md, "The
+"""Shape f, the successor claim, as an explored model (docs/proposals/successor-model.md, "The
 model: results"): every set holds at k=2 with the repaired keys; the proposal as written (every
 record keyed by its instant) fails; the proposal's four mutants and the repairs' own are caught.
 """

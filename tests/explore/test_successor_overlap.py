@@ -1,4 +1,4 @@
-"""The overlap policies and the chain walk on shape f's model (docs/proposals/fewer-write-units.md,
+"""The overlap policies and the chain walk on shape f's model (docs/proposals/successor-model.md,
 "Overlap and the chain walk"): every overlap set holds at k=2 under its policy; each walk rule and
 condition part removed alone is caught by a named set, by the invariant named here.
 """

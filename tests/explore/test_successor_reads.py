@@ -1,5 +1,5 @@
 """Shape f's model extended to eventually consistent reads, long runs (heartbeats, the recheck),
-two detectors and worker adoption (docs/proposals/fewer-write-units.md, "Reads, heartbeats,
+two detectors and worker adoption (docs/proposals/successor-model.md, "Reads, heartbeats,
 detectors, adoption"): every set holds at k=2; each new condition part removed alone (or with its
 named partners) is caught; the extension's mutants are caught; adoption starts a stale-page claim
 at its instant, where the base rule waits for the redispatch.

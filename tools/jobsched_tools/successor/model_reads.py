@@ -1,5 +1,5 @@
 """Shape f's model extended to eventually consistent reads, long runs (heartbeats, the recheck),
-two detectors and worker adoption (docs/proposals/fewer-write-units.md, "Reads, heartbeats,
+two detectors and worker adoption (docs/proposals/successor-model.md, "Reads, heartbeats,
 detectors, adoption"). The base model's world and actors are unchanged; this module adds:
 
 - ``ReadsWorld``: the world with two more faults, a heartbeat that never lands (``drop``) and an

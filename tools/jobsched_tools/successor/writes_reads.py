@@ -1,5 +1,5 @@
 """Shape f's writes for long runs, eventually consistent reads and worker adoption (docs/proposals/
-fewer-write-units.md, "Reads, heartbeats, detectors, adoption"), in the model's write language:
+successor-model.md, "Reads, heartbeats, detectors, adoption"), in the model's write language:
 pure functions, every condition a named part that ``Protocol.dropped`` removes by its tag.
 
 Under shape f the ``due`` entry (``shard``, ``check_at``) of a started run is its lease entry, as
