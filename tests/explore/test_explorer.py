@@ -502,6 +502,8 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     "pause-detector": (2, ()),
     # a lowered ShardCount's drain hold, restarted by a canary's lease, raced by a second detector
     "drain-detectors": (2, ()),
+    # a stale skip after its holder ended and the skipped run was redispatched (row 8)
+    "workers-detector-skip": (2, ()),
 }
 
 
