@@ -502,6 +502,8 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     "pause-detector": (2, ()),
     # a lowered ShardCount's drain hold, restarted by a canary's lease, raced by a second detector
     "drain-detectors": (2, ()),
+    # a stale skip after its holder ended and the skipped run was redispatched (row 8)
+    "workers-detector-skip": (2, ()),
 }
 
 
@@ -616,3 +618,40 @@ def test_a_wait_that_takes_another_runs_name_is_reported(any_of: bool) -> None:
     with switched_off("buffer_at_start_ops:any_of"):
         world.store.write(buffer_at_start_ops("j@m-2", int(second["version"]), holder, T0, CFG))
     assert [(f.check, f.key) for f in world.ledger.findings] == [("wait_unnamed", "j@m-1")]
+
+
+@pytest.mark.parametrize("case", ["token-part-on", "token-part-off", "holder-ended-after-read"])
+def test_a_skip_naming_a_run_that_ended_before_its_walk_is_reported(case: str) -> None:
+    """``skipped_without_holder`` (promises.md row 8): a skip's ``blocked_by`` was unfinished at
+    some moment since the skipped run's token took the value the skip replaces (its walk read it
+    then). The manual run's walk read 00:05 unfinished; 00:05 ends; the manual run is
+    redispatched (its token moves); the stale skip lands only with
+    ``skip_at_start_ops:_run_token`` off, and is reported. Without the redispatch, the same skip
+    behind the ended 00:05 is the walk's decision, taken on its read: not reported."""
+    from jobsched.core.errors import ConditionFailed
+    from jobsched.core.transitions import skip_at_start_ops
+    from jobsched_tools.explore.scenarios import CFG
+    from jobsched_tools.sim.mutants import switched_off
+
+    world = build(ActorSet("skip-holder", (), setup="claimed-manual"), ())
+    holder = world.inner.get(RUNS, run_key(rid(5))) or {}
+    (manual,) = [r for r in world.inner.tables[RUNS].values() if r.get("kind") == "manual"]
+    manual_id, read_version = str(manual["run_id"]), int(manual["version"])
+    assert holder["status"] == "pending" and manual["status"] == "pending"
+    world.store.update(
+        Update(RUNS, run_key(rid(5)), (), "commit succeeded", set={"status": "succeeded", "version": 9})
+    )
+    if case != "holder-ended-after-read":
+        redispatch = Update(RUNS, run_key(manual_id), (), "redispatch", set={"version": read_version + 1})
+        world.store.update(redispatch)
+    skip = skip_at_start_ops(manual_id, read_version, "overlap policy skip", rid(5), at(5), CFG)
+    if case == "token-part-on":
+        with pytest.raises(ConditionFailed):
+            world.store.write(skip)
+        assert world.ledger.findings == []
+        return
+    with switched_off("skip_at_start_ops:_run_token"):
+        skip = skip_at_start_ops(manual_id, read_version, "overlap policy skip", rid(5), at(5), CFG)
+        world.store.write(skip)
+    found = [(f.check, f.key) for f in world.ledger.findings if f.check == "skipped_without_holder"]
+    assert found == ([] if case == "holder-ended-after-read" else [("skipped_without_holder", manual_id)])

@@ -322,3 +322,26 @@ PROMISES.update(
         ),
     )
 )
+
+# A skip's holder (promises.md row 8, ``skipped_without_holder``): the manual run's worker walks
+# to 00:05, running; 00:05's worker commits; the detector redispatches the manual run, whose
+# dispatch lease lapsed meanwhile (a new token). The stale skip must not land on the new token
+# (``skip_at_start_ops:_run_token``): it would record the run skipped for a run that had ended
+# before the redispatch, and refuse the new message's start.
+PROMISES.update(
+    by_name(
+        ActorSet(
+            "workers-detector-skip",
+            (
+                actor_spec("workerA", "worker"),
+                actor_spec("workerB", "worker"),
+                actor_spec("detector", "detector"),
+            ),
+            setup="claimed-manual",
+            at=T0 + 5 * MINUTE + 33 * SECOND,
+            budget=Budget(crashes=0),
+            note="00:05 and a manual run behind it, both dispatch leases lapsed as their messages "
+            "reach two workers and the detector",
+        ),
+    )
+)

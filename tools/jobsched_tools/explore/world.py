@@ -179,6 +179,11 @@ class World:
         self.registry = HandlerRegistry()
         self.registry.add("t", lambda _ctx: None)
         self.dead_letter_queue = PointDeadLetters(self)  # every job's own dead-letter queue
+        # For the skip's holder (``_skips_held``), by write count: not part of the fingerprint, so
+        # the exploration is the same with the check as without it.
+        self.writes = 0
+        self.token_written_at: dict[str, int] = {}
+        self.unfinished_at: dict[str, int] = {}
 
     # --- the ledger ----------------------------------------------------------------------------
 
@@ -192,6 +197,7 @@ class World:
         self.trace.append(line)
 
     def after_write(self, ops: Sequence[WriteOp]) -> None:
+        self.writes += 1
         for op in ops:
             if isinstance(op, Update) and op.table == RUNS and op.label.startswith("commit "):
                 self.ledger.commits[str(op.key["run_id"])] += 1
@@ -221,6 +227,8 @@ class World:
         )
         self._mark(self.inner.tables[STATE].get(self.job_id), dated)
         self._one_waits()
+        self._skips_held(ops)
+        self._note_runs(ops)
         self._waits_owed(ops)
         self._drain_held(ops)
         self.check_invariants()
@@ -237,6 +245,50 @@ class World:
         )
         if len(waiting) > 1:
             self.find("more_than_one_waits", self.job_id, f"{', '.join(waiting)} wait at once")
+
+    def _skips_held(self, ops: Sequence[WriteOp]) -> None:
+        """``skip``: a run is recorded skipped only because another run of the job holds the turn
+        (README, ``overlap``; promises.md row 8). The run the skip names (``blocked_by``: the
+        holder, or the first run the walk passed over as not yet due, W13, itself pending) was
+        unfinished at some moment since the skipped run's token took the value the skip replaces:
+        the worker's walk read it then (the message carries that token, and the walk follows the
+        message). Not necessarily at the write: the skip has no condition on the holder, which may
+        end between the walk's read and the write (explorer ``workers``, k=2), and a decision taken
+        on a read is the read's. A skip of a run whose token moved since its walk (a redispatch,
+        a promotion) may name a run that ended before that move: reported here."""
+        for op in ops:
+            if not isinstance(op, Update) or op.table != RUNS or op.set.get("status") != "skipped":
+                continue
+            run_id = str(op.key["run_id"])
+            named = str(op.set.get("blocked_by"))
+            holder = self.inner.get(RUNS, run_key(named))
+            if holder is not None and holder.get("status") in UNFINISHED:
+                continue
+            last_unfinished = self.unfinished_at.get(named)
+            since = self.token_written_at.get(run_id, 0)
+            if last_unfinished is None or last_unfinished < since:
+                state = "absent" if holder is None else holder.get("status")
+                self.find(
+                    "skipped_without_holder",
+                    run_id,
+                    f"skipped for {named}, {state} since before the skipped run's token was written",
+                )
+
+    def _note_runs(self, ops: Sequence[WriteOp]) -> None:
+        """For ``_skips_held``: when each run's token was last written, and the last write at
+        which each run was unfinished (just before it or after it)."""
+        for op in ops:
+            if op.table != RUNS:
+                continue
+            target = self.inner._target(op)
+            before = self.previous.get((RUNS, target))
+            after = self.inner.tables[RUNS].get(target)
+            run_id = str((after or before or {}).get("run_id", target))
+            moved = (before or {}).get("version") != (after or {}).get("version")
+            if moved or (before is None) != (after is None):
+                self.token_written_at[run_id] = self.writes
+            if (before or {}).get("status") in UNFINISHED or (after or {}).get("status") in UNFINISHED:
+                self.unfinished_at[run_id] = self.writes
 
     def _waits_owed(self, ops: Sequence[WriteOp]) -> None:
         """I9, a named wait is owed its promotion (``core_invariants.owed_promotion``): checked at

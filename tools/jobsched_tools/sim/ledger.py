@@ -90,6 +90,11 @@ class Ledger:
     # completion, while it stays deleted (a person's re-creation ends the watch), and how many.
     deleted_after_completion: dict[str, int] = field(default_factory=dict)
     completion_deletes: list[tuple[str, int, int]] = field(default_factory=list)  # (job, at, runs)
+    # For ``skipped_without_holder``, by count of writes landed: when each run's token was last
+    # written, and the last write at which each run was unfinished (just before it or after it).
+    writes: int = 0
+    token_written_at: dict[str, int] = field(default_factory=dict)
+    unfinished_at: dict[str, int] = field(default_factory=dict)
 
 
 class LedgerKeeper:
@@ -129,11 +134,13 @@ class LedgerKeeper:
                     self.note_state(job_id, self.inner.get(STATE, {"job_id": job_id}), dated)
             elif op.table == JOBS and self.on_job_write is not None:
                 self.on_job_write(str(op.item["job_id"] if isinstance(op, Put) else op.key["job_id"]))
+        self.ledger.writes += 1
         for op in ops:
             if op.table != RUNS or isinstance(op, Check):
                 continue
             run_id = str(_run_key(op))
             before, after = runs_before.get(run_id), self.inner.get(RUNS, run_key(run_id))
+            self._skip_held(run_id, before, after)
             if isinstance(op, Put):
                 self.ledger.creations[run_id] += 1
                 if before is not None:
@@ -253,6 +260,29 @@ class LedgerKeeper:
             return
         what = "made" if before is None else "started"
         self._violate("ran_after_deletion", run_id, f"{what} by {self.actor}'s {label}, deleted at {since}")
+
+    def _skip_held(self, run_id: str, before: Item | None, after: Item | None) -> None:
+        """``skip`` (promises.md row 8): a run recorded skipped names (``blocked_by``) a run that
+        was unfinished at some moment since the skipped run's token took the value the skip
+        replaces (its walk read it then); the explorer's ``World._skips_held`` says why not at
+        the write itself. Then notes this write for later skips."""
+        ledger = self.ledger
+        moved = (before or {}).get("version") != (after or {}).get("version")
+        if after is not None and after.get("status") == "skipped" and moved:  # a skip's write
+            named = str(after.get("blocked_by"))
+            holder = self.inner.get(RUNS, run_key(named))
+            last_unfinished = ledger.unfinished_at.get(named)
+            if (holder is None or holder.get("status") not in UNFINISHED_STATUSES) and (
+                last_unfinished is None or last_unfinished < ledger.token_written_at.get(run_id, 0)
+            ):
+                state = "absent" if holder is None else holder.get("status")
+                detail = f"skipped for {named}, {state} since its walk"
+                self._violate("skipped_without_holder", run_id, detail)
+        if moved or (before is None) != (after is None):
+            ledger.token_written_at[run_id] = ledger.writes
+        statuses = ((before or {}).get("status"), (after or {}).get("status"))
+        if any(status in UNFINISHED_STATUSES for status in statuses):
+            ledger.unfinished_at[run_id] = ledger.writes
 
     def _observe_run(self, run_id: str, label: str, before: Item | None, after: Item, now: int) -> None:
         status = after.get("status")
