@@ -546,6 +546,11 @@ def recorded() -> Iterator[CallRecorder]:
         "ALLOWED_TOPIC_ARNS": TOPIC,
         "ALLOWED_STREAM_ARNS": STREAM,
         "ALLOWED_DEAD_LETTER_QUEUE_ARNS": queue_arn(JOB_DLQ),
+        # One claim at a time: moto in process is not thread-safe (../shared/README.md), and a
+        # racing write from one claim thread while another iterates a table once failed a claim
+        # with "dictionary changed size during iteration". This test checks which calls each
+        # function makes, which do not depend on how many jobs are claimed at once.
+        "CLAIM_CONCURRENCY": "1",
     }
     with pytest.MonkeyPatch.context() as patch:
         for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"):
