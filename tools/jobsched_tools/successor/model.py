@@ -18,11 +18,12 @@ repair every schedule ends with, before the final checks.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.writes import Item
+from jobsched.core.writes import Item, Put
 
 from jobsched_tools.successor import writes as w
 from jobsched_tools.successor.invariants import heads
@@ -44,7 +45,12 @@ def message(run: Item, version: int) -> dict[str, Any]:
     return {"run_id": run["run_id"], "version": version, "after_run_id": run.get("after_run_id")}
 
 
-def tick(world: World, spec: ActorSpec) -> None:
+def claim_put(world: World, head: Item, now: int, claimer: str) -> Put:
+    """The base model's claim of ``head`` (an extension passes its own to ``tick``)."""
+    return w.claim(world.proto, head, now, claimer)
+
+
+def tick(world: World, spec: ActorSpec, claim: Callable[[World, Item, int, str], Put] = claim_put) -> None:
     now = spec.at
     page = world.due_page(now - w.LOOKBACK_MS, now + w.LOOKAHEAD_MS, stale=True)
     for entry in page:
@@ -56,7 +62,7 @@ def tick(world: World, spec: ActorSpec) -> None:
             if successor.get("claimed_by") == spec.name and successor.get("after_run_id") == entry["run_id"]:
                 world.send(message(entry, int(entry["version"])))
             continue
-        put = w.claim(world.proto, entry, now, spec.name)
+        put = claim(world, entry, now, spec.name)
         try:
             option = world.write([put], put.label, now)
         except ConditionFailed:

@@ -26,6 +26,7 @@ from jobsched_tools.successor import writes as w
 from jobsched_tools.successor import writes_mis as m
 from jobsched_tools.successor.invariants import heads
 from jobsched_tools.successor.model import TRIES, ActorSpec, message, worker
+from jobsched_tools.successor.model import tick as base_tick
 from jobsched_tools.successor.world import LOST, World
 
 DRIVE_STEP_MS = 30 * w.SECOND
@@ -36,27 +37,13 @@ def _proto(world: World) -> m.MisProtocol:
     return world.proto
 
 
+def _claim(world: World, head: Item, now: int, claimer: str) -> Put:
+    return m.claim(_proto(world), head, now, claimer)
+
+
 def tick(world: World, spec: ActorSpec) -> None:
-    now = spec.at
-    page = world.due_page(now - w.LOOKBACK_MS, now + w.LOOKAHEAD_MS, stale=True)
-    for entry in page:
-        if entry.get("kind") != w.TIMED or entry["status"] != w.SCHEDULED:
-            continue
-        successor = world.get(str(entry["next_key"]))
-        if successor is not None:
-            if successor.get("claimed_by") == spec.name and successor.get("after_run_id") == entry["run_id"]:
-                world.send(message(entry, int(entry["version"])))
-            continue
-        put = m.claim(_proto(world), entry, now, spec.name)
-        try:
-            option = world.write([put], put.label, now)
-        except ConditionFailed:
-            continue
-        if option == LOST:
-            again = world.get(str(entry["next_key"]))
-            if again is None or again.get("claimed_by") != spec.name:
-                continue
-        world.send(message(entry, int(entry["version"])))
+    """The base model's tick, claiming with this topic's claim (an end marker after the last)."""
+    base_tick(world, spec, _claim)
 
 
 def detector(world: World, spec: ActorSpec) -> None:
