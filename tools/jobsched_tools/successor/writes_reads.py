@@ -31,6 +31,7 @@ from jobsched_tools.successor.writes import (
     SECOND,
     Protocol,
     run_key,
+    start,
 )
 
 HEARTBEAT_MS = 10 * SECOND  # at most half the lease: one lost heartbeat is tolerated
@@ -46,26 +47,12 @@ class ReadsProtocol(Protocol):
 
 
 def start_leased(proto: Protocol, run_id: str, version: int, now: int, owner: str) -> Update:
-    """The base model's start, with the product's lease: ``check_at`` is the lease's end."""
-    lease = now + RUN_LEASE_MS
-    return Update(
-        RUNS,
-        run_key(run_id),
-        proto.parts(
-            eq("status", SCHEDULED, "start.status_scheduled: a duplicate delivery, a closed head"),
-            eq("version", version, "start.version: a stale message (a redispatch, a relink)"),
-        ),
-        f"start {run_id}",
-        set={
-            "status": RUNNING,
-            "version": version + 1,
-            "check_at": lease,
-            "lease_expires_at": lease,
-            "owner": owner,
-            "lease_token": version + 1,  # whose lease it is (the base model's start sets none)
-            "started_at": now,
-        },
-    )
+    """The base model's start (its condition parts, its ``check_at`` a lease ahead), with the
+    product's lease on the run: its end, its owner and its token."""
+    base = start(proto, run_id, version, now)
+    lease = int(base.set["check_at"])
+    set_ = {**base.set, "lease_expires_at": lease, "owner": owner, "lease_token": version + 1}
+    return Update(RUNS, base.key, base.condition, base.label, set=set_)
 
 
 def heartbeat(proto: Protocol, run_id: str, token: int, owner: str, now: int) -> Update:
