@@ -17,8 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -34,8 +35,17 @@ class RunStatus(StrEnum):
     SKIPPED = "skipped"
     MISSED = "missed"
     # Written by releases before issue 25's atomic claim (a change's fence at an occurrence it
-    # withdrew); no write makes one now. Kept so that such history still reads as not run.
+    # withdrew); no write makes one now. Kept so that such history still reads as not run. The
+    # successor claim (docs/proposals/successor-claim-build.md) reuses it for a cancelled head:
+    # an occurrence that was not due under its timing, and is not a record.
     CANCELLED = "cancelled"
+    # The successor claim's vocabulary (issue 37; nothing writes these yet, see the build plan):
+    # a head, or a claimed run not yet started (its successor exists).
+    SCHEDULED = "scheduled"
+    # A change's closure marker at a closed head's successor key: no claim lands there.
+    CLOSED = "closed"
+    # The end marker of a finite job's life (``max_runs``, ``at()``, ``end``): its last claim.
+    END = "end"
 
 
 # Records of occurrences that did not run and will not (a backfill may rerun a missed one): no
@@ -55,9 +65,60 @@ class RunKind(StrEnum):
 MAX_RUN_ID_LENGTH = 400
 
 
-def run_id_for(job_id: str, scheduled_at_ms: int) -> str:
-    """Deterministic: every trigger derives the same id for the same occurrence."""
-    return f"{job_id}@{iso_z(scheduled_at_ms)}"
+def run_id_for(job_id: str, scheduled_at_ms: int, epoch: int | None = None) -> str:
+    """Deterministic: every trigger derives the same id for the same occurrence. ``epoch``: the
+    successor claim's key (``<job>@<instant>#<epoch>``, the state version of the change that set
+    the timing, so no record of one timing lies at another's key); None: today's id, which reads
+    as epoch 0 (``parse_run_id``)."""
+    base = f"{job_id}@{iso_z(scheduled_at_ms)}"
+    return base if epoch is None else f"{base}#{epoch}"
+
+
+def end_run_id(job_id: str, last_head_at_ms: int, epoch: int) -> str:
+    """The end marker's key: the instant and epoch of the life's last head, so no two lives, raises
+    of ``max_runs`` or changes share one. Sorts after the instants' digits, as ``manual:`` does."""
+    return f"{job_id}@end:{iso_z(last_head_at_ms)}#{epoch}"
+
+
+class RunIdParts(NamedTuple):
+    """A run id, parsed. ``kind``: ``timed`` (an occurrence), ``manual`` (a request) or ``end`` (an
+    end marker). ``instant_ms``: the occurrence's (or the last head's) instant; None for a manual
+    run. ``epoch``: 0 for an id written before epochs (and for a manual run)."""
+
+    job_id: str
+    kind: Literal["timed", "manual", "end"]
+    instant_ms: int | None
+    epoch: int
+    request_id: str | None = None
+
+
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_SUFFIX = re.compile(r"^(?P<instant>[^#]+)(?:#(?P<epoch>[1-9][0-9]*))?$")
+
+
+def parse_run_id(run_id: str) -> RunIdParts:
+    """The parts of a run id (``ValueError`` if it is not one). Readers group a job's items by
+    instant and compare epochs as numbers: within an instant, ids sort as text (``#10`` before
+    ``#9``), so an id is never compared for its epoch."""
+    job_id = run_key(run_id)["job_id"]
+    rest = run_id[len(job_id) + 1 :]
+    if rest.startswith("manual:"):
+        return RunIdParts(job_id, "manual", None, 0, rest[len("manual:") :])
+    kind: Literal["timed", "end"] = "timed"
+    if rest.startswith("end:"):
+        kind, rest = "end", rest[len("end:") :]
+    match = _EPOCH_SUFFIX.match(rest)
+    if match is None:
+        raise ValueError(f"not a run id (expected <job_id>@<instant>[#<epoch>]): {run_id!r}")
+    try:
+        at = datetime.fromisoformat(match["instant"].replace("Z", "+00:00"))
+        # Exact milliseconds (``dt_to_ms`` goes through a float timestamp).
+        instant = (at - _UNIX_EPOCH) // timedelta(milliseconds=1)
+    except (ValueError, TypeError):
+        raise ValueError(f"not a run id (its instant does not parse): {run_id!r}") from None
+    if kind == "end" and match["epoch"] is None:
+        raise ValueError(f"not an end marker's id (expected an epoch): {run_id!r}")
+    return RunIdParts(job_id, kind, instant, int(match["epoch"] or 0))
 
 
 def manual_run_id(job_id: str, request_id: str) -> str:
