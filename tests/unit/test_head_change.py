@@ -403,6 +403,36 @@ def test_hc5_raising_max_runs_of_a_finished_life_heads_after_its_last_run() -> N
     assert head["after_run_id"] == key(5, 1) and head["through"] == at(5)
 
 
+def test_hc5_a_finished_state_raised_after_the_finish_write_counts_from_its_end_marker() -> None:
+    """The finish write (d2adhoc's) raised the state's version without a new epoch: the end marker
+    of the state's epoch is still its life's end, and its count and last run carry."""
+    job = registered(definition(max_runs=1), at(0))
+    job.claim(at(4))
+    state = job.state()
+    assert state is not None
+    finish = {"status": "finished", "version": int(state["version"]) + 1, "runs_claimed": 1}
+    job.store.write([Update(STATE, {"job_id": "j"}, (), "finish", set=finish)])
+    job.change(definition(max_runs=2), at(4.5))
+    head = job.head()
+    assert head is not None and head["run_id"] == key(10, 3) and head["runs_before"] == 1
+    assert ends_life(head)  # 1 + 1 = 2: its run is the raised life's last
+
+
+def test_an_end_marker_of_an_earlier_timing_does_not_stand_for_a_missing_head() -> None:
+    """The head query found no head but an end marker of an epoch the state has left (the life
+    ended, then a raise headed it again): a read that missed the head, to make again. Taken for
+    the life's end, a pause would land beside the live head: a paused job with a head (H1)."""
+    job = registered(definition(max_runs=1), at(0))
+    job.claim(at(4))
+    job.change(definition(max_runs=3), at(6))  # epoch 2, head 00:10#2
+    old_end = job.end_marker()
+    assert old_end is not None and old_end["epoch"] == 1
+    missed_read = job.plan(definition(max_runs=3, enabled=False), at(7), head=None)
+    assert isinstance(missed_read, ReadAgain)
+    pause = job.plan(definition(max_runs=3, enabled=False), at(7))
+    assert isinstance(pause, HeadChangePlan) and pause.close is not None
+
+
 # --- the registrar's decision when it loses --------------------------------------------------------
 
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.head import HeadJob, epoch_of, head_item, is_unstarted_occurrence
+from jobsched.core.head import HeadJob, epoch_of, head_item, is_end_marker, is_unstarted_occurrence
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import RunStatus, parse_run_id
 from jobsched.core.state import (
@@ -66,6 +66,9 @@ HEAD_AT = "head_at"
 # deleted): every change copies them from the head it closes (the model's ``chain_end``).
 CHAIN_END = "latest_run_id"
 THROUGH = "through"
+# The epoch of the state's last change: its ``version`` when the change wrote it, kept apart because
+# other state writes (redate, the finish write) may raise the version (§0).
+EPOCH = "epoch"
 # The life's count of scheduled runs (``max_runs``), copied from the closed head (HC5).
 RUNS_CLAIMED = "runs_claimed"
 
@@ -152,7 +155,8 @@ def plan_head_change(
         head = None  # a job without a head (its last change closed it): a head read is stale
     if head is not None and not is_unstarted_occurrence(head):
         raise ValueError(f"not a head: {head.get('run_id')!r} ({head.get('status')})")
-    read = _Read.of(state, head, end_marker, digest, change_time(state, now, changed_at))
+    ended = end_marker if _ends_live_timing(state, end_marker) else None
+    read = _Read.of(state, head, end_marker, ended, digest, change_time(state, now, changed_at))
     target = _target(read.current, definition, digest, invalid_reason, read.count)
     if target.outcome is Registration.ABSENT:
         return HeadChangePlan(target.outcome, job_id, state, read.epoch)
@@ -161,12 +165,7 @@ def plan_head_change(
         # The new timing has no occurrence left (an at() passed, an end reached): finished. The
         # old timing's due occurrences still meet its misfire policy (no stop reason).
         target = _Target(Registration.FINISHED, {**target.sets, "status": JobStatus.FINISHED.value})
-    if (
-        state is not None
-        and state.get("status") == JobStatus.ACTIVE.value
-        and head is None
-        and end_marker is None
-    ):
+    if state is not None and state.get("status") == JobStatus.ACTIVE.value and head is None and ended is None:
         return ReadAgain(f"job {job_id}: an active state and no head: a write landed between the reads")
     if read.life is None and _unchanged(state, head, target.sets, new_at is not None, digest):
         return HeadChangePlan(Registration.UNCHANGED, job_id, state, read.epoch)
@@ -192,7 +191,13 @@ class _Read:
 
     @classmethod
     def of(
-        cls, state: Item | None, head: Item | None, end_marker: Item | None, digest: str | None, at: int
+        cls,
+        state: Item | None,
+        head: Item | None,
+        end_marker: Item | None,
+        ended: Item | None,
+        digest: str | None,
+        at: int,
     ) -> _Read:
         life = new_life(state, digest)
         current = state if state is None or life is None else _fresh(state)
@@ -204,9 +209,9 @@ class _Read:
             life,
             current,
             max(epochs) + 1,
-            _count(current, head, end_marker, life is not None),
-            _through(current, head, end_marker, at),
-            _chain_end(current, head, end_marker),
+            _count(current, head, ended, life is not None),
+            _through(current, head, ended, at),
+            _chain_end(current, head, ended),
         )
 
 
@@ -221,7 +226,7 @@ def _written(
     cfg: SchedulerConfig,
 ) -> HeadChangePlan:
     """The change's items: the state's attributes, the closure marker and the new head."""
-    sets: Item = {**target.sets, "version": read.epoch, THROUGH: read.through}
+    sets: Item = {**target.sets, "version": read.epoch, EPOCH: read.epoch, THROUGH: read.through}
     sets.update({"registered_at": now, "changed_at": read.at})
     remove: list[str] = []
     if read.chain_end is not None:
@@ -280,8 +285,8 @@ def _count(state: Item | None, head: Item | None, end_marker: Item | None, new: 
 
 def _through(state: Item | None, head: Item | None, end_marker: Item | None, at: int) -> int:
     """The last occurrence decided before the new head: the closed head's ``through`` (the model
-    keeps it when the head is missed, §6), else the end marker's (its last run's instant), else
-    the state's (a paused job's, HC2), else the change's time (a first registration)."""
+    keeps it when the head is missed, §6), else the end marker's (its life's last run), else the
+    state's (a paused job's, HC2), else the change's time (a first registration)."""
     if head is not None:
         return int(head[THROUGH])
     if end_marker is not None:
@@ -290,6 +295,16 @@ def _through(state: Item | None, head: Item | None, end_marker: Item | None, at:
     if state is not None and state.get(THROUGH) is not None:
         return int(state[THROUGH])
     return at
+
+
+def _ends_live_timing(state: Item | None, end_marker: Item | None) -> bool:
+    """Whether the end marker the head query found ended the state's live timing: made in the epoch
+    of the state's last change. An older one (an earlier life, a timing a later change replaced)
+    says nothing of the job now: an active state beside it and no head is a read to make again."""
+    if state is None or end_marker is None or not is_end_marker(end_marker):
+        return False
+    live = state.get(EPOCH, state.get("version"))
+    return live is not None and epoch_of(end_marker) == int(live)
 
 
 def _chain_end(state: Item | None, head: Item | None, end_marker: Item | None) -> str | None:
