@@ -29,6 +29,7 @@ from jobsched.core.transitions.head_change import (
     head_change_ops,
 )
 from jobsched.core.transitions.head_claim import claim_head_op
+from jobsched.core.transitions.head_settle import settle_head_ops
 from jobsched.core.writes import RUNS, STATE, Cond, Item, Put, Update, WriteOp
 from jobsched_tools.fakes.memory_store import MemoryStore
 
@@ -346,6 +347,66 @@ def test_a_change_meeting_a_due_head_settles_it_first() -> None:
     assert isinstance(after, HeadChangePlan) and after.close is not None
     assert after.close.status.value == "cancelled" and after.new_head is not None
     assert after.new_head["run_id"] == key(10, 2)
+
+
+def apply_change(job: Job, d: JobDefinition | None, now: int, digest: str | None = "set") -> HeadChangePlan:
+    """The registrar's loop as a later wave wires it (the model's ``apply_change`` in model_mis.py):
+    plan; settle a due head first with the settle chunks (d1claim's ``settle_head_ops``, at the
+    change's time); write; after a lost race, plan again against the head the failure showed."""
+    hint: dict[str, Any] = {}
+    for _ in range(6):
+        plan = job.plan(d, now, digest, **hint)
+        hint = {}
+        if isinstance(plan, SettleFirst):
+            head: Item | None = plan.head
+            while head is not None:
+                chunk = settle_head_ops(head, plan.settlement.until, CFG)
+                job.store.write(chunk.ops)
+                head = chunk.next_head if chunk.more else None
+            continue
+        assert isinstance(plan, HeadChangePlan), plan
+        try:
+            job.write(plan, now)
+        except ConditionFailed as lost:
+            decision = after_lost_change(plan, lost.op.label, lost.current)
+            if decision.head is not None:
+                hint = {"head": decision.head}
+            continue
+        return plan
+    raise AssertionError("the change never applied")
+
+
+def test_a_retime_meeting_a_due_head_settles_it_then_closes_the_head_the_settle_left() -> None:
+    job = registered(definition(), at(0))  # head 00:05#1, run_once, grace 60 s
+    plan = apply_change(job, definition(schedule="rate(10 minutes)"), at(5.5))
+    assert plan.close is not None and plan.close.head["run_id"] == key(10, 1)
+    late = job.run(key(5, 1))
+    assert late["status"] == "scheduled" and late["reason"] == "late within grace"  # runs late
+    assert job.run(key(10, 1))["status"] == "cancelled" and job.run(key(15, 1))["status"] == "closed"
+    head = job.head()
+    assert head is not None and head["run_id"] == key(10, 2) and head["after_run_id"] == key(5, 1)
+
+
+def test_a_pause_meeting_two_due_occurrences_settles_both_first() -> None:
+    """The settle records both 00:05 and 00:10 (the second within grace runs late); a pause in the
+    change alone would have decided 00:05 and left 00:10 with no record (model_mis finding 1)."""
+    job = registered(definition(misfire={"policy": "skip"}), at(0))
+    plan = apply_change(job, definition(misfire={"policy": "skip"}, enabled=False), at(10.5))
+    assert plan.outcome is Registration.PAUSED and plan.close is not None
+    assert job.run(key(5, 1))["status"] == "missed" and job.run(key(10, 1))["status"] == "scheduled"
+    assert job.run(key(15, 1))["status"] == "cancelled" and job.run(key(20, 1))["status"] == "closed"
+    assert job.heads() == []
+
+
+def test_the_loop_closes_the_successor_of_a_claim_that_landed_first() -> None:
+    job = registered(definition(), at(0))
+    stale = job.plan(definition(enabled=False), at(2))
+    job.claim(at(2))
+    assert isinstance(stale, HeadChangePlan)
+    with pytest.raises(ConditionFailed):
+        job.write(stale, at(2))
+    apply_change(job, definition(enabled=False), at(2))
+    assert job.run(key(10, 1))["status"] == "cancelled" and job.heads() == []
 
 
 def test_an_active_state_without_a_head_reads_again() -> None:
