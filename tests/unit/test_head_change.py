@@ -409,6 +409,17 @@ def test_the_loop_closes_the_successor_of_a_claim_that_landed_first() -> None:
     assert job.run(key(10, 1))["status"] == "cancelled" and job.heads() == []
 
 
+def test_a_change_is_dated_when_it_was_made() -> None:
+    """Seen at 00:06 but made at 00:04 (its stream record's time, ``change_time``): 00:05 was not
+    due under the old timing when the change was made, so it is cancelled, not settled, and the
+    new timing's first occurrence after 00:04 heads it (overdue: the trigger claims it late)."""
+    job = registered(definition(), at(0))
+    plan = job.plan(definition(schedule="rate(2 minutes)"), at(6), changed_at=at(4))
+    assert isinstance(plan, HeadChangePlan) and plan.close is not None
+    assert plan.close.status.value == "cancelled" and plan.new_head is not None
+    assert plan.new_head["run_id"] == key(6, 2) and plan.state_set["changed_at"] == at(4)
+
+
 def test_an_active_state_without_a_head_reads_again() -> None:
     job = registered(definition(), at(0))
     assert isinstance(job.plan(definition(enabled=False), at(2), head=None), ReadAgain)

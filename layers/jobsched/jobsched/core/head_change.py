@@ -8,8 +8,10 @@ four items (docs/proposals/successor-claim-build.md §1, row "change"; the model
 tools/jobsched_tools/successor/writes.py):
 
 - the state, conditional on its version, takes ``version`` = the change's **epoch** E (§0 "Epoch
-  keys"): ``max(state version read, the head's epoch) + 1``, above every epoch the registrar read
-  (an epoch from the state's version alone fails the model's ``retime-there-and-back``);
+  keys"): ``max(state version read, the head's epoch) + 1`` (and above an end marker's epoch
+  read), above every epoch the registrar read (an epoch from the state's version alone fails the
+  model's ``retime-there-and-back``). It also records E as ``epoch``: the finish write and redate
+  may raise ``version`` alone, and an end marker ends the live timing only in that epoch;
 - the job's head N (as read, HC12) is closed: ``cancelled`` when its instant is after the change
   (not due under its timing), ``missed`` when it is not (§0 "One live record per instant");
 - a closure marker at N's successor key (``next_key``), so no claim of N lands after the change
@@ -27,12 +29,17 @@ delete is a change (a new epoch, a new life).
 successor/model_mis.py ``apply_change`` and writes_mis.py ``change_settles_first``): the
 occurrences of the old timing that came due before the change are decided as the detector's
 settle decides them, under the old misfire policy, or recorded ``missed`` with the reason of a
-pause, an invalid item, a delete or a reached ``max_runs`` (docs/design.md, "What a change does to
-occurrences already due"). The plan says so (``SettleFirst``); the caller settles (the settle
-chunk, core/transitions) and plans again against the head the settle left, which is after the
-change. Only a stop whose due head is the one occurrence due closes it ``missed`` in the change
-itself: the settle would record exactly that occurrence, with the same reason, and leave a head
-the change would then cancel.
+pause, an invalid item, a delete or a reached ``max_runs`` (docs/design.md, "What a change to a job
+does"). The plan says so (``SettleFirst``); the caller settles (the settle
+chunk, transitions/head_settle.py) and plans again against the head the settle left, which is
+after the change. (That settle chunk decides under the policy only; a stop's reason, today's
+"job paused before it ran" for every due occurrence, needs a mode it does not have yet. Until
+then the caller settles under the policy, which is the model's rule: model_mis's ``outage-change``
+checks a pause's settle against the policy's fates.)
+
+Only a stop whose due head is the one occurrence due closes it ``missed`` in the change itself:
+the settle would record exactly that occurrence, with the same reason, and leave a head the
+change would then cancel.
 
 Pure: no store, no clock; every time is passed in.
 """
@@ -339,7 +346,7 @@ def _target(
     count: int,
 ) -> _Target:
     """``SCHEDULED`` may still become ``FINISHED`` when the timing has no occurrence left. The stop
-    reasons are docs/design.md's ("What a change does to occurrences already due")."""
+    reasons are docs/design.md's ("What a change to a job does")."""
     if digest is None:
         if state is None:
             return _Target(Registration.ABSENT, {})
