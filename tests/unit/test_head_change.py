@@ -666,3 +666,20 @@ def test_an_invalid_first_registration_makes_the_state_and_no_head() -> None:
     assert fixed.epoch == 2
     head = job.head()
     assert head is not None and head["run_id"] == key(5, 2) and head["through"] == at(1)
+
+
+def test_the_change_carries_every_part_of_the_models_change() -> None:
+    """The product's change and the model's (tools/jobsched_tools/successor/writes.py) name the same
+    condition parts, by tag; a first registration adds ``change.state_absent`` (the model's
+    set-up, ``register``)."""
+    from jobsched_tools.successor.writes import ALL_PARTS
+
+    job = registered(definition(), at(0))
+    plan = job.plan(definition(schedule="rate(10 minutes)"), at(2))
+    assert isinstance(plan, HeadChangePlan)
+    tags = {c.why.split(":", 1)[0] for op in head_change_ops(plan, at(2), CFG) for c in op.condition}
+    assert tags == {tag for tag in ALL_PARTS if tag.startswith("change.")}
+    first = Job().plan(definition(), at(0))
+    assert isinstance(first, HeadChangePlan)
+    first_tags = {c.why.split(":", 1)[0] for op in head_change_ops(first, at(0), CFG) for c in op.condition}
+    assert first_tags == {"change.state_absent", "change.new_head_free"}
