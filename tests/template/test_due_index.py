@@ -15,6 +15,9 @@ from typing import Any
 
 import boto3
 import pytest
+from jobsched.adapters.dynamodb_store import DynamoStore
+from jobsched.core.run import run_key
+from jobsched.core.writes import RUNS, Put
 from jobsched.ports import (
     DUE_INDEX,
     DUE_PROJECTED,
@@ -163,3 +166,30 @@ def test_capacity_scales_due_only_where_it_exists() -> None:
     assert (
         deploy_1.count("Type: AWS::ApplicationAutoScaling::ScalableTarget") == (len(capacity.SCALED) + 1) * 2
     )
+
+
+def test_deploy_1_adds_due_to_a_runs_table_in_use(aws: tuple[Any, Any]) -> None:
+    """The plan's deploy 1, on moto: one UpdateTable ``Create`` of the code's definition, with the
+    keys' attribute definitions ("If you are adding a new global secondary index to the table,
+    AttributeDefinitions must include the key element(s) of the new index",
+    https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateTable.html). The runs
+    already leased are backfilled into it ("Adding a global secondary index to an existing
+    table", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.OnlineOps.html),
+    sparsely: a finished run, with no `check_at`, is not."""
+    dynamodb, sqs = aws
+    resources = provision(dynamodb, sqs, prefix="live")
+    store = DynamoStore(dynamodb, resources.jobs_table, resources.state_table, resources.runs_table)
+    leased = {**run_key("j@1"), "lease_shard": 1, "check_at": 5, "scheduled_at": 1, "status": "pending"}
+    finished = {**run_key("j@0"), "status": "succeeded"}
+    store.write([Put(RUNS, leased, (), "claim"), Put(RUNS, finished, (), "done")])
+    with pytest.raises(ValueError):
+        store.query("due", 1)
+    keys = {attr["AttributeName"] for attr in index_definition(DUE_INDEX)["KeySchema"]}
+    dynamodb.update_table(
+        TableName=resources.runs_table,
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "N"} for key in sorted(keys)],
+        GlobalSecondaryIndexUpdates=[{"Create": index_definition(DUE_INDEX)}],
+    )
+    assert store.query("due", 1).items == [
+        {"job_id": "j", "run_id": "j@1", "lease_shard": 1, "check_at": 5, "scheduled_at": 1}
+    ]
