@@ -56,7 +56,8 @@ DUE_PROJECTED: tuple[str, ...] = (
 # (the plan's §5, S3), so "due" is deployed with the claim that reads it (deploy 1 of §5's
 # migration), not before.
 UNDEPLOYED_INDEXES: frozenset[str] = frozenset({DUE_INDEX})
-# What each index returns of an item (template.yaml's projections; a test holds the two equal):
+# What each index returns of an item (template.yaml's projections, and the code's own for the
+# UNDEPLOYED_INDEXES; tests/template holds the deployed ones equal to the template's):
 # a query sees these attributes and nothing else, so no reader can rely on one the index drops.
 # A KEYS_ONLY index holds the table's key (for runs: job_id and run_id) and its own.
 INDEX_PROJECTION: dict[str, tuple[str, ...]] = {
