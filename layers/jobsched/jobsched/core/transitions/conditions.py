@@ -105,3 +105,67 @@ def _not_asked_to_stop() -> Cond:
 def retention_expiry(now: int, cfg: SchedulerConfig) -> int:
     """DynamoDB TTL is in epoch seconds."""
     return now // 1000 + cfg.history_retention_days * 86_400
+
+
+# --- The successor claim (issue 37): the ad-hoc relink, backfill, the finish write ------------
+# Parts of the writes that join a run to the chain through the job's head (shape f,
+# docs/proposals/successor-claim-build.md §1 "ad-hoc run", "rerun missed", "redate", HC3, HC4,
+# HC11) and of the finish write (HC5); transitions/head_adhoc.py, head_redate.py, head_finish.py
+# build them. Each ``why`` names the model's tag (tools/jobsched_tools/successor/writes.py,
+# writes_mis.py) so that the two can be matched.
+
+
+def _adhoc_run_absent() -> Cond:
+    return not_exists(
+        "run_id",
+        "(model: adhoc.run_absent) the ad-hoc run exists already: a retried request (the same "
+        "request id) whose earlier try landed and whose answer was lost; it is not made twice",
+    )
+
+
+def _backfill_record_absent() -> Cond:
+    return not_exists(
+        "run_id",
+        "(model: backfill.run_absent) the instant got a record in the head's epoch since the read: "
+        "a racing backfill of the same instant, or a redate's record; one record per instant",
+    )
+
+
+def _relink_head_scheduled() -> Cond:
+    return eq(
+        "status",
+        RunStatus.SCHEDULED.value,
+        "(model: adhoc.head_scheduled, backfill.head_scheduled) the head was closed by a change, "
+        "settled by the detector or started since the read: the run must join the chain through "
+        "the job's head as it is now (read it again)",
+    )
+
+
+def _relink_head_version(head: RunItem) -> Cond:
+    return eq(
+        "version",
+        head["version"],
+        "(model: adhoc.head_version, backfill.head_version) another ad-hoc run, backfill or redate "
+        "relinked the head, or the detector redispatched it, since the read: its after_run_id is "
+        "no longer the chain's end as read, and a backfill's range is no longer known to lie "
+        "before the head (HC11)",
+    )
+
+
+def _relink_successor_absent() -> Cond:
+    return not_exists(
+        "run_id",
+        "(model: adhoc.successor_absent, backfill.successor_absent) a claim of the head landed "
+        "since the read (HC3, tick-manual): it is a claimed run now, not the chain's end; relink "
+        "the new head instead, so the run lies between the claimed run and its successor",
+    )
+
+
+def _end_marker_written() -> Cond:
+    return eq(
+        "status",
+        RunStatus.END.value,
+        "(HC5, being modelled) the job's life ended only if its end marker is written: not a "
+        "closure marker a settle or a change put at the end key, and not a key the reader only "
+        "inferred from a head's next_key",
+    )
