@@ -12,7 +12,7 @@ from head_world import CFG, MINUTE, SNAPSHOT, T0, definition, get, items, snapsh
 from jobsched.core.head import HeadJob, ends_life
 from jobsched.core.run import RunKind, end_run_id, run_id_for
 from jobsched.core.transitions import claim_ops, new_run_item
-from jobsched.core.transitions.conditions import _state_unchanged
+from jobsched.core.transitions.conditions import _run_is_new, _state_unchanged
 from jobsched.core.transitions.head_convert import (
     convert_legacy_ops,
     converted_head,
@@ -180,3 +180,14 @@ def test_a_state_that_never_ran_heads_through_its_registration() -> None:
     assert "after_run_id" not in head and "catchups" not in head and head["runs_before"] == 0
     ops = convert_legacy_ops(state, head_job(state), None, CFG.shard_count, NOW)
     assert isinstance(ops[0], Update) and set(ops[0].remove) == {"next_run_at", "sched_shard"}
+
+
+def test_the_first_heads_put_never_replaces_an_item() -> None:
+    """``_run_is_new`` on the head's put, on the op: the epoch E = version + 1 is new, so on the
+    store the state's version part stops any writer of that key first (as the model's
+    ``change.new_head_free``, never caught alone); the put still never overwrites."""
+    state = legacy_state()
+    put = convert_legacy_ops(state, head_job(state), None, CFG.shard_count, NOW)[1]
+    assert isinstance(put, Put)
+    assert failing_parts(put.condition, None) == []
+    assert failing_parts(put.condition, dict(put.item)) == [_run_is_new()]

@@ -22,7 +22,7 @@ from head_world import (
     write,
 )
 from jobsched.core.run import RunStatus, run_id_for
-from jobsched.core.transitions.conditions import _relink_successor_absent, _run_is_new
+from jobsched.core.transitions.conditions import _relink_successor_absent, _run_is_new, _state_unchanged
 from jobsched.core.transitions.head_redate import REDATE_CHUNK_RECORDS, redate_records, redate_with_head_ops
 from jobsched.core.transitions.register import REDATE_FLOOR
 from jobsched.core.writes import STATE, Check, Put, Update, failing_parts
@@ -162,3 +162,16 @@ def test_without_the_successor_check_the_records_are_linked_ahead_of_a_claimed_r
     assert relinked is not None and relinked["after_run_id"] == late_records()[2]["run_id"]
     assert get(store, str(head["next_key"])) is not None  # relinked although claimed
     assert isinstance(ops[1], Put)
+
+
+def test_the_redates_state_part_holds_the_state_as_read() -> None:
+    """``_state_unchanged`` alone, on the op: every write that moves a state with a head (a change,
+    another redate chunk) also moves the head's version or puts the same records, so on the store
+    the relink's parts stop those first (the part is caught only with partners, as the model's
+    ``adhoc.head_scheduled``); the state part keeps the floor and the date as read."""
+    _, head = world()
+    state = dated_state()
+    update = redate_with_head_ops(state, head, late_records(), DATED, T0 - 5 * MINUTE, NOW)[0]
+    assert failing_parts(update.condition, state) == []
+    moved = {**state, "version": state["version"] + 1, REDATE_FLOOR: T0 - 10 * MINUTE}
+    assert failing_parts(update.condition, moved) == [_state_unchanged(state)]
