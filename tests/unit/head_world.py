@@ -16,7 +16,8 @@ from jobsched.core.head import HeadJob, head_item, is_unstarted_occurrence
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key
 from jobsched.core.transitions import new_run_item
-from jobsched.core.writes import RUNS, STATE, Cond, Item, Put, Update, WriteOp, not_exists
+from jobsched.core.transitions.head_claim import claim_head_op
+from jobsched.core.writes import RUNS, STATE, Cond, Item, Put, Update, WriteOp
 from jobsched_tools.fakes.memory_store import MemoryStore
 
 CFG = SchedulerConfig()
@@ -79,22 +80,10 @@ def find_head(store: MemoryStore) -> Item:
 
 
 def claim(store: MemoryStore, head: Item, claimer: str = "t/1") -> Item:
-    """The claim of ``head`` (build plan §0 "The claim, exactly"): one put of N+1 at N's
-    ``next_key``, ``attribute_not_exists``. (d1claim's ``head_claim`` is the product's; this is
-    its shape, enough for the races these tests stage.)"""
-    successor = head_item(
-        JOB,
-        int(head["next_at"]),
-        int(head["epoch"]),
-        through=int(head["scheduled_at"]),
-        shard_count=CFG.shard_count,
-        after_run_id=str(head["run_id"]),
-        claimed_by=claimer,
-        claimed_at=int(head["scheduled_at"]),
-    )
-    assert successor["run_id"] == head["next_key"]
-    store.write([Put(RUNS, successor, (not_exists("run_id", "claim.successor_absent"),), "claim")])
-    return successor
+    """The claim of ``head``: the product's one put at its ``next_key`` (``head_claim``)."""
+    put = claim_head_op(head, int(head["scheduled_at"]) - MINUTE, claimer, CFG)
+    store.write([put])
+    return dict(put.item)
 
 
 def close(store: MemoryStore, head: Item, status: str) -> None:

@@ -32,8 +32,8 @@ from jobsched.core.run import RunStatus, end_run_id, run_id_for
 from jobsched.core.transitions.conditions import (
     _adhoc_run_absent,
     _backfill_record_absent,
-    _relink_head_scheduled,
-    _relink_head_version,
+    _head_scheduled,
+    _head_version,
     _relink_successor_absent,
 )
 from jobsched.core.transitions.head_adhoc import (
@@ -95,7 +95,7 @@ def test_tick_manual_a_claim_landing_before_the_relink_puts_the_run_between_n_an
     before = snapshot(store)
     lost = write(store, ops)
     assert lost is not None and lost.op is ops[2]
-    assert failing_parts(lost.op.condition, lost.current) == [_relink_successor_absent()]
+    assert failing_parts(lost.op.condition, lost.current) == [_relink_successor_absent("adhoc")]
     assert after_join_failure(ops, lost.op) is JoinRetry.READ_AGAIN
     assert snapshot(store) == before  # nothing written
     head = find_head(store)
@@ -112,7 +112,7 @@ def test_without_the_successor_check_the_run_is_linked_ahead_of_a_claimed_run() 
     store, n = world()
     ops = adhoc_ops(manual_run(), state_item(), n)
     claim(store, n)
-    assert write(store, without(ops, _relink_successor_absent())) is None  # the mutant lands
+    assert write(store, without(ops, _relink_successor_absent("adhoc"))) is None  # the mutant lands
     assert adhoc_behind_claimed(items(store), n["run_id"])
 
 
@@ -142,7 +142,7 @@ def test_two_ad_hoc_runs_relinking_one_head_chain_one_behind_the_other() -> None
     assert write(store, first) is None
     lost = write(store, second)
     assert lost is not None and lost.op is second[1]
-    assert failing_parts(lost.op.condition, lost.current) == [_relink_head_version(head)]
+    assert failing_parts(lost.op.condition, lost.current) == [_head_version("adhoc", head["version"])]
     assert after_join_failure(second, lost.op) is JoinRetry.READ_AGAIN
     assert write(store, adhoc_ops(manual_run("b"), state_item(), find_head(store))) is None
     b, relinked = get(store, "j@manual:b"), get(store, head["run_id"])
@@ -154,7 +154,7 @@ def test_without_the_head_version_two_ad_hoc_runs_both_follow_the_old_end() -> N
     first = adhoc_ops(manual_run("a"), state_item(), head)
     second = adhoc_ops(manual_run("b"), state_item(), head)
     assert write(store, first) is None
-    assert write(store, without(second, _relink_head_version(head))) is None  # the mutant lands
+    assert write(store, without(second, _head_version("adhoc", head["version"]))) is None  # the mutant lands
     a, b = get(store, "j@manual:a"), get(store, "j@manual:b")
     assert a and b and a["after_run_id"] == b["after_run_id"] == "j@prev"  # they may overlap
 
@@ -174,10 +174,10 @@ def test_the_relink_holds_only_on_a_scheduled_head() -> None:
     head. No write moves a head's status without its token, so in the model this part is caught
     only with its partners (the version and the successor check); here, alone, on the op."""
     _, head = world()
-    relink = relink_head_ops(head, "j@manual:x", "test")[0]
+    relink = relink_head_ops(head, "j@manual:x", "adhoc")[0]
     assert failing_parts(relink.condition, head) == []
     for status in ("running", "missed", "cancelled", "pending"):
-        assert failing_parts(relink.condition, {**head, "status": status}) == [_relink_head_scheduled()]
+        assert failing_parts(relink.condition, {**head, "status": status}) == [_head_scheduled("adhoc")]
 
 
 def test_an_ad_hoc_run_without_a_head_joins_the_states_chain_end() -> None:

@@ -13,6 +13,7 @@ from head_world import (
     JOB,
     MINUTE,
     T0,
+    definition,
     get,
     seed,
     snapshot,
@@ -21,9 +22,10 @@ from head_world import (
     world,
     write,
 )
-from jobsched.core.head import head_item
+from jobsched.core.head import HeadJob, head_item
 from jobsched.core.run import end_run_id, run_id_for, run_key
 from jobsched.core.transitions.conditions import _end_marker_written, _state_as_read
+from jobsched.core.transitions.head_claim import claim_head_op
 from jobsched.core.transitions.head_finish import (
     FINISH_ITEMS,
     finish_life_ops,
@@ -36,27 +38,26 @@ NOW = T0 + MINUTE
 
 
 def end_marker(**changes: Any) -> dict[str, Any]:
-    """The end marker the last claim puts at its head's next_key (§0's table): the life's count,
-    the last run's id and instant."""
-    item: dict[str, Any] = {
-        "job_id": "j",
-        "run_id": end_run_id("j", T0, EPOCH),
-        "status": "end",
-        "kind": "end",
-        "epoch": EPOCH,
-        "scheduled_at": T0,
-        "after_run_id": f"j@{T0}#last",
-        "runs_claimed": 3,
-        "claimed_by": "t/1",
-        "claimed_at": T0 - MINUTE,
-    }
+    """The end marker the claim of a ``max_runs`` life's last head puts at its ``next_key``
+    (``head_claim.end_marker_item``): the life's count, the last run's id and instant."""
+    last = head_item(
+        HeadJob.of_definition(definition(max_runs=3)),
+        T0,
+        EPOCH,
+        through=T0 - 5 * MINUTE,
+        shard_count=CFG.shard_count,
+        runs_before=2,
+        after_run_id="j@before-last",
+    )
+    item = dict(claim_head_op(last, T0 - MINUTE, "t/1", CFG).item)
+    assert item["status"] == "end" and item["run_id"] == end_run_id("j", T0, EPOCH)
     item.update(changes)
     return item
 
 
 def test_the_finish_write_copies_the_end_marker_to_the_state() -> None:
-    store, head = world()
-    marker = end_marker(after_run_id=head["run_id"])
+    store, _ = world()
+    marker = end_marker()
     seed(store, marker)
     state = state_item(runs_claimed=0, last_scheduled_at=T0 - 5 * MINUTE)
     ops = finish_life_ops(state, marker, NOW)
@@ -68,7 +69,7 @@ def test_the_finish_write_copies_the_end_marker_to_the_state() -> None:
     finished = store.get(STATE, {"job_id": "j"})
     assert finished is not None
     assert finished["status"] == "finished" and finished["version"] == EPOCH + 1
-    assert finished["runs_claimed"] == 3 and finished["latest_run_id"] == head["run_id"]
+    assert finished["runs_claimed"] == 3 and finished["latest_run_id"] == run_id_for("j", T0, EPOCH)
     assert finished["last_scheduled_at"] == T0
 
 

@@ -132,7 +132,7 @@ def test_a_claim_since_the_read_fails_the_redate_which_reads_the_head_again() ->
     before = snapshot(store)
     lost = write(store, ops)
     assert lost is not None and lost.op is ops[-1]
-    assert failing_parts(lost.op.condition, lost.current) == [_relink_successor_absent()]
+    assert failing_parts(lost.op.condition, lost.current) == [_relink_successor_absent("redate")]
     assert snapshot(store) == before
 
 
@@ -157,7 +157,7 @@ def test_without_the_successor_check_the_records_are_linked_ahead_of_a_claimed_r
     seed_state(store, dated_state())
     ops = redate_with_head_ops(dated_state(), head, late_records(), DATED, T0 - 5 * MINUTE, NOW)
     claim(store, head)
-    assert write(store, without(ops, _relink_successor_absent())) is None
+    assert write(store, without(ops, _relink_successor_absent("redate"))) is None
     relinked = get(store, head["run_id"])
     assert relinked is not None and relinked["after_run_id"] == late_records()[2]["run_id"]
     assert get(store, str(head["next_key"])) is not None  # relinked although claimed

@@ -194,61 +194,47 @@ def _redispatch_version(version: int) -> Cond:
 # Parts of the writes that join a run to the chain through the job's head (shape f,
 # docs/proposals/successor-claim-build.md §1 "ad-hoc run", "rerun missed", "redate", HC3, HC4,
 # HC11) and of the finish write (HC5); transitions/head_adhoc.py, head_redate.py, head_finish.py
-# build them. Each ``why`` names the model's tag (tools/jobsched_tools/successor/writes.py,
-# writes_mis.py) so that the two can be matched.
+# build them, with ``_head_scheduled`` and ``_head_version`` above for the head's relink. As
+# above, the model's tag heads each ``why`` (tools/jobsched_tools/successor/writes.py,
+# writes_mis.py); ``tag`` is the write's (``adhoc``, ``backfill``, ``redate``).
 
 
 def _adhoc_run_absent() -> Cond:
+    """(model: adhoc.run_absent) The ad-hoc run's own put: a manual run id is the request's."""
     return not_exists(
         "run_id",
-        "(model: adhoc.run_absent) the ad-hoc run exists already: a retried request (the same "
-        "request id) whose earlier try landed and whose answer was lost; it is not made twice",
+        "adhoc.run_absent: the ad-hoc run exists already: a retried request (the same request id) "
+        "whose earlier try landed and whose answer was lost; it is not made twice",
     )
 
 
 def _backfill_record_absent() -> Cond:
+    """(model: backfill.run_absent) A backfill's new record, at its instant's key in the head's
+    epoch (HC11)."""
     return not_exists(
         "run_id",
-        "(model: backfill.run_absent) the instant got a record in the head's epoch since the read: "
-        "a racing backfill of the same instant, or a redate's record; one record per instant",
+        "backfill.run_absent: the instant got a record in the head's epoch since the read (a "
+        "racing backfill of the same instant, or a redate's record): one record per instant",
     )
 
 
-def _relink_head_scheduled() -> Cond:
-    return eq(
-        "status",
-        RunStatus.SCHEDULED.value,
-        "(model: adhoc.head_scheduled, backfill.head_scheduled) the head was closed by a change, "
-        "settled by the detector or started since the read: the run must join the chain through "
-        "the job's head as it is now (read it again)",
-    )
-
-
-def _relink_head_version(head: RunItem) -> Cond:
-    return eq(
-        "version",
-        head["version"],
-        "(model: adhoc.head_version, backfill.head_version) another ad-hoc run, backfill or redate "
-        "relinked the head, or the detector redispatched it, since the read: its after_run_id is "
-        "no longer the chain's end as read, and a backfill's range is no longer known to lie "
-        "before the head (HC11)",
-    )
-
-
-def _relink_successor_absent() -> Cond:
+def _relink_successor_absent(tag: str) -> Cond:
+    """(model: adhoc.successor_absent, backfill.successor_absent) The ConditionCheck at the
+    relinked head's ``next_key``: the head is still unclaimed (HC3)."""
     return not_exists(
         "run_id",
-        "(model: adhoc.successor_absent, backfill.successor_absent) a claim of the head landed "
-        "since the read (HC3, tick-manual): it is a claimed run now, not the chain's end; relink "
-        "the new head instead, so the run lies between the claimed run and its successor",
+        f"{tag}.successor_absent: a claim of the head landed since the read (tick-manual): it is a "
+        "claimed run now, not the chain's end; relink the new head, so the run lies between the "
+        "claimed run and its successor",
     )
 
 
 def _end_marker_written() -> Cond:
+    """(HC5; the model's end marker is being modelled) The finish write's ConditionCheck at the end
+    marker's key."""
     return eq(
         "status",
         RunStatus.END.value,
-        "(HC5, being modelled) the job's life ended only if its end marker is written: not a "
-        "closure marker a settle or a change put at the end key, and not a key the reader only "
-        "inferred from a head's next_key",
+        "finish.end_marker_written: the job's life ended only if its end marker is written: not a "
+        "closure marker a settle or a change put at the end key, nor a key only inferred",
     )

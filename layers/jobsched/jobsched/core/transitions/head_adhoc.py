@@ -42,8 +42,8 @@ from jobsched.core.transitions.conditions import (
     StateItem,
     _adhoc_run_absent,
     _backfill_record_absent,
-    _relink_head_scheduled,
-    _relink_head_version,
+    _head_scheduled,
+    _head_version,
     _relink_successor_absent,
 )
 from jobsched.core.transitions.settle import _rerun_missed, adhoc_run_ops, rerun_missed_ops
@@ -59,9 +59,7 @@ class NoHeadRead(ValueError):
     ``head_finish.finish_life_ops``, HC5) or the read missed the head; either way, read again."""
 
 
-def relink_head_ops(
-    head: RunItem, run_id: str | None, label: str, through: int | None = None
-) -> list[WriteOp]:
+def relink_head_ops(head: RunItem, run_id: str | None, tag: str, through: int | None = None) -> list[WriteOp]:
     """The head relinked behind ``run_id`` and the check that it is unclaimed: the two items every
     run joining the chain through the head adds to its own write. ``run_id`` None: no run joins
     (a redate chunk of missed records), the head keeps its link but its version still moves, so
@@ -77,14 +75,14 @@ def relink_head_ops(
         Update(
             RUNS,
             run_key(str(head["run_id"])),
-            condition=(_relink_head_scheduled(), _relink_head_version(head)),
-            label=f"relink head {head['run_id']} ({label})",
+            condition=(_head_scheduled(tag), _head_version(tag, version)),
+            label=f"relink head {head['run_id']} ({tag})",
             set=sets,
         ),
         Check(
             RUNS,
             run_key(next_key(head)),
-            condition=(_relink_successor_absent(),),
+            condition=(_relink_successor_absent(tag),),
             label="head unclaimed",
         ),
     ]
@@ -106,7 +104,7 @@ def adhoc_run_with_head_ops(run: RunItem, head: RunItem) -> list[WriteOp]:
     joined = joined_behind_head(run, head)
     return [
         Put(RUNS, joined, condition=(_adhoc_run_absent(),), label="create ad-hoc run"),
-        *relink_head_ops(head, str(run["run_id"]), "ad-hoc run"),
+        *relink_head_ops(head, str(run["run_id"]), "adhoc"),
     ]
 
 
@@ -187,7 +185,7 @@ def rerun_missed_with_head_ops(
     rerun = replace(
         rerun, set={**rerun.set, **link}, remove=(*rerun.remove, *(() if link else ("after_run_id",)))
     )
-    return [rerun, *relink_head_ops(head, str(missed["run_id"]), "rerun")]
+    return [rerun, *relink_head_ops(head, str(missed["run_id"]), "backfill")]
 
 
 def rerun_ops(

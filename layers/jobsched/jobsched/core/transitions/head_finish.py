@@ -15,9 +15,10 @@ every reader applies ``reads_as_finished``: "active, no head, end marker" is fin
 ``status = finished`` then stays the condition of the delete after completion
 (``register.delete_after_completion_ops``), unchanged.
 
-The end marker's attributes, as the plan's §0 lists them: ``runs_claimed`` (the life's scheduled
-runs, the last one's included), ``after_run_id`` (the last run's id, the chain's end) and
-``scheduled_at`` (the last run's instant); ``end_run_id`` gives its key.
+The end marker's attributes (``head_claim.end_marker_item``, a settle chunk's ``_end_marker``):
+``runs_claimed`` (the life's scheduled runs, the last one's included; only where the life counts
+them, ``max_runs``), ``after_run_id`` (the chain's end: the last run) and ``last_run_at`` (the
+last occurrence's instant); ``end_run_id`` gives its key.
 
 **Read the state first, then the job's items** (HC12's Query), and finish only when they read as
 finished. A change that heads a new life (a raise of ``max_runs``) then either lands before the
@@ -86,7 +87,7 @@ def finish_life_ops(state: StateItem, end_marker: Mapping[str, Any], now: int) -
         "status": JobStatus.FINISHED.value,
         "version": int(state["version"]) + 1,
         "updated_at": now,
-        "last_scheduled_at": max(int(end_marker["scheduled_at"]), int(state.get("last_scheduled_at") or 0)),
+        "last_scheduled_at": max(int(end_marker["last_run_at"]), int(state.get("last_scheduled_at") or 0)),
     }
     if end_marker.get("runs_claimed") is not None:
         sets["runs_claimed"] = int(end_marker["runs_claimed"])
