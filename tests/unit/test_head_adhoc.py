@@ -16,6 +16,7 @@ from head_world import (
     T0,
     claim,
     close,
+    definition,
     find_head,
     get,
     items,
@@ -28,6 +29,7 @@ from head_world import (
     world,
     write,
 )
+from jobsched.core.head import HeadJob, head_item
 from jobsched.core.run import RunStatus, end_run_id, run_id_for
 from jobsched.core.transitions.conditions import (
     _adhoc_run_absent,
@@ -51,7 +53,8 @@ from jobsched.core.transitions.head_adhoc import (
     rerun_ops,
     rerunnable,
 )
-from jobsched.core.writes import STATE, Check, Put, Update, failing_parts
+from jobsched.core.transitions.head_finish import finish_life_ops, reads_as_finished
+from jobsched.core.writes import RUNS, STATE, Check, Put, Update, failing_parts
 
 NOW = T0 - MINUTE  # the head is a minute ahead
 
@@ -208,6 +211,9 @@ def test_after_join_failure_knows_only_its_own_operations() -> None:
     other = adhoc_ops(manual_run(), state_item(), head)
     with pytest.raises(ValueError, match="not an operation"):
         after_join_failure(ops, other[0])
+    redate = [Update(STATE, {"job_id": "j"}, (), "redate"), *ops[1:]]
+    with pytest.raises(ValueError, match="first item is its run"):
+        after_join_failure(redate, redate[0])
 
 
 # --- the rerun of a missed record -----------------------------------------------------------------
@@ -376,3 +382,52 @@ def test_a_backfill_meets_a_claim_or_a_relink_and_reads_the_head_again() -> None
     assert write(store, adhoc_ops(manual_run(), state_item(), head)) is None
     lost = write(store, ops)
     assert lost is not None and lost.op is ops[1] and after_join_failure(ops, lost.op) is JoinRetry.READ_AGAIN
+
+
+def test_manual_claim_stale_page_a_claim_after_the_relink_still_lands_and_its_stale_token_is_fenced() -> None:
+    """HC3's forward race (the model's ``manual-claim-stale-page``): the relink lands first, then a
+    claimer holding an older page of the ``due`` index claims N (its successor is still free). The
+    chain stays whole (N+1 behind N, N behind M), and N's message, built from the old page,
+    carries N's old version: its start is fenced, and the redispatch (or the worker's adoption)
+    sends N with its own."""
+    store, n = world()
+    assert write(store, adhoc_ops(manual_run(), state_item(), n)) is None
+    n1 = claim(store, n)  # the stale page's N: version 1, after_run_id j@prev
+    relinked = get(store, n["run_id"])
+    assert relinked is not None and relinked["version"] == 2 and n["version"] == 1
+    assert relinked["after_run_id"] == "j@manual:r1" and n1["after_run_id"] == n["run_id"]
+    made = get(store, "j@manual:r1")
+    assert made is not None and made["after_run_id"] == "j@prev"
+
+
+def test_an_ad_hoc_run_meeting_the_lifes_last_claim_waits_for_the_finish_write() -> None:
+    """HC5 beside HC3: the head is its life's last (``max_runs``); its claim puts the end marker
+    between the ad-hoc run's read and write. The check at the end key fails; read again, the job
+    has no head and its state is still active: refused until the finish write copies the chain's
+    end, after which the run joins behind the last run."""
+    last = head_item(
+        HeadJob.of_definition(definition(max_runs=3)),
+        T0,
+        EPOCH,
+        through=T0 - 5 * MINUTE,
+        shard_count=CFG.shard_count,
+        runs_before=2,
+        after_run_id="j@prev",
+    )
+    store, _ = world()
+    store.tables[RUNS].clear()
+    seed(store, last)
+    ops = adhoc_ops(manual_run(), state_item(), last)
+    marker = claim(store, last)
+    lost = write(store, ops)
+    assert lost is not None and lost.op is ops[2] and after_join_failure(ops, lost.op) is JoinRetry.READ_AGAIN
+    state = store.get(STATE, {"job_id": "j"})
+    assert state is not None and reads_as_finished(state, None, marker)
+    with pytest.raises(NoHeadRead):
+        adhoc_ops(manual_run(), state, None)
+    assert write(store, finish_life_ops(state, marker, NOW)) is None
+    finished = store.get(STATE, {"job_id": "j"})
+    assert finished is not None and finished["status"] == "finished"
+    assert write(store, adhoc_ops(manual_run(), finished, None)) is None
+    made = get(store, "j@manual:r1")
+    assert made is not None and made["after_run_id"] == last["run_id"]

@@ -153,6 +153,9 @@ def after_join_failure(ops: list[WriteOp], lost: WriteOp) -> JoinRetry:
     transaction, and the run's own item comes first)."""
     if not ops or all(lost is not op for op in ops):
         raise ValueError(f"{lost.label}: not an operation of this write")
+    if ops[0].table != RUNS:
+        # A redate's first item is the state: its loss means the state moved, not "made".
+        raise ValueError(f"{ops[0].label}: not a write whose first item is its run")
     return JoinRetry.MADE if lost is ops[0] else JoinRetry.READ_AGAIN
 
 
