@@ -30,7 +30,7 @@ from head_world import (
     write,
 )
 from jobsched.core.head import HeadJob, head_item
-from jobsched.core.run import RunStatus, end_run_id, run_id_for
+from jobsched.core.run import RunStatus, end_run_id, run_id_for, shard_of
 from jobsched.core.transitions.conditions import (
     _adhoc_run_absent,
     _backfill_record_absent,
@@ -49,6 +49,7 @@ from jobsched.core.transitions.head_adhoc import (
     backfill_run_id,
     backfill_step,
     backfill_with_head_ops,
+    in_epoch,
     relink_head_ops,
     rerun_ops,
     rerunnable,
@@ -431,3 +432,11 @@ def test_an_ad_hoc_run_meeting_the_lifes_last_claim_waits_for_the_finish_write()
     assert write(store, adhoc_ops(manual_run(), finished, None)) is None
     made = get(store, "j@manual:r1")
     assert made is not None and made["after_run_id"] == last["run_id"]
+
+
+def test_a_record_built_at_its_legacy_id_is_keyed_in_the_heads_epoch() -> None:
+    legacy = record(T0 - 10 * MINUTE, None, RunStatus.PENDING, kind="backfill")
+    keyed = in_epoch(legacy, EPOCH, CFG.shard_count)
+    assert keyed["run_id"] == run_id_for("j", T0 - 10 * MINUTE, EPOCH) != legacy["run_id"]
+    assert keyed["lease_shard"] == shard_of(keyed["run_id"], CFG.shard_count)
+    assert "lease_shard" not in in_epoch(record(T0 - 10 * MINUTE, None, RunStatus.MISSED), EPOCH, 8)

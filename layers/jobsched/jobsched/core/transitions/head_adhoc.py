@@ -46,7 +46,7 @@ from jobsched.core.transitions.conditions import (
     _head_version,
     _relink_successor_absent,
 )
-from jobsched.core.transitions.settle import _rerun_missed, adhoc_run_ops, rerun_missed_ops
+from jobsched.core.transitions.settle import adhoc_run_ops, rerun_missed_ops
 from jobsched.core.writes import RUNS, Check, Item, Put, Update, WriteOp
 
 # The ad-hoc run's transaction: the run, the head relinked, the check at its successor key.
@@ -183,7 +183,8 @@ def rerun_missed_with_head_ops(
     parts, ``backfill.record_missed`` and ``backfill.record_version``), joining the chain through
     the head: its ``after_run_id`` is the head's, the head relinked behind it, checked unclaimed."""
     _refuse_not_rerunnable(missed)
-    rerun = _rerun_missed(missed, definition, def_hash, now, cfg)
+    (rerun,) = rerun_missed_ops(missed, definition, def_hash, now, cfg, None)  # the record's own write
+    assert isinstance(rerun, Update)
     link = {"after_run_id": head["after_run_id"]} if head.get("after_run_id") is not None else {}
     rerun = replace(
         rerun, set={**rerun.set, **link}, remove=(*rerun.remove, *(() if link else ("after_run_id",)))
@@ -246,11 +247,10 @@ def backfill_step(
     occurrence is not decided yet (the head's claim or settle decides it; HC11), and after now.
     An instant holding a live record of any epoch gets nothing new: a missed one is rerun, one
     that ran or runs is left (``ran``). A cancelled head or a marker is not a record."""
-    head_at = int(head["scheduled_at"])
-    if at >= head_at:
-        raise BackfillRefused(f"{iso_z(at)} is {NOT_SETTLED}")
     if at > now:
         raise BackfillRefused(f"{iso_z(at)} is in the future: backfill covers past occurrences only")
+    if at >= int(head["scheduled_at"]):
+        raise BackfillRefused(f"{iso_z(at)} is {NOT_SETTLED}")
     records = [item for item in items if _instant_of(item) == at and is_record(item)]
     ran = [record for record in records if record.get("status") not in NOT_RUN]
     if ran:
