@@ -6,6 +6,8 @@ the part stops."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator, Iterator
+
 import pytest
 from head_world import (
     CFG,
@@ -54,8 +56,10 @@ from jobsched.core.transitions.head_adhoc import (
     rerun_ops,
     rerunnable,
 )
+from jobsched.core.transitions.head_claim import claim_head_op
 from jobsched.core.transitions.head_finish import finish_life_ops, reads_as_finished
 from jobsched.core.writes import RUNS, STATE, Check, Put, Update, failing_parts
+from jobsched_tools.fakes.memory_store import MemoryStore
 
 NOW = T0 - MINUTE  # the head is a minute ahead
 
@@ -440,3 +444,94 @@ def test_a_record_built_at_its_legacy_id_is_keyed_in_the_heads_epoch() -> None:
     assert keyed["run_id"] == run_id_for("j", T0 - 10 * MINUTE, EPOCH) != legacy["run_id"]
     assert keyed["lease_shard"] == shard_of(keyed["run_id"], CFG.shard_count)
     assert "lease_shard" not in in_epoch(record(T0 - 10 * MINUTE, None, RunStatus.MISSED), EPOCH, 8)
+
+
+# --- every interleaving -----------------------------------------------------------------------------
+
+Step = Generator[None, None, None]
+
+
+def adhoc_actor(store: MemoryStore, request: str, tries: int = 2, answer_lost: bool = False) -> Step:
+    """Operations' ad-hoc run: read the head (HC12), write, and after a failure decide
+    (``after_join_failure``): made, or read the head again. ``answer_lost``: the first write
+    lands but its answer is lost, so the request is made again."""
+    for attempt in range(tries):
+        head = find_head(store)
+        yield
+        ops = adhoc_ops(manual_run(request), state_item(), head)
+        lost = write(store, ops)
+        # The model's adhoc_behind_claimed, checked in the write's own step: the head it relinked
+        # was not claimed.
+        assert lost is not None or not adhoc_behind_claimed(items(store), str(head["run_id"]))
+        if lost is None and not (answer_lost and attempt == 0):
+            return
+        if lost is not None and after_join_failure(ops, lost.op) is JoinRetry.MADE:
+            return
+        yield
+
+
+def claim_actor(store: MemoryStore) -> Step:
+    """A tick: read the head (a due page), put its successor; a failed put sends nothing."""
+    head = find_head(store)
+    yield
+    write(store, [claim_head_op(head, NOW, "t/1", CFG)])
+
+
+def interleavings(make: Callable[[MemoryStore], list[Step]]) -> Iterator[MemoryStore]:
+    """Every order of the actors' steps (depth first; each schedule replayed from a fresh store)."""
+    pending: list[list[int]] = [[]]
+    while pending:
+        prefix = pending.pop()
+        store, _ = world()
+        actors = make(store)
+        alive = list(range(len(actors)))
+        for choice in prefix:
+            if next(actors[choice], StopIteration) is StopIteration:
+                alive.remove(choice)
+        while alive:
+            pending.extend([*prefix, other] for other in alive[1:])
+            prefix = [*prefix, alive[0]]
+            if next(actors[alive[0]], StopIteration) is StopIteration:
+                alive.remove(alive[0])
+        yield store
+
+
+def one_chain(store: MemoryStore) -> list[str]:
+    """The runs from the head back to the chain's start: each run once, every run on it (the ad-hoc
+    runs and the claimed occurrences), no two runs behind one (which could overlap)."""
+    by_id = {str(item["run_id"]): item for item in items(store)}
+    head = find_head(store)
+    manual = {run_id for run_id in by_id if run_id.startswith("j@manual:")}
+    walked: list[str] = []
+    link = head.get("after_run_id")
+    while link is not None and link != "j@prev":
+        assert link not in walked, walked
+        walked.append(str(link))
+        link = by_id[str(link)].get("after_run_id")
+    claimed = {str(item["run_id"]) for item in by_id.values() if item.get("next_key") in by_id}
+    assert set(walked) == manual | claimed, (walked, manual, claimed)
+    links = [item.get("after_run_id") for item in by_id.values() if item.get("after_run_id")]
+    assert len(links) == len(set(links)), links
+    return walked
+
+
+def test_every_interleaving_of_two_ad_hoc_runs_and_a_claim_keeps_one_chain() -> None:
+    schedules = 0
+    for store in interleavings(
+        lambda store: [adhoc_actor(store, "a"), adhoc_actor(store, "b"), claim_actor(store)]
+    ):
+        schedules += 1
+        one_chain(store)
+    assert schedules > 100
+
+
+def test_every_interleaving_of_a_retried_request_and_two_claims_keeps_one_chain() -> None:
+    def actors(store: MemoryStore) -> list[Step]:
+        return [adhoc_actor(store, "a", tries=3, answer_lost=True), claim_actor(store), claim_actor(store)]
+
+    schedules = 0
+    for store in interleavings(actors):
+        schedules += 1
+        chain = one_chain(store)
+        assert chain.count("j@manual:a") == 1  # made once, whatever the order
+    assert schedules > 50
