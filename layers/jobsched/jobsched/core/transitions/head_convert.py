@@ -15,10 +15,13 @@ One transaction, a change in the epoch's sense (§0):
 
 If the legacy key ``<job>@<next_run_at>`` holds a record (only a backfill can have put one there:
 a claim or a settle writes it with the state's advance), the occurrence is decided: the head goes
-to the next occurrence, ``through`` = that instant, as ``advance_op`` did; with no next
-occurrence the state is finished instead, keeping ``latest_run_id`` (the chain's end while the
-job has no head). Every writer of the legacy key moves the state's version in the same write
-(today's claim, settle and ad-hoc join), so the version part holds the read of that key.
+to the next occurrence, ``through`` = that instant, as ``advance_op`` did. An overdue state's
+next occurrences may all have been backfilled (a backfill covers past instants), so the head
+goes to the first occurrence from ``next_run_at`` on that holds no legacy record; the caller
+reads the job's legacy keys from ``next_run_at`` to now (``recorded``). With no occurrence left
+the state is finished instead, keeping ``latest_run_id`` (the chain's end while the job has no
+head). Every writer of a legacy key moves the state's version in the same write (today's claim,
+settle and ad-hoc join), so the version part holds that read.
 
 A conversion interrupted anywhere leaves the state in ``next-run``, where the next tick or pass
 meets it again (level-triggered). Legacy records keep their ids (epoch 0).
@@ -26,11 +29,11 @@ meets it again (level-triggered). Legacy records keep their ids (epoch 0).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from jobsched.core.head import HeadJob, head_item
-from jobsched.core.run import run_id_for
+from jobsched.core.run import parse_run_id, run_id_for
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
 from jobsched.core.transitions.conditions import RunItem, StateItem, _run_is_new, _state_unchanged
 from jobsched.core.writes import RUNS, STATE, Item, Put, Update, WriteOp
@@ -49,24 +52,40 @@ def legacy_key(state: Mapping[str, Any]) -> str:
     return run_id_for(str(state["job_id"]), int(state["next_run_at"]))
 
 
+def legacy_recorded(state: Mapping[str, Any], items: Iterable[Mapping[str, Any]]) -> set[int]:
+    """The instants from the state's ``next_run_at`` on whose legacy key holds a record, among
+    ``items`` (the job's runs as read, e.g. a Query of its legacy keys from ``legacy_key(state)``
+    on): what ``convert_legacy_ops`` passes over."""
+    recorded: set[int] = set()
+    for item in items:
+        try:
+            parts = parse_run_id(str(item["run_id"]))
+        except ValueError:
+            continue
+        at = parts.instant_ms
+        if parts.kind == "timed" and parts.epoch == 0 and at is not None and at >= int(state["next_run_at"]):
+            recorded.add(at)
+    return recorded
+
+
 def convert_legacy_ops(
     state: StateItem,
     job: HeadJob,
-    legacy_record: Mapping[str, Any] | None,
+    recorded: Collection[int],
     shard_count: int,
     now: int,
 ) -> list[WriteOp]:
     """The conversion of ``state`` (see the module's docstring). ``job``: the head's copy of the
     job (the state's ``timing``, ``misfire`` and ``def_hash``, ``head_job_of_state``);
-    ``legacy_record``: the item at ``legacy_key(state)`` as read, or None."""
+    ``recorded``: the instants from ``next_run_at`` on whose legacy key holds a record, as read."""
     if not is_legacy(state):
         raise ValueError(f"job {state['job_id']}: only an active state in next-run is converted")
     epoch = int(state["version"]) + 1
     at: int | None = int(state["next_run_at"])
     through = _through(state, now)
-    if legacy_record is not None:
-        assert at is not None
-        through, at = at, job.next_after(at)
+    skipped = False
+    while at is not None and at in recorded:
+        through, at, skipped = at, job.next_after(at), True
     sets: Item = {"version": epoch, "updated_at": now}
     remove: tuple[str, ...] = CONVERTED_AWAY
     if at is None:
@@ -86,7 +105,7 @@ def convert_legacy_ops(
         catchups=catchups or None,
     )
     sets["head_at"] = at
-    if legacy_record is not None:
+    if skipped:
         sets["last_scheduled_at"] = through
     return [
         _state_op(state, sets, remove),
