@@ -190,6 +190,46 @@ def _redispatch_version(version: int) -> Cond:
     )
 
 
+# --- d2change: the change transaction and first registration (successor claim, shape f) -------
+# docs/proposals/successor-claim-build.md §1 rows "change" and "first registration"; the model's
+# ``change`` (tools/jobsched_tools/successor/writes.py), whose tags the ``why`` of each part names.
+# The closed head's two parts are the shared ``_head_scheduled("change")`` and
+# ``_head_version("change", ...)`` above.
+
+
+def _change_state_version(state: StateItem) -> Cond:
+    return eq(
+        "version",
+        state["version"],
+        "change.state_version: another change (or the finish write) since the read: two changes "
+        "naming one epoch would each make a head (model: change.state_version)",
+    )
+
+
+def _change_state_absent() -> Cond:
+    return not_exists(
+        "job_id",
+        "change.state_absent: a first registration's state is made once; a racing registrar that "
+        "made it first owns epoch 1 (model: register)",
+    )
+
+
+def _change_marker_absent() -> Cond:
+    return not_exists(
+        "run_id",
+        "change.marker_absent: a claim landed first on the head's successor key (the head runs as "
+        "claimed; read again and close its successor) (model: change.marker_absent)",
+    )
+
+
+def _change_new_head_free() -> Cond:
+    return not_exists(
+        "run_id",
+        "change.new_head_free: a racing change that named the same epoch made its head here; "
+        "change.state_version stops it first (model: change.new_head_free)",
+    )
+
+
 # --- The successor claim (issue 37): the ad-hoc relink, backfill, the finish write ------------
 # Parts of the writes that join a run to the chain through the job's head (shape f,
 # docs/proposals/successor-claim-build.md §1 "ad-hoc run", "rerun missed", "redate", HC3, HC4,
