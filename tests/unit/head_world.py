@@ -42,6 +42,7 @@ def state_item(**changes: Any) -> Item:
         "job_id": "j",
         "status": "active",
         "version": EPOCH,
+        "epoch": EPOCH,  # the epoch of the state's last change (head_change.EPOCH)
         "def_hash": JOB.def_hash,
         "timing": dict(JOB.timing),
         "misfire": dict(JOB.misfire),

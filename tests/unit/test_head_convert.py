@@ -75,7 +75,8 @@ def test_a_legacy_state_takes_its_epoch_and_the_job_its_first_head_in_one_transa
     assert converted is not None and converted["version"] == VERSION + 1 and converted["head_at"] == T0
     for gone in ("next_run_at", "sched_shard", "catchups", "latest_run_id"):
         assert gone not in converted
-    assert converted["runs_claimed"] == 3 and converted["last_scheduled_at"] == T0 - 5 * MINUTE
+    assert converted["runs_claimed"] == 3 and converted["through"] == T0 - 5 * MINUTE
+    assert converted["epoch"] == VERSION + 1
     assert not is_legacy(converted)
     head = get(store, run_id_for("j", T0, VERSION + 1))
     assert head is not None and head == converted_head(ops)
@@ -97,7 +98,7 @@ def test_a_backfills_record_at_the_legacy_key_sends_the_head_to_the_next_occurre
     assert get(store, run_id_for("j", T0, VERSION + 1)) is None  # one record at T0: the backfill's
     converted = store.get(STATE, {"job_id": "j"})
     assert converted is not None and converted["head_at"] == T0 + 5 * MINUTE
-    assert converted["last_scheduled_at"] == T0
+    assert converted["through"] == T0
 
 
 def test_a_backfill_of_the_last_occurrence_finishes_the_converted_state() -> None:
@@ -111,6 +112,7 @@ def test_a_backfill_of_the_last_occurrence_finishes_the_converted_state() -> Non
     finished = store.get(STATE, {"job_id": "j"})
     assert finished is not None and finished["status"] == "finished"
     assert finished["latest_run_id"] == LATEST  # the chain's end while the job has no head
+    assert finished["through"] == T0 and finished["epoch"] == VERSION + 1
     assert "next_run_at" not in finished and "catchups" not in finished
     assert not [item for item in items(store) if item["job_id"] == "j"]
 

@@ -28,6 +28,7 @@ from jobsched.core.transitions.conditions import _end_marker_written, _state_as_
 from jobsched.core.transitions.head_claim import claim_head_op
 from jobsched.core.transitions.head_finish import (
     FINISH_ITEMS,
+    ends_live_life,
     finish_life_ops,
     reads_as_finished,
     status_as_read,
@@ -59,7 +60,7 @@ def test_the_finish_write_copies_the_end_marker_to_the_state() -> None:
     store, _ = world()
     marker = end_marker()
     seed(store, marker)
-    state = state_item(runs_claimed=0, last_scheduled_at=T0 - 5 * MINUTE)
+    state = state_item(runs_claimed=0, through=T0 - 5 * MINUTE)
     ops = finish_life_ops(state, marker, NOW)
     assert len(ops) == FINISH_ITEMS == 2
     update, check = ops
@@ -70,7 +71,7 @@ def test_the_finish_write_copies_the_end_marker_to_the_state() -> None:
     assert finished is not None
     assert finished["status"] == "finished" and finished["version"] == EPOCH + 1
     assert finished["runs_claimed"] == 3 and finished["latest_run_id"] == run_id_for("j", T0, EPOCH)
-    assert finished["last_scheduled_at"] == T0
+    assert finished["through"] == T0 and finished["epoch"] == EPOCH  # the life's epoch stays
 
 
 def test_a_reader_takes_active_without_a_head_but_with_an_end_marker_as_finished() -> None:
@@ -154,3 +155,18 @@ def test_the_finish_write_refuses_what_is_not_an_active_state_and_its_end_marker
         finish_life_ops(state_item(), {**marker, "run_id": end_run_id("k", T0, EPOCH)}, NOW)
     with pytest.raises(ValueError, match="not an end marker"):
         finish_life_ops(state_item(), {**marker, "run_id": run_id_for("j", T0, EPOCH)}, NOW)
+
+
+def test_an_end_marker_of_an_earlier_life_ends_nothing() -> None:
+    """A change since the life ended (a raise of ``max_runs``: epoch 3) started another life; the
+    earlier life's marker (epoch 2) says nothing of the job now, whatever a read misses."""
+    marker = end_marker()
+    later = state_item(version=4, epoch=3)  # a redate since raised the version alone
+    assert ends_live_life(state_item(), marker) and not ends_live_life(later, marker)
+    assert not reads_as_finished(later, None, marker)
+    with pytest.raises(ValueError, match="not of the state's live epoch 3"):
+        finish_life_ops(later, marker, NOW)
+    # A state without the attribute (before the change wrote it) goes by its version.
+    bare = {key: value for key, value in state_item().items() if key != "epoch"}
+    assert ends_live_life(bare, marker) and not ends_live_life({**bare, "version": 3}, marker)
+    assert not ends_live_life(state_item(), None) and not ends_live_life(None, marker)

@@ -8,7 +8,8 @@ One transaction, a change in the epoch's sense (§0):
   flight, a settle or a registrar's change moved it; one of the two fails, and the loser reads
   again), takes version E = ``version`` + 1 and loses ``next_run_at``, ``sched_shard`` (so it
   leaves ``next-run``), ``catchups`` and ``latest_run_id`` (the head carries them); it gains
-  ``head_at``, the instant of the head made;
+  ``epoch`` = E, ``through`` and ``head_at`` (the instant of the head made), as a change writes
+  them (``core/head_change.py``);
 - the job's first head at ``<job>@<next_run_at>#E`` (``_run_is_new``), with ``after_run_id`` =
   ``latest_run_id``, ``runs_before`` = ``runs_claimed``, ``through`` = ``last_scheduled_at``, and
   the state's ``catchups`` (an outage's count in progress, now on the head as a settle chunk's).
@@ -33,6 +34,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from jobsched.core.head import HeadJob, head_item
+from jobsched.core.head_change import CHAIN_END, EPOCH, HEAD_AT, RUNS_CLAIMED, THROUGH
 from jobsched.core.run import parse_run_id, run_id_for
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus
 from jobsched.core.transitions.conditions import RunItem, StateItem, _run_is_new, _state_unchanged
@@ -83,16 +85,15 @@ def convert_legacy_ops(
     epoch = int(state["version"]) + 1
     at: int | None = int(state["next_run_at"])
     through = _through(state, now)
-    skipped = False
     while at is not None and at in recorded:
-        through, at, skipped = at, job.next_after(at), True
-    sets: Item = {"version": epoch, "updated_at": now}
-    remove: tuple[str, ...] = CONVERTED_AWAY
+        through, at = at, job.next_after(at)
+    # As a change writes them (head_change): the epoch apart from the version, which the finish
+    # write and redate raise alone; ``through``, the state's while the job has no head.
+    sets: Item = {"version": epoch, EPOCH: epoch, THROUGH: through, "updated_at": now}
     if at is None:
         # The backfill's record was the schedule's last occurrence: finished, as advance_op did.
-        sets.update({"status": JobStatus.FINISHED.value, "last_scheduled_at": through})
-        remove = (*INDEX_ATTRIBUTES, "catchups")
-        return [_state_op(state, sets, remove)]
+        sets["status"] = JobStatus.FINISHED.value
+        return [_state_op(state, sets, (*INDEX_ATTRIBUTES, "catchups"))]
     catchups = int(state.get("catchups") or 0)
     head = head_item(
         job,
@@ -100,15 +101,13 @@ def convert_legacy_ops(
         epoch,
         through=through,
         shard_count=shard_count,
-        runs_before=int(state.get("runs_claimed") or 0),
-        after_run_id=state.get("latest_run_id"),
+        runs_before=int(state.get(RUNS_CLAIMED) or 0),
+        after_run_id=state.get(CHAIN_END),
         catchups=catchups or None,
     )
-    sets["head_at"] = at
-    if skipped:
-        sets["last_scheduled_at"] = through
+    sets[HEAD_AT] = at
     return [
-        _state_op(state, sets, remove),
+        _state_op(state, sets, CONVERTED_AWAY),
         Put(RUNS, head, condition=(_run_is_new(),), label="convert: first head"),
     ]
 
