@@ -260,6 +260,13 @@ def test_a_cancelled_head_or_a_marker_is_never_rerun() -> None:
     assert len(rerun_ops(legacy_cancelled, SNAPSHOT, JOB.def_hash, NOW, CFG, state_item(), head)) == 3
 
 
+def test_a_record_at_or_after_the_head_is_not_rerun() -> None:
+    _, head = world()
+    for at in (T0, T0 + 5 * MINUTE):
+        with pytest.raises(BackfillRefused, match=NOT_SETTLED):
+            rerun_ops(record(at, 1, RunStatus.MISSED), SNAPSHOT, JOB.def_hash, NOW, CFG, state_item(), head)
+
+
 def test_two_reruns_of_one_record_run_it_once() -> None:
     store, head = world()
     missed = record(T0 - 10 * MINUTE, EPOCH, RunStatus.MISSED)

@@ -179,10 +179,15 @@ def _refuse_not_rerunnable(record: RunItem) -> None:
 def rerun_missed_with_head_ops(
     missed: RunItem, definition: Item, def_hash: str, now: int, cfg: SchedulerConfig, head: RunItem
 ) -> list[WriteOp]:
-    """A missed record becomes its run (same id, as today's ``rerun_missed_ops``: the rerun's own
-    parts, ``backfill.record_missed`` and ``backfill.record_version``), joining the chain through
-    the head: its ``after_run_id`` is the head's, the head relinked behind it, checked unclaimed."""
+    """A missed record becomes its run (same id, as today's ``rerun_missed_ops``, with its own parts
+    ``_run_status`` and ``_run_token``: the model's ``backfill.record_missed`` and
+    ``backfill.record_version``), joining the chain through the head: its ``after_run_id`` is the
+    head's, the head relinked behind it, checked unclaimed. A record at or after the head's instant
+    is refused (HC11; none should exist, I6)."""
     _refuse_not_rerunnable(missed)
+    at = int(missed["scheduled_at"])
+    if at >= int(head["scheduled_at"]):
+        raise BackfillRefused(f"{iso_z(at)} is {NOT_SETTLED}")
     (rerun,) = rerun_missed_ops(missed, definition, def_hash, now, cfg, None)  # the record's own write
     assert isinstance(rerun, Update)
     link = {"after_run_id": head["after_run_id"]} if head.get("after_run_id") is not None else {}
