@@ -29,6 +29,7 @@ from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Outcome
 from jobsched_tools.cli.cmd_describe import describe
 from jobsched_tools.cli.cmd_jobs import _job_row, _show_job, _with_defaults
+from jobsched_tools.ops.top import render, snapshot
 
 
 def successor_job(env: Env, definition: JobDefinition) -> dict[str, Any]:
@@ -272,6 +273,24 @@ def test_get_describe_and_show_read_the_head(kind: str) -> None:
         assert _job_row(view)[4] == "2026-12-01 00:03:00 UTC"
 
 
+def test_top_shows_successor_heads_due_soon_or_behind_and_their_chains() -> None:
+    """``jobsched top`` on successor jobs: heads from the ``due`` index (a claimed run is not shown
+    as due), an overdue unclaimed head as behind, each job's chain from its head."""
+    with build("memory", successor=True) as env:
+        late = successor_job(env, job("j3"))  # its head at T0+1, never claimed
+        current = claimed_twice(env)  # j1's head at T0+3, claimed runs at T0+1 and T0+2
+        successor_job(env, job("j2"))  # registered at T0+2: its head at T0+3 too
+        env.clock.set(T0 + 3 * MINUTE - 1000)
+        assert late["scheduled_at"] < env.clock.now_ms()  # j3's head is past, unclaimed
+        status = snapshot(env.store, env.cfg.shard_count, env.clock.now_ms())
+        assert sorted(s["job_id"] for s in status.due_soon) == ["j1", "j2"]
+        assert all(s["next_run_at"] == current["scheduled_at"] for s in status.due_soon)
+        assert [s["job_id"] for s in status.behind] == ["j3"]
+        chains = {job_item["job_id"]: [run["run_id"] for run in chain] for job_item, _, chain in status.jobs}
+        assert chains["j1"] == [current["after_run_id"], run_id_for("j1", T0 + MINUTE, int(current["epoch"]))]
+        assert "j1" in render(status)
+
+
 # --- the worker ------------------------------------------------------------------------------
 
 
@@ -351,12 +370,12 @@ def test_adoption_reads_nothing_on_a_legacy_stack(adopt: bool) -> None:
     assert counts[adopt] == counts[False]
 
 
+@pytest.mark.usefixtures("aws")
 def test_the_lambda_wiring_turns_adoption_on() -> None:
-    import inspect
-
+    """The worker function's Worker adopts (HC3): free on legacy stacks, as the test above shows."""
     from jobsched.runtime import wiring
 
-    assert "adopt_scheduled=True" in inspect.getsource(wiring.App.worker)
+    assert wiring.app().worker("w1")._adopt_scheduled is True
 
 
 # --- load_job ----------------------------------------------------------------------------------
