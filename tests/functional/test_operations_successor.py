@@ -291,6 +291,18 @@ def test_top_shows_successor_heads_due_soon_or_behind_and_their_chains() -> None
         assert "j1" in render(status)
 
 
+def test_top_does_not_show_a_claimed_run_as_behind() -> None:
+    """A past occurrence whose successor lies beyond the horizon: its claim is seen only by the
+    GetItem of its successor key, and it is not behind."""
+    with build("memory", successor=True) as env:
+        first = successor_job(env, job(schedule="rate(15 minutes)"))
+        env.clock.set(int(first["scheduled_at"]))
+        claim(env, first)
+        env.clock.set(int(first["scheduled_at"]) + MINUTE)
+        status = snapshot(env.store, env.cfg.shard_count, env.clock.now_ms())
+        assert status.behind == [] and status.due_soon == []
+
+
 # --- the worker ------------------------------------------------------------------------------
 
 
