@@ -177,35 +177,47 @@ SHOWN_EPOCH = "shown_epoch"
 CLAIM = "claim"
 
 
+def _shown(occurrence: Occurrence, by_id: Mapping[str, Mapping[str, Any]]) -> list[Item]:
+    """The live records of one occurrence as a reader shows them (copies, with ``SHOWN_EPOCH`` and
+    ``CLAIM`` where they apply)."""
+    shown = []
+    for live in occurrence.live:
+        record = dict(live)
+        if occurrence.shows_epoch and (parts := _parts(record)) is not None:
+            record[SHOWN_EPOCH] = parts.epoch
+        claim = claim_of(record, by_id)
+        if claim is not None:
+            record[CLAIM] = claim.value
+        shown.append(record)
+    return shown
+
+
 def records(items: Iterable[Mapping[str, Any]]) -> list[Item]:
     """The live records of a job's items, one per instant on a sound partition (markers and
     cancelled heads left out), in the order of ``occurrences``. Each is a copy, with ``SHOWN_EPOCH``
     and ``CLAIM`` added where they apply (on today's data, neither ever does: the items come back
-    as they were stored)."""
+    as they were stored). ``items`` must hold the job's whole partition, or at least the successor
+    of each ``scheduled`` run (``claim_of``)."""
     listed = [dict(item) for item in items]
     by_id = {str(item.get("run_id", "")): item for item in listed}
-    shown = []
-    for occurrence in occurrences(listed):
-        for record in occurrence.live:
-            if occurrence.shows_epoch and (parts := _parts(record)) is not None:
-                record[SHOWN_EPOCH] = parts.epoch
-            claim = claim_of(record, by_id)
-            if claim is not None:
-                record[CLAIM] = claim.value
-            shown.append(record)
-    return shown
+    return [record for occurrence in occurrences(listed) for record in _shown(occurrence, by_id)]
 
 
 def live_record_at(items: Iterable[Mapping[str, Any]], instant_ms: int) -> Item | None:
-    """The live record of one instant (an instant given alone, without its epoch), or None when the
-    instant holds none. ``ValueError`` when it holds two (I1' broken: say so, pick neither)."""
-    for occurrence in occurrences(items):
+    """The live record of one instant (an instant given alone, without its epoch), as ``records``
+    shows it, or None when the instant holds none. ``ValueError`` when it holds two (I1' broken:
+    say so, pick neither)."""
+    listed = [dict(item) for item in items]
+    by_id = {str(item.get("run_id", "")): item for item in listed}
+    for occurrence in occurrences(listed):
         if occurrence.kind == "timed" and occurrence.instant_ms == instant_ms:
-            if len(occurrence.live) > 1:
-                ids = ", ".join(str(item["run_id"]) for item in occurrence.live)
-                count = len(occurrence.live)
-                raise ValueError(f"the instant holds {count} live records ({ids}): name one by its run id")
-            return occurrence.live[0] if occurrence.live else None
+            shown = _shown(occurrence, by_id)
+            if len(shown) > 1:
+                ids = ", ".join(str(item["run_id"]) for item in shown)
+                raise ValueError(
+                    f"the instant holds {len(shown)} live records ({ids}): name one by its run id"
+                )
+            return shown[0] if shown else None
     return None
 
 
