@@ -183,6 +183,8 @@ def test_jobsched_runs_shows_one_line_per_instant_and_hides_markers(
     assert code == 0 and row.startswith("2026-11-05 02:00:00 UTC #3") and "claimed, dispatched" in row
     code, out, _ = run_cli(capsys, resources, "runs", JOB_ID, "--at", "2026-11-07T02:00:00Z", "--json")
     assert code == 0 and json.loads(out) == []
+    code, out, _ = run_cli(capsys, resources, "runs", JOB_ID, "--at", "2026-11-07T02:00:00Z")
+    assert code == 0 and out.startswith(f"no run of {JOB_ID} at 2026-11-07T02:00:00Z")
 
 
 def test_jobsched_describe_lists_one_line_per_instant(

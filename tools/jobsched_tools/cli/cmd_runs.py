@@ -36,6 +36,8 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         run.pop("definition", None)
 
     def human(rs: list[dict[str, Any]]) -> str:
+        if not rs and args.at is not None:
+            return f"no run of {args.job_id} at {args.at} (its runs: jobsched runs {args.job_id})"
         headers = ["SCHEDULED", "KIND", "STATUS", "ATTEMPT", "STARTED", "FINISHED"]
         rows = [
             [
