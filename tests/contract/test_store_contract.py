@@ -45,12 +45,13 @@ from jobsched.core.writes import (
     ne,
     not_exists,
 )
-from jobsched.ports import TABLE_KEY, IndexName, Store
-from jobsched_tools.emulator.provision import provision
+from jobsched.ports import DUE_INDEX, DUE_PROJECTED, TABLE_KEY, IndexName, Store
+from jobsched_tools.emulator.provision import load_template, provision, table_specs, with_indexes
 from jobsched_tools.fakes.memory_store import MemoryStore
 from moto import mock_aws
 
 EFFECTS = "effects"  # a staged-effects table with its own key, as the worker writes
+DUE_RUNS = "contract-due-runs"  # a runs table with the `due` index (build step S3)
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,11 @@ def moto_tables() -> Iterator[tuple[Any, Any]]:
             AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
+        # A runs table with the successor claim's index, which template.yaml does not create yet
+        # (ports.UNDEPLOYED_INDEXES): made from the template's runs table plus the code's
+        # definition, as the plan's deploy 1 will add it.
+        due_spec = with_indexes(table_specs(load_template()), [DUE_INDEX])["RunsTable"]
+        dynamodb.create_table(TableName=DUE_RUNS, **due_spec)
         yield dynamodb, resources
 
 
@@ -98,6 +104,22 @@ def dynamo(moto_tables: tuple[Any, Any]) -> Iterator[DynamoStore]:
     _empty(dynamodb, resources.state_table, "job_id")
     _empty(dynamodb, resources.runs_table, *TABLE_KEY[RUNS])
     _empty(dynamodb, EFFECTS, "pk")
+
+
+@pytest.fixture
+def due_dynamo(moto_tables: tuple[Any, Any]) -> Iterator[DynamoStore]:
+    dynamodb, resources = moto_tables
+    yield DynamoStore(dynamodb, resources.jobs_table, resources.state_table, DUE_RUNS)
+    _empty(dynamodb, DUE_RUNS, *TABLE_KEY[RUNS])
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def due_store(request: pytest.FixtureRequest) -> Store:
+    """A store whose runs table has the `due` index."""
+    if request.param == "memory":
+        return MemoryStore(extra_indexes=(DUE_INDEX,))
+    dynamo_store: DynamoStore = request.getfixturevalue("due_dynamo")
+    return dynamo_store
 
 
 @pytest.fixture(params=["memory", "dynamodb"])
@@ -679,6 +701,112 @@ def test_lease_index_holds_only_leased_runs(store: Store) -> None:
     leased = [item["run_id"] for page in drain(store, "lease", 3, 100) for item in page]
     assert leased == ["j@r0", "j@r3", "j@r4", "j@r5", "j@r2"]
     assert drain(store, "lease", 4, 100) == [[]]
+
+
+# --- the `due` index (docs/proposals/successor-claim-build.md §0, build step S3) -----------------
+
+# A head as §0 describes it: every projected attribute, and the ones `due` leaves out.
+HEAD = {
+    "scheduled_at": 3_600_000,
+    "epoch": 4,
+    "head_version": 1,
+    "after_run_id": "j@0#4",
+    "def_hash": "abc",
+    "timing": {"kind": "rate", "every_ms": 3_600_000},
+    "misfire": "skip",
+    "next_at": 7_200_000,
+    "next_key": "j@7200000#4",
+    "through": 0,
+    "runs_before": 2,
+    "catchups": 0,
+    "overlap": "skip",
+    "max_attempts": 3,
+    "kind": "scheduled",
+}
+LEFT_OUT = {"status": "scheduled", "version": 1, "lease_expires_at": 99, "owner": "w", "payload": "x" * 50}
+
+
+def _due(store: Store, shard: int, limit: int = 100, **bounds: Any) -> list[dict[str, Any]]:
+    return [item for page in drain(store, "due", shard, limit, **bounds) for item in page]
+
+
+def test_due_index_is_sparse_sorted_by_check_at_and_pages(due_store: Store) -> None:
+    """Only runs with both `lease_shard` and `check_at` are in `due` (a GSI is sparse: "only
+    the items in the base table that contain those attributes appear in the index",
+    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-indexes-general-sparse-indexes.html),
+    in `check_at` order within a shard, every page within the limit."""
+    for i in range(5):
+        item = {**rk(f"h{i}"), **HEAD, "lease_shard": 2, "check_at": 500 - i}
+        due_store.write([Put(RUNS, item, (), "head")])
+    due_store.write([Put(RUNS, {**rk("other"), "lease_shard": 3, "check_at": 1}, (), "p")])
+    due_store.write([Put(RUNS, {**rk("unkeyed"), **HEAD, "lease_shard": 2}, (), "p")])  # no check_at
+    due_store.write([Put(RUNS, {**rk("marker"), "status": "closed"}, (), "p")])  # neither key
+    pages = drain(due_store, "due", 2, 2, sort_from=497)
+    assert all(len(page) <= 2 for page in pages)
+    assert [item["run_id"] for page in pages for item in page] == ["j@h3", "j@h2", "j@h1", "j@h0"]
+    assert [item["run_id"] for item in _due(due_store, 2)] == ["j@h4", "j@h3", "j@h2", "j@h1", "j@h0"]
+    assert [item["run_id"] for item in _due(due_store, 3)] == ["j@other"]
+    # It shares `lease`'s key: the same runs, and `lease` still returns keys only.
+    lease = [item for page in drain(due_store, "lease", 2, 100) for item in page]
+    assert [item["run_id"] for item in lease] == ["j@h4", "j@h3", "j@h2", "j@h1", "j@h0"]
+    assert all(set(item) == {"job_id", "run_id", "lease_shard", "check_at"} for item in lease)
+
+
+def test_due_index_returns_the_keys_and_its_projection_and_nothing_else(due_store: Store) -> None:
+    """INCLUDE: an entry holds the table's key, the index's key and the projected attributes the
+    item has (API_Projection); `status` and `version`, which a start writes, are never in it
+    (§0), nor any attribute outside the projection."""
+    due_store.write(
+        [Put(RUNS, {**rk("full"), **HEAD, **LEFT_OUT, "lease_shard": 1, "check_at": 10}, (), "p")]
+    )
+    partial = {
+        **rk("partial"),
+        "scheduled_at": 5,
+        "kind": "scheduled",
+        **LEFT_OUT,
+        "lease_shard": 1,
+        "check_at": 11,
+    }
+    due_store.write([Put(RUNS, partial, (), "p")])
+    full, part = _due(due_store, 1)
+    keys = {"job_id": "j", "lease_shard": 1}
+    assert full == {**keys, "run_id": "j@full", "check_at": 10, **HEAD}
+    assert part == {**keys, "run_id": "j@partial", "check_at": 11, "scheduled_at": 5, "kind": "scheduled"}
+    assert set(full) == {"job_id", "run_id", "lease_shard", "check_at", *DUE_PROJECTED}
+
+
+def test_due_index_follows_its_items_writes(due_store: Store) -> None:
+    """A change to a projected attribute shows in the entry; a change outside the projection
+    leaves it as it was; a new `check_at` moves it; removing `check_at` takes it out."""
+    for name, check_at in (("a", 10), ("b", 20)):
+        due_store.write(
+            [Put(RUNS, {**rk(name), **HEAD, **LEFT_OUT, "lease_shard": 1, "check_at": check_at}, (), "p")]
+        )
+    due_store.update(Update(RUNS, rk("a"), (), "claim", set={"head_version": 2, "next_key": "j@9#4"}))
+    due_store.update(
+        Update(RUNS, rk("b"), (), "start", set={"status": "pending", "version": 2}, add={"n": 1})
+    )
+    a, b = _due(due_store, 1)
+    assert (a["head_version"], a["next_key"]) == (2, "j@9#4")
+    assert b == {"job_id": "j", "run_id": "j@b", "lease_shard": 1, "check_at": 20, **HEAD}
+    due_store.update(Update(RUNS, rk("a"), (), "release", set={"check_at": 30}))
+    assert [item["run_id"] for item in _due(due_store, 1)] == ["j@b", "j@a"]
+    due_store.update(Update(RUNS, rk("b"), (), "commit", remove=("check_at", "lease_shard")))
+    due_store.write([Delete(RUNS, rk("a"), (), "gone")])
+    assert _due(due_store, 1) == []
+
+
+def test_due_index_has_no_consistent_reads(due_store: Store) -> None:
+    with pytest.raises(ValueError):
+        due_store.query("due", 0, consistent=True)
+
+
+def test_a_table_made_from_the_template_has_no_due_index(store: Store) -> None:
+    """template.yaml does not create `due` yet (build step S3, off by default): a query of it is
+    refused as DynamoDB refuses an index the table lacks (ValidationException), never served
+    from nowhere and never taken for a transient error."""
+    with pytest.raises(ValueError, match="due"):
+        store.query("due", 0)
 
 
 def test_scan_pagination(store: Store) -> None:

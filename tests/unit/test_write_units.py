@@ -61,6 +61,63 @@ def test_an_index_is_written_when_its_key_or_a_projected_attribute_changes() -> 
     ]
 
 
+# --- build step S3: the `due` index beside `lease` (successor-claim-build.md §5) -------------------
+
+RUN = {
+    "lease_shard": 1,
+    "check_at": 100,
+    "scheduled_at": 50,
+    "kind": "scheduled",
+    "status": "pending",
+    "version": 1,
+}
+
+
+def _due_charges(store: MeteringStore) -> list[int]:
+    """What each write of a run's index life costs on ``store``: enter, unprojected change,
+    projected change, re-key, leave."""
+    key = run_key("j@1")
+    store.write([Put(RUNS, {**key, **RUN}, condition=(), label="enter")])
+    store.update(
+        Update(RUNS, key, condition=(), label="unprojected", set={"status": "running", "version": 2})
+    )
+    store.update(Update(RUNS, key, condition=(), label="projected", set={"head_version": 1}))
+    store.update(Update(RUNS, key, condition=(), label="rekey", set={"check_at": 200}))
+    store.update(Update(RUNS, key, condition=(), label="leave", remove=("check_at", "lease_shard")))
+    return [charged(store, label) for label in ("enter", "unprojected", "projected", "rekey", "leave")]
+
+
+def test_the_due_index_is_charged_only_where_it_exists() -> None:
+    """By GSI.html#GSI.Writes: an entry created, changed in a projected attribute or removed is
+    one write; a re-key two (a delete and a put); a change outside the projection none. Without
+    the index (the default: template.yaml lacks it) the runs table and `lease` are all that
+    is charged, so today's figures cannot move."""
+    # Without `due`: the item's unit, plus `lease` (keys only) entering, re-keyed, leaving.
+    assert _due_charges(MeteringStore()) == [1 + 1, 1, 1, 1 + 2, 1 + 1]
+    # With it: each of those, plus `due`'s own entry, which also follows `head_version`
+    # (projected) and never `status` or `version` (left out: a start writes them).
+    assert _due_charges(MeteringStore(extra_indexes=("due",))) == [1 + 1 + 1, 1, 1 + 1, 1 + 2 + 2, 1 + 1 + 1]
+
+
+def test_a_run_meters_10_units_without_the_due_index_and_12_with_it() -> None:
+    """The plan's warning (§5, S3: "the product meters 12 units while both indexes exist"),
+    measured: today's services, on a runs table holding `due` beside `lease`, write each entry
+    twice (the claim's creation and the commit's removal), and nothing else moves. Start and
+    heartbeat stay at 1 unit: they write no projected attribute. Off by default, the product's
+    figure is unchanged."""
+    for overlap in ("skip", "allow"):
+        today = measure(overlap, runs=5, heartbeats=1)
+        both = measure(overlap, runs=5, heartbeats=1, extra_indexes=("due",))
+        assert today.write_units_per_run == 10
+        assert both.write_units_per_run == 12
+        assert both.by_table["runs/due"] == 2 == today.by_table["runs/lease"]
+        assert "runs/due" not in today.by_table
+        assert both.by_step["create run"] == today.by_step["create run"] + 1
+        assert both.by_step["commit succeeded"] == today.by_step["commit succeeded"] + 1
+        assert both.by_step["start run"] == today.by_step["start run"] == 1
+        assert both.write_units_per_heartbeat == today.write_units_per_heartbeat == 1
+
+
 def test_a_run_costs_no_more_than_measured_and_its_payload_adds_nothing() -> None:
     allow, skip = measure("allow", runs=5, heartbeats=2), measure("skip", runs=5, heartbeats=0)
     payload = measure("allow", payload_bytes=4096, runs=5, heartbeats=0)

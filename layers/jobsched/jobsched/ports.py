@@ -8,12 +8,12 @@ from typing import Any, Literal, Protocol
 
 from jobsched.core.writes import Cond, Item, Update, WriteOp
 
-# What ``Store.query`` reads: a global secondary index ("next-run", "lease"), or the key of a
-# base table ("runs-of-job": a Query on the runs table without IndexName, whose partition key is
-# the job id; see BASE_QUERIES).
-IndexName = Literal["next-run", "lease", "runs-of-job"]
+# What ``Store.query`` reads: a global secondary index ("next-run", "lease", and "due", which no
+# deployed table has yet: UNDEPLOYED_INDEXES), or the key of a base table ("runs-of-job": a Query
+# on the runs table without IndexName, whose partition key is the job id; see BASE_QUERIES).
+IndexName = Literal["next-run", "lease", "due", "runs-of-job"]
 
-INDEX_TABLE: dict[str, str] = {"next-run": "state", "lease": "runs", "runs-of-job": "runs"}
+INDEX_TABLE: dict[str, str] = {"next-run": "state", "lease": "runs", "due": "runs", "runs-of-job": "runs"}
 # Each logical table's key attributes (template.yaml): partition, then sort if the table has one.
 TABLE_KEY: dict[str, tuple[str, ...]] = {
     "jobs": ("job_id",),
@@ -25,7 +25,39 @@ TABLE_KEY: dict[str, tuple[str, ...]] = {
 # take no sort bounds. Eventually consistent, as the index queries are, unless asked to be
 # strongly consistent (``consistent=True``: twice the read units).
 BASE_QUERIES: frozenset[str] = frozenset({"runs-of-job"})
-# What each index returns of an item (template.yaml's projections; a test holds the two equal):
+# The successor claim's index (docs/proposals/successor-claim-build.md, §0 "The `due` index"; build
+# step S3). It replaces "next-run" and "lease" once the claim is built (S4-S8), and shares
+# ``lease``'s key, so every run that has a lease entry today has a ``due`` entry too. Its
+# projection carries what the trigger needs to claim a head from the page alone. ``status`` and
+# ``version`` are left out on purpose: the start writes both, and an index projecting them would
+# be written by every start (1 unit more a run); a started run's successor exists, and the
+# trigger's GetItem of it skips the run (§0). No start or heartbeat writes any attribute below.
+DUE_INDEX = "due"
+DUE_PROJECTED: tuple[str, ...] = (
+    "scheduled_at",
+    "epoch",
+    "head_version",
+    "after_run_id",
+    "def_hash",
+    "timing",
+    "misfire",
+    "next_at",
+    "next_key",
+    "through",
+    "runs_before",
+    "catchups",
+    "overlap",
+    "max_attempts",
+    "kind",
+)
+# Indexes the code defines that template.yaml does not create yet. A store has one only when
+# asked (MemoryStore(extra_indexes=...), provision(extra_indexes=...)): with both "lease" and
+# "due" on the runs table every entry is written twice, 12 write units a run instead of 10
+# (the plan's §5, S3), so "due" is deployed with the claim that reads it (deploy 1 of §5's
+# migration), not before.
+UNDEPLOYED_INDEXES: frozenset[str] = frozenset({DUE_INDEX})
+# What each index returns of an item (template.yaml's projections, and the code's own for the
+# UNDEPLOYED_INDEXES; tests/template holds the deployed ones equal to the template's):
 # a query sees these attributes and nothing else, so no reader can rely on one the index drops.
 # A KEYS_ONLY index holds the table's key (for runs: job_id and run_id) and its own.
 INDEX_PROJECTION: dict[str, tuple[str, ...]] = {
@@ -43,13 +75,43 @@ INDEX_PROJECTION: dict[str, tuple[str, ...]] = {
         "latest_run_id",
     ),
     "lease": ("job_id", "run_id", "lease_shard", "check_at"),
+    # INCLUDE: the table's key, the index's key and the named attributes, which an entry holds
+    # only where the item has them ("INCLUDE - In addition to the attributes described in
+    # KEYS_ONLY, the secondary index will include other non-key attributes that you specify":
+    # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_Projection.html). A Query
+    # of the index returns those and nothing else (Query's Select, ALL_PROJECTED_ATTRIBUTES:
+    # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_Query.html).
+    DUE_INDEX: ("job_id", "run_id", "lease_shard", "check_at", *DUE_PROJECTED),
 }
 # The partition and sort attribute of each query (for "runs-of-job", the runs table's own key).
 INDEX_KEYS: dict[str, tuple[str, str]] = {
     "next-run": ("sched_shard", "next_run_at"),
     "lease": ("lease_shard", "check_at"),
+    DUE_INDEX: ("lease_shard", "check_at"),  # lease's key: the two share their entries' keys
     "runs-of-job": ("job_id", "run_id"),
 }
+
+
+def index_definition(name: str) -> dict[str, Any]:
+    """``name``'s entry of DynamoDB's ``GlobalSecondaryIndexes`` (CreateTable; UpdateTable's
+    ``Create``), from INDEX_KEYS and INDEX_PROJECTION: what a table must be created with to hold
+    an index that template.yaml does not (UNDEPLOYED_INDEXES), and what the plan's deploy 1 adds
+    to it (tests/template holds the template's indexes to it). On-demand: a provisioned table's
+    caller adds the index's ``ProvisionedThroughput``."""
+    partition, sort = INDEX_KEYS[name]
+    table_key = TABLE_KEY[INDEX_TABLE[name]]
+    non_key = [attr for attr in INDEX_PROJECTION[name] if attr not in (*table_key, partition, sort)]
+    projection: dict[str, Any] = {"ProjectionType": "KEYS_ONLY"}
+    if non_key:
+        projection = {"ProjectionType": "INCLUDE", "NonKeyAttributes": non_key}
+    return {
+        "IndexName": name,
+        "KeySchema": [
+            {"AttributeName": partition, "KeyType": "HASH"},
+            {"AttributeName": sort, "KeyType": "RANGE"},
+        ],
+        "Projection": projection,
+    }
 
 
 # DynamoDB's BatchGetItem reads at most 100 items a request.

@@ -9,12 +9,13 @@ deployed stack is created by CloudFormation), so PyYAML, a dev dependency, is im
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
+from jobsched.ports import INDEX_TABLE, UNDEPLOYED_INDEXES, index_definition
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -143,6 +144,29 @@ def table_specs(
     return specs
 
 
+def with_indexes(specs: Mapping[str, dict[str, Any]], names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``specs`` (``table_specs``) with each index of ``names`` added to its table, as
+    ``ports.index_definition`` defines it: only indexes template.yaml lacks
+    (``ports.UNDEPLOYED_INDEXES``), so a deployed index has one definition, the template's. An
+    index of a provisioned table gets the table's throughput, as the template's indexes do."""
+    logical = {suffix: logical_id for logical_id, suffix in _TABLE_SUFFIXES.items()}
+    out = {logical_id: dict(spec) for logical_id, spec in specs.items()}
+    for name in names:
+        if name not in UNDEPLOYED_INDEXES:
+            raise TemplateError(f"{name!r} is not an index the template lacks (ports.UNDEPLOYED_INDEXES)")
+        spec = out[logical[INDEX_TABLE[name]]]
+        definition = index_definition(name)
+        if "ProvisionedThroughput" in spec:
+            definition["ProvisionedThroughput"] = dict(spec["ProvisionedThroughput"])
+        declared = {attr["AttributeName"] for attr in spec["AttributeDefinitions"]}
+        keys = [key["AttributeName"] for key in definition["KeySchema"]]
+        missing = [key for key in keys if key not in declared]
+        if missing:  # the index's keys are the lease index's, so the runs table declares them
+            raise TemplateError(f"index {name!r}: the table declares no type for {missing}")
+        spec["GlobalSecondaryIndexes"] = [*spec.get("GlobalSecondaryIndexes", []), definition]
+    return out
+
+
 def _capacity_as_numbers(props: Mapping[str, Any]) -> dict[str, Any]:
     """A table's or index's properties with its provisioned throughput as integers (a parameter's
     value is text)."""
@@ -159,13 +183,16 @@ def provision(
     template_path: Path | None = None,
     *,
     parameters: Mapping[str, str] | None = None,
+    extra_indexes: Iterable[str] = (),
 ) -> Resources:
     """Create (or reuse) the three tables, with TTL, and the three queues, named ``<prefix>-<suffix>``.
 
     Idempotent: existing tables are reused as they are; existing queues get the template's
     attributes again. ``parameters`` overrides template parameter defaults where the template's
     queue properties refer to them (e.g. ``{"WorkerTimeoutSeconds": "120"}`` gives the work queue a
-    short visibility timeout for a local stack).
+    short visibility timeout for a local stack). ``extra_indexes`` names indexes the code defines
+    and the template does not create yet (``ports.UNDEPLOYED_INDEXES``: ``("due",)``), which the
+    tables are then created with.
     """
     template = load_template(template_path)
     resolver = _Resolver(template, parameters or {})
@@ -173,7 +200,8 @@ def provision(
     tables: dict[str, str] = {}
     stream_arn: str | None = None
     runs_stream_arn: str | None = None
-    for logical_id, spec in table_specs(template, parameters).items():
+    specs = with_indexes(table_specs(template, parameters), extra_indexes)
+    for logical_id, spec in specs.items():
         if logical_id not in _TABLE_SUFFIXES:
             continue
         name = f"{prefix}-{_TABLE_SUFFIXES[logical_id]}"

@@ -17,14 +17,19 @@ DynamoDB rules it enforces, so that code which works here also works there:
   raise ``RequestTooLarge`` before anything is written, as DynamoDB rejects them;
 - tables other than "jobs", "state" and "runs" (the worker's staged user effects) need their key
   attributes declared: ``MemoryStore(extra_keys={"effects": ("pk",)})``; an undeclared table
-  learns its key from the first get/update/check/delete on it.
+  learns its key from the first get/update/check/delete on it;
+- an index the code defines but template.yaml does not create yet (``ports.UNDEPLOYED_INDEXES``:
+  the successor claim's ``due``) exists only when asked for,
+  ``MemoryStore(extra_indexes=("due",))``; a query of it otherwise raises ``ValueError``, as
+  DynamoDB rejects a Query naming an index the table lacks (ValidationException, "The table does
+  not have the specified index").
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jobsched.core.errors import ConditionFailed
@@ -49,6 +54,7 @@ from jobsched.ports import (
     INDEX_PROJECTION,
     INDEX_TABLE,
     TABLE_KEY,
+    UNDEPLOYED_INDEXES,
     IndexName,
     Page,
 )
@@ -68,7 +74,13 @@ def _check_value(value: Any, where: str) -> None:
 
 
 class MemoryStore:
-    def __init__(self, extra_keys: Mapping[str, tuple[str, ...]] | None = None) -> None:
+    def __init__(
+        self, extra_keys: Mapping[str, tuple[str, ...]] | None = None, extra_indexes: Iterable[str] = ()
+    ) -> None:
+        self.extra_indexes = frozenset(extra_indexes)
+        unknown = self.extra_indexes - UNDEPLOYED_INDEXES
+        if unknown:
+            raise ValueError(f"{sorted(unknown)}: not an index template.yaml lacks (UNDEPLOYED_INDEXES)")
         self.tables: dict[str, dict[Any, Item]] = {JOBS: {}, STATE: {}, RUNS: {}}
         self.key_schema: dict[str, tuple[str, ...]] = dict(KEYS)
         self.key_schema.update({table: tuple(attrs) for table, attrs in (extra_keys or {}).items()})
@@ -128,6 +140,11 @@ class MemoryStore:
             raise ValueError(f"{index!r} queries a table's key: it takes no sort bounds")
         if consistent and not base:
             raise ValueError(f"{index!r} is a global secondary index: it has no consistent reads")
+        if index in UNDEPLOYED_INDEXES and index not in self.extra_indexes:
+            raise ValueError(
+                f"the {INDEX_TABLE[index]} table does not have the specified index: {index!r} "
+                "(template.yaml does not create it yet: MemoryStore(extra_indexes=...))"
+            )
         pk, sk = INDEX_KEYS[index]
         key_attr = KEYS[INDEX_TABLE[index]][-1]  # the table key's last attribute: unique in a partition
         with self._lock:

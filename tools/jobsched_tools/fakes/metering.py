@@ -10,11 +10,16 @@ as DynamoDB would (docs/benchmarks.md, "Write units", with the sources):
 - a write also writes each global secondary index whose entry it changes, sized by the index
   entry (its projection): one write when the item enters or leaves the index, two (a delete and a
   put) when its index key changes, one when a projected attribute changes; never doubled by a
-  transaction ("Managing global secondary indexes: provisioned throughput considerations");
+  transaction ("Managing global secondary indexes: provisioned throughput considerations";
+  "Synchronizing data between tables and global secondary indexes":
+  https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html#GSI.Writes);
 - a read costs ``ceil(size / 4 KB)`` read units, half for an eventually consistent one; a query
   charges the bytes it returns (at least one unit per page).
 
-The indexes and their projections come from template.yaml, the deployed schema itself.
+The indexes and their projections come from template.yaml, the deployed schema itself, plus any
+index of ``ports.UNDEPLOYED_INDEXES`` the store is made with
+(``MeteringStore(extra_indexes=("due",))``: the successor claim's index, from its definition in
+ports, charged by the same rules). Without it the store charges what the deployed tables would.
 Charges are kept per label (``claim``, ``start run``, ``heartbeat``, ...), so a caller can tell
 what each step of a run costs.
 """
@@ -25,13 +30,13 @@ import functools
 import math
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jobsched.core.limits import item_size
 from jobsched.core.writes import Check, Cond, Delete, Item, Put, Update, WriteOp
-from jobsched.ports import IndexName, Page
+from jobsched.ports import INDEX_TABLE, TABLE_KEY, IndexName, Page, index_definition
 
 from jobsched_tools.emulator.provision import load_template
 from jobsched_tools.fakes.memory_store import MemoryStore
@@ -89,6 +94,21 @@ def _template_indexes() -> tuple[Index, ...]:
     return tuple(indexes)
 
 
+def code_index(name: str) -> Index:
+    """An index defined in ports (``index_definition``) that template.yaml lacks, as the meter
+    charges it: the same shape ``_template_indexes`` reads from the template."""
+    definition = index_definition(name)
+    table = INDEX_TABLE[name]
+    return Index(
+        name,
+        table,
+        tuple(key["AttributeName"] for key in definition["KeySchema"]),
+        definition["Projection"]["ProjectionType"],
+        tuple(definition["Projection"].get("NonKeyAttributes", ())),
+        TABLE_KEY[table],
+    )
+
+
 def write_units(size: int) -> int:
     return max(1, math.ceil(size / KB))
 
@@ -101,9 +121,11 @@ def read_units(size: int, consistent: bool) -> float:
 class MeteringStore(MemoryStore):
     """MemoryStore charging DynamoDB's capacity units per request (``units``, ``by_label``)."""
 
-    def __init__(self, extra_keys: Mapping[str, tuple[str, ...]] | None = None) -> None:
-        super().__init__(extra_keys)
-        self.indexes = template_indexes()
+    def __init__(
+        self, extra_keys: Mapping[str, tuple[str, ...]] | None = None, extra_indexes: Iterable[str] = ()
+    ) -> None:
+        super().__init__(extra_keys, extra_indexes)
+        self.indexes = template_indexes() + [code_index(name) for name in sorted(self.extra_indexes)]
         self._meter_lock = threading.Lock()
         self.write_units: Counter[str] = Counter()  # by table or index
         self.by_label: Counter[str] = Counter()  # write units by the operation's label

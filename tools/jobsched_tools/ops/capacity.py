@@ -22,7 +22,10 @@ Sources:
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from jobsched.ports import DUE_INDEX
 
 from jobsched_tools.ops import blocks
 
@@ -83,10 +86,18 @@ SCALED = (
     Scaled("RunsTable"),
     Scaled("RunsTable", "lease"),
 )
+# The successor claim's index (jobsched.ports.DUE_INDEX), scaled only where it exists: template.yaml
+# does not create it yet (ports.UNDEPLOYED_INDEXES), and a scalable target naming a missing index
+# would fail the deploy. The plan's deploy 1 adds the index and this to SCALED together; deploy 2
+# removes next-run and lease (docs/proposals/successor-claim-build.md §5, "Capacity").
+# tests/template/test_capacity_mode.py holds SCALED to the template's indexes, both ways.
+DUE_SCALED = Scaled("RunsTable", DUE_INDEX)
 
 
-def render() -> str:
-    blocks = [scaled.yaml(kind) for scaled in SCALED for kind in ("Write", "Read")]
+def render(extra: Sequence[Scaled] = ()) -> str:
+    """The generated block for SCALED, and ``extra`` after it (``(DUE_SCALED,)``: the block as
+    deploy 1 will have it)."""
+    blocks = [scaled.yaml(kind) for scaled in (*SCALED, *extra) for kind in ("Write", "Read")]
     return "\n".join([BEGIN, BEGIN_2, "", "\n\n".join(blocks), END])
 
 

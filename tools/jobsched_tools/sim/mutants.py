@@ -210,6 +210,13 @@ TRANSITIONS_MODULES: tuple[str, ...] = (
     "jobsched.core.transitions.bookkeeping",
 )
 #
+# ``SUCCESSOR_PREFIX``: the successor claim's writes (issue 37, shape f: ``head_claim``,
+# ``head_settle`` ...) are built beside today's protocol and called by no service until build step
+# S8 wires them, so no chaos run or explorer set can catch their parts yet. Each part's unit test
+# (tests/unit/test_head_*.py) fails without it instead. S8 lists the modules above and gives their
+# parts catchers; until then ``_transitions_modules`` passes over them.
+SUCCESSOR_PREFIX = "head_"
+#
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and
 # switched the same way (their own ``-> Cond`` helpers, the builders of writes.py). A switch name
 # is unique across them (``condition_parts`` refuses a clash).
@@ -242,6 +249,7 @@ def _transitions_modules() -> tuple[ModuleType, ...]:
         f"{package}.{module.name}"
         for module in pkgutil.iter_modules(transitions.__path__)
         if f"{package}.{module.name}" not in TRANSITIONS_MODULES
+        and not module.name.startswith(SUCCESSOR_PREFIX)
     )
     if unread:
         raise RuntimeError(f"modules of core/transitions/ not in TRANSITIONS_MODULES: {', '.join(unread)}")

@@ -304,6 +304,12 @@ class DynamoStore:
         try:
             response = self.client.query(**request)
         except (ClientError, HTTPClientError, BotoConnectionError) as error:
+            if not base and isinstance(error, ClientError) and _missing_index(error):
+                # A table made without an index the code defines (ports.UNDEPLOYED_INDEXES: "due"
+                # before the successor claim's deploy) is a setup error, never a transient one.
+                raise ValueError(
+                    f"the {self.table_name(INDEX_TABLE[index])} table has no index {index!r}: {error}"
+                ) from error
             _raise_mapped(error)
         return self._page(response)
 
@@ -513,6 +519,17 @@ def _check_sizes(ops: Sequence[WriteOp]) -> None:
 
 def _code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _missing_index(error: ClientError) -> bool:
+    """A Query named an index its table lacks. DynamoDB says ValidationException, "The table does
+    not have the specified index: NAME" (which ``_raise_mapped`` makes a ValueError anyway); moto
+    says ResourceNotFoundException, "Invalid index: NAME for table: ...", which would otherwise
+    read as a transient error."""
+    message = str(error.response.get("Error", {}).get("Message", "")).lower()
+    return _code(error) in ("ValidationException", "ResourceNotFoundException") and (
+        "specified index" in message or "invalid index" in message
+    )
 
 
 def _raise_mapped(error: Exception, op: WriteOp | None = None) -> NoReturn:

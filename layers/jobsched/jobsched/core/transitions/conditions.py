@@ -105,3 +105,126 @@ def _not_asked_to_stop() -> Cond:
 def retention_expiry(now: int, cfg: SchedulerConfig) -> int:
     """DynamoDB TTL is in epoch seconds."""
     return now // 1000 + cfg.history_retention_days * 86_400
+
+
+# --- The successor claim's parts (shape f, issue 37; docs/proposals/successor-claim-build.md §1) ---
+# One function per model tag (tools/jobsched_tools/successor/writes.py ``ALL_PARTS``), the tag at
+# the head of its ``why`` so the two can be matched. Nothing in the services writes with them yet.
+
+
+def _successor_absent() -> Cond:
+    """(model: claim.successor_absent) The claim's only condition: one plain put at the head's
+    successor key. Whoever fills that key first decides the head: a racing claimer, the settle
+    of the same overdue head (HC9), a change's closure marker, or this claimer's own earlier try
+    (a retried tick, told apart by ``claimed_by``)."""
+    return not_exists(
+        "run_id",
+        "claim.successor_absent: the head's successor key is filled: a racing claimer, a settle of "
+        "the same head, a change's closure marker or our own retried tick decided the head first",
+    )
+
+
+def _head_scheduled(tag: str) -> Cond:
+    """(model: settle.head_scheduled, change.head_scheduled, adhoc.head_scheduled) The head as
+    read is still unstarted: ``tag`` names the write (``settle``)."""
+    return eq(
+        "status",
+        RunStatus.SCHEDULED.value,
+        f"{tag}.head_scheduled: the head was started (a late claim's run) or closed by a change "
+        "since the read",
+    )
+
+
+def _head_version(tag: str, version: int) -> Cond:
+    """(model: settle.head_version, change.head_version, adhoc.head_version) The head's version as
+    read: a relink (an ad-hoc run) or a redispatch since the read must be read again."""
+    return eq("version", version, f"{tag}.head_version: a relink or a redispatch of the head since the read")
+
+
+def _settle_successor_absent() -> Cond:
+    """(model: settle.successor_absent) The settle's first put lands on the overdue head's
+    successor key: the race with a late claim of the same head (HC9). One of the two fails."""
+    return not_exists(
+        "run_id",
+        "settle.successor_absent: a late claim of the head landed first: it runs late as "
+        "claimed; read again (the head is now a claimed run)",
+    )
+
+
+def _missed_absent() -> Cond:
+    """(model: settle.missed_absent) A settle's record after the head's successor: keyed in the
+    head's epoch, which only this head's settle writes (H5'); a repeated chunk fails here."""
+    return not_exists(
+        "run_id",
+        "settle.missed_absent: the occurrence already has a record in this epoch (a repeated "
+        "or racing settle of the same head)",
+    )
+
+
+def _next_head_absent() -> Cond:
+    """(model: settle.next_head_absent) The head a settle chunk leaves (or its end marker), when
+    it is not at the settled head's successor key."""
+    return not_exists(
+        "run_id",
+        "settle.next_head_absent: the chunk's next head exists (a repeated or racing settle of "
+        "the same head)",
+    )
+
+
+def _redispatch_status_scheduled() -> Cond:
+    """(model: redispatch.status_scheduled) A claimed run whose message was lost is sent again
+    only while it is still unstarted."""
+    return eq(
+        "status",
+        RunStatus.SCHEDULED.value,
+        "redispatch.status_scheduled: a start, a change or a settle moved the run since the read",
+    )
+
+
+def _redispatch_version(version: int) -> Cond:
+    """(model: redispatch.version) The redispatch's new token is issued once per token read."""
+    return eq(
+        "version",
+        version,
+        "redispatch.version: a relink, another detector's redispatch or a start since the read",
+    )
+
+
+# --- d2change: the change transaction and first registration (successor claim, shape f) -------
+# docs/proposals/successor-claim-build.md §1 rows "change" and "first registration"; the model's
+# ``change`` (tools/jobsched_tools/successor/writes.py), whose tags the ``why`` of each part names.
+# The closed head's two parts are the shared ``_head_scheduled("change")`` and
+# ``_head_version("change", ...)`` above.
+
+
+def _change_state_version(state: StateItem) -> Cond:
+    return eq(
+        "version",
+        state["version"],
+        "change.state_version: another change (or the finish write) since the read: two changes "
+        "naming one epoch would each make a head (model: change.state_version)",
+    )
+
+
+def _change_state_absent() -> Cond:
+    return not_exists(
+        "job_id",
+        "change.state_absent: a first registration's state is made once; a racing registrar that "
+        "made it first owns epoch 1 (model: register)",
+    )
+
+
+def _change_marker_absent() -> Cond:
+    return not_exists(
+        "run_id",
+        "change.marker_absent: a claim landed first on the head's successor key (the head runs as "
+        "claimed; read again and close its successor) (model: change.marker_absent)",
+    )
+
+
+def _change_new_head_free() -> Cond:
+    return not_exists(
+        "run_id",
+        "change.new_head_free: a racing change that named the same epoch made its head here; "
+        "change.state_version stops it first (model: change.new_head_free)",
+    )
