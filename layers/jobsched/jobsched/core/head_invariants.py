@@ -12,14 +12,16 @@ were before it and after it (and the writer's clock); its ``WriteLedger`` carrie
 writes did (starts, claims), so a caller that checks after every write learns what the tables
 alone cannot tell.
 
-How an item is read (§0's table; a private classifier until ``core/head.py`` lands): its id is
-parsed with ``parse_run_id`` (an instant and an epoch; a legacy id is epoch 0). A **head** is a
-timed occurrence (kind ``scheduled`` or ``catchup``) in status ``scheduled`` whose successor key
-(``next_key``) holds nothing; a **claimed run** is the same item once its successor is a run or
-the end marker; a **closure marker** has status ``closed``, an **end marker** status ``end``; a
-**cancelled head** is a ``cancelled`` item of epoch 1 or more (a legacy ``cancelled`` record, epoch
-0, is a record). Markers and cancelled heads are not records. Items without ``next_key`` (records
-written before the successor claim) are judged only by the checks that need no successor.
+How an item is read (§0's table, with ``core/head.py``'s helpers): its id is parsed with
+``parse_run_id`` (an instant and an epoch; a legacy id is epoch 0). A **head** is a timed
+occurrence (kind ``scheduled`` or ``catchup``, epoch 1 or more) in status ``scheduled`` whose
+successor key (``next_key``) holds nothing; a **claimed run** is the same item once its successor
+is a run or the end marker; a **closure marker** has status ``closed``, an **end marker** status
+``end``; a **cancelled head** is a ``cancelled`` item of epoch 1 or more (a legacy ``cancelled``
+record, epoch 0, is a record). Markers and cancelled heads are not records. Items without
+``next_key`` (records written before the successor claim) are judged only by the checks that need
+no successor. An id that does not parse is reported by I1' and read as no head, marker or record
+by the other checks.
 
 The write checks recognise a write by what it did to the items, not by its label: a start (a run
 becomes ``running`` with a new token), a claim (an item that gains ``claimed_by``, linked to the
@@ -35,6 +37,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched.core import head as head_items
+from jobsched.core.head import TIMED_KINDS, is_closure_marker, is_end_marker, is_marker
 from jobsched.core.invariants import Violation
 from jobsched.core.run import RunIdParts, RunKind, RunStatus, parse_run_id
 
@@ -92,8 +96,6 @@ END = RunStatus.END.value
 RUNNING = RunStatus.RUNNING.value
 MISSED = RunStatus.MISSED.value
 CANCELLED = RunStatus.CANCELLED.value
-# The kinds of a timed occurrence's item: the claim's, the settle's catch-up run.
-OCCURRENCE_KINDS = frozenset({RunKind.SCHEDULED.value, RunKind.CATCHUP.value})
 # A claimed occurrence past ``scheduled``: it was made a run (dispatched, started, decided at its
 # start, or ended), so its successor exists (H2).
 RUN_STATUSES = frozenset(
@@ -123,7 +125,7 @@ class Life:
     first_epoch: int = 0
 
 
-# --- reading the items (a private classifier; core/head.py will have such helpers) ---------------
+# --- reading the items (core/head.py's helpers, safe on ids that do not parse) -------------------
 
 
 def id_parts(run_id: object) -> RunIdParts | None:
@@ -135,16 +137,14 @@ def id_parts(run_id: object) -> RunIdParts | None:
 
 
 def is_occurrence(run: Item) -> bool:
-    return run.get("kind") in OCCURRENCE_KINDS
-
-
-def is_marker(run: Item) -> bool:
-    return run.get("status") in (CLOSED, END)
+    return run.get("kind") in TIMED_KINDS
 
 
 def is_cancelled_head(run: Item) -> bool:
-    parts = id_parts(run.get("run_id"))
-    return run.get("status") == CANCELLED and parts is not None and parts.epoch >= 1
+    try:
+        return head_items.is_cancelled_head(run)
+    except ValueError:  # no epoch, and an id that does not parse
+        return False
 
 
 def successor(run: Item, runs: Mapping[str, Item]) -> Item | None:
@@ -153,19 +153,18 @@ def successor(run: Item, runs: Mapping[str, Item]) -> Item | None:
 
 
 def is_head(run: Item, runs: Mapping[str, Item]) -> bool:
-    """A timed ``scheduled`` occurrence whose successor key holds nothing (§0)."""
-    return (
-        is_occurrence(run)
-        and run.get("status") == SCHEDULED
-        and run.get("next_key") is not None
-        and str(run["next_key"]) not in runs
-    )
+    """A timed ``scheduled`` occurrence of epoch 1 or more whose successor key holds nothing (§0)."""
+    try:
+        return head_items.is_head(run, successor(run, runs))
+    except ValueError:
+        return False
 
 
 def is_claimed(run: Item, runs: Mapping[str, Item]) -> bool:
-    """Its successor is a run or the end marker: not nothing, not a closure marker (H2)."""
+    """Its successor is a run or the end marker: not nothing, not a closure marker (H2). Unlike
+    ``head.is_claimed_run``, whatever the run's own status (H2 asks it of runs that started)."""
     following = successor(run, runs)
-    return following is not None and following.get("status") != CLOSED
+    return following is not None and not is_closure_marker(following)
 
 
 def is_live_record(run: Item) -> bool:
@@ -199,8 +198,18 @@ def _by_job(runs: Iterable[Item]) -> dict[str, dict[str, Item]]:
 
 
 def _newest_end(runs: Mapping[str, Item]) -> Item | None:
-    ends = [run for run in runs.values() if run.get("status") == END]
+    ends = [run for run in runs.values() if is_end_marker(run)]
     return max(ends, key=_epoch) if ends else None
+
+
+def _live_end(state: Item, runs: Mapping[str, Item]) -> Item | None:
+    """The end marker that finishes the job's current life: of the epoch of the state's last
+    change (``epoch``, head_change.py: a marker of an earlier epoch stands for an earlier life,
+    and a raise of ``max_runs`` since headed the job again); without that attribute, the newest."""
+    if state.get("epoch") is None:
+        return _newest_end(runs)
+    live = [run for run in runs.values() if is_end_marker(run) and _epoch(run) == int(state["epoch"])]
+    return live[0] if live else None
 
 
 # --- over the tables ------------------------------------------------------------------------------
@@ -253,22 +262,25 @@ def one_head(job_id: str, state: Item, runs: Mapping[str, Item]) -> list[Violati
     found: list[Violation] = []
     end = _newest_end(runs)
     end_epoch = _epoch(end) if end is not None else None
+    finished = _live_end(state, runs)
     found_heads = heads(runs)
     stray = [h for h in found_heads if end_epoch is not None and _epoch(h) <= end_epoch]
     live = [h for h in found_heads if h not in stray]
-    for head in stray:
+    for beside in stray:
         found.append(
-            Violation(ONE_HEAD, str(head["run_id"]), f"a head beside the end marker {end and end['run_id']}")
+            Violation(
+                ONE_HEAD, str(beside["run_id"]), f"a head beside the end marker {end and end['run_id']}"
+            )
         )
     ends_per_epoch: dict[int, list[str]] = {}
     for run in runs.values():
-        if run.get("status") == END:
+        if is_end_marker(run):
             ends_per_epoch.setdefault(_epoch(run), []).append(str(run["run_id"]))
     for epoch, ids in sorted(ends_per_epoch.items()):
         if len(ids) > 1:
             found.append(Violation(ONE_HEAD, job_id, f"two end markers of epoch {epoch}: {sorted(ids)}"))
     active = state.get("status") == "active"
-    if active and not (len(live) == 1 or (not live and end is not None)):
+    if active and not (len(live) == 1 or (not live and finished is not None)):
         names = sorted(str(h["run_id"]) for h in live)
         found.append(
             Violation(ONE_HEAD, job_id, f"active job has {len(live)} heads {names} and no end marker")
