@@ -122,6 +122,21 @@ def test_a_healthy_chain_holds_every_check() -> None:
 # H1 ---------------------------------------------------------------------------------------------------
 
 
+def test_only_the_checks_asked_for_run_and_jobs_are_judged_apart() -> None:
+    two_heads = [head(5), head(10, epoch=2)]
+    assert {v.invariant for v in hi.check([state()], two_heads, only=[hi.ONE_HEAD])} == {hi.ONE_HEAD}
+    assert hi.check([state()], two_heads, only=[hi.CLOSED_HEAD]) == []
+    other = {
+        **head(5),
+        "job_id": "k",
+        "run_id": run_id_for("k", at(5), 1),
+        "next_key": run_id_for("k", at(10), 1),
+    }
+    other_state = {**state(), "job_id": "k"}
+    assert hi.check([state(), other_state], [*chain_00_05_claimed(), other]) == []
+    assert [v.key for v in hi.check([state(), other_state], chain_00_05_claimed())] == ["k"]  # k: no head
+
+
 def test_h1_an_active_job_has_one_head() -> None:
     assert found(chain_00_05_claimed()) == {}
     assert found([head(5), head(10, epoch=2)])[hi.ONE_HEAD] == [JOB]  # two heads

@@ -330,9 +330,8 @@ def unclaimed_messages(messages: Iterable[Item], by_id: Mapping[str, Item]) -> l
             or run.get("next_key") is None
         ):
             continue
-        job = {k: v for k, v in by_id.items() if v.get("job_id") == run.get("job_id")}
-        if not is_claimed(run, job):
-            following = successor(run, job)
+        if not is_claimed(run, by_id):  # a successor key names its job: the ids are global
+            following = successor(run, by_id)
             what = "nothing" if following is None else "a closure marker"
             found.append(
                 Violation(
