@@ -629,8 +629,8 @@ def test_the_product_checks_find_nothing_where_the_model_finds_nothing(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(EVERY_SET))
-def test_every_model_set_agrees(name: str, agreement: Agreement) -> None:
+@pytest.mark.parametrize("name", sorted(set(EVERY_SET) - set(AGREE_SETS)))
+def test_every_other_model_set_agrees(name: str, agreement: Agreement) -> None:
     _holds(*EVERY_SET[name], agreement)
 
 
