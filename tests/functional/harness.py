@@ -27,11 +27,13 @@ from typing import Any
 import boto3
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.adapters.sqs_queue import SqsWorkQueue
+from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE, ClaimShape
 from jobsched.core.clock import ManualClock, Waiter
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import run_key
 from jobsched.core.state import registered_state
+from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY, bookkeeping_op
 from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import OutgoingMessage, SendResult, Store, WorkQueue
 from jobsched.services.detector import MissDetector
@@ -237,8 +239,15 @@ def create_effects_table(dynamodb: Any) -> None:
     )
 
 
-def aws_env(dynamodb: Any, sqs: Any, clock: ManualClock, cfg: SchedulerConfig, kind: str) -> Env:
-    resources = provision(dynamodb, sqs, prefix="t")
+def aws_env(
+    dynamodb: Any,
+    sqs: Any,
+    clock: ManualClock,
+    cfg: SchedulerConfig,
+    kind: str,
+    extra_indexes: tuple[str, ...] = (),
+) -> Env:
+    resources = provision(dynamodb, sqs, prefix="t", extra_indexes=extra_indexes)
     create_effects_table(dynamodb)
     store = DynamoStore(
         dynamodb,
@@ -263,26 +272,46 @@ def aws_env(dynamodb: Any, sqs: Any, clock: ManualClock, cfg: SchedulerConfig, k
 
 @contextmanager
 def build(
-    kind: str, cfg: SchedulerConfig | None = None, moto: LocalMoto | None = None, start_ms: int = T0
+    kind: str,
+    cfg: SchedulerConfig | None = None,
+    moto: LocalMoto | None = None,
+    start_ms: int = T0,
+    successor: bool = False,
 ) -> Iterator[Env]:
+    """``successor``: a stack migrating to the successor claim (issue 37): the runs table has the
+    ``due`` index and the migration switch is on (``switch_to_successor``)."""
     clock = ManualClock(start_ms)
     cfg = cfg or default_cfg()
+    extra_indexes = ("due",) if successor else ()
     if kind == "memory":
         memory_queue = MemoryWorkQueue(clock, visibility_timeout_seconds=900)
-        store = MemoryStore(extra_keys={EFFECTS: ("pk",)})
+        store = MemoryStore(extra_keys={EFFECTS: ("pk",)}, extra_indexes=extra_indexes)
         queue = RecordingQueue(memory_queue, zero_delay=False)
-        yield Env(kind, clock, store, queue, MemoryTelemetry(), cfg, memory_queue=memory_queue)
+        built = Env(kind, clock, store, queue, MemoryTelemetry(), cfg, memory_queue=memory_queue)
+        yield switch_to_successor(built) if successor else built
     elif kind == "dynamodb":
         with mock_aws():
             dynamodb = boto3.client("dynamodb", region_name="us-east-1")
             sqs = boto3.client("sqs", region_name="us-east-1")
-            yield aws_env(dynamodb, sqs, clock, cfg, kind)
+            built = aws_env(dynamodb, sqs, clock, cfg, kind, extra_indexes)
+            yield switch_to_successor(built) if successor else built
     elif kind == "server":
         assert moto is not None, "the server kind needs a running LocalMoto"
         moto.reset()
-        yield aws_env(*server_clients(moto.endpoint_url), clock, cfg, kind)
+        built = aws_env(*server_clients(moto.endpoint_url), clock, cfg, kind, extra_indexes)
+        yield switch_to_successor(built) if successor else built
     else:
         raise ValueError(kind)
+
+
+def switch_to_successor(env: Env) -> Env:
+    """Turn the stack's migration switch on (core/claim_shape.py): the ``claim_shape`` attribute
+    of the detector's bookkeeping item, written as the detector writes that item."""
+    current = env.store.get(STATE, dict(BOOKKEEPING_KEY))
+    env.store.write(
+        [bookkeeping_op(current, {CLAIM_SHAPE_ATTRIBUTE: ClaimShape.SUCCESSOR.value}, (), env.clock.now_ms())]
+    )
+    return env
 
 
 def server_clients(endpoint_url: str) -> tuple[Any, Any]:

@@ -13,8 +13,10 @@ from jobsched.core.policies import (
     attempts_left,
     chain_step,
     decide_overlap,
+    not_yet_due,
     plan_misfire,
     retry_delay_ms,
+    waits_for_walker,
 )
 from jobsched.core.run import RunStatus
 
@@ -73,6 +75,9 @@ RUNNING = {"run_id": "other", "status": "running"}
         (OverlapPolicy.BUFFER_ONE, {**RUNNING, "buffered_next": "me"}, OverlapDecision.BUFFER),
         (OverlapPolicy.BUFFER_ONE, {**RUNNING, "buffered_next": "third"}, OverlapDecision.SKIP),
         (OverlapPolicy.BUFFER_ONE, {"run_id": "other", "status": "buffered"}, OverlapDecision.SKIP),
+        # W15/W16: a claimed run not started (``scheduled``) is waited behind as a pending one is.
+        (OverlapPolicy.SKIP, {"run_id": "other", "status": "scheduled"}, OverlapDecision.SKIP),
+        (OverlapPolicy.CANCEL_OTHER, {"run_id": "other", "status": "scheduled"}, OverlapDecision.BUFFER),
     ],
 )
 def test_decide_overlap(
@@ -86,6 +91,7 @@ def test_decide_overlap(
     [
         (None, (False, None)),  # expired or never there: the turn is free
         ({"status": "pending"}, (True, None)),  # not started yet: it would not know about us
+        ({"status": "scheduled"}, (True, None)),  # W5: the successor claim's claimed run, the same
         ({"status": "running"}, (True, None)),
         ({"status": "buffered"}, (True, None)),
         ({"status": "succeeded"}, (False, None)),
@@ -97,6 +103,29 @@ def test_decide_overlap(
 )
 def test_chain_step(run: dict[str, str] | None, expected: tuple[bool, str | None]) -> None:
     assert chain_step(run) == expected
+
+
+NOW = 1_796_083_200_000
+
+
+@pytest.mark.parametrize("status", ["pending", "scheduled"])
+def test_a_claimed_run_not_yet_due_is_passed_over(status: str) -> None:
+    """W3: a claimed run that never ran and is not due holds no turn for a run starting before
+    it; under the successor claim such a run is ``scheduled`` (build plan §2)."""
+    claimed = {"status": status, "attempt": 1, "scheduled_at": NOW + 1}
+    assert not_yet_due(claimed, NOW)
+    assert not not_yet_due(claimed, NOW + 1)  # due: it holds the turn
+    assert not not_yet_due({**claimed, "first_started_at": NOW - 5}, NOW)  # it ran once
+    assert not not_yet_due({**claimed, "status": "running"}, NOW)
+
+
+@pytest.mark.parametrize("status", ["pending", "scheduled", "buffered"])
+def test_a_run_overtaken_and_not_started_since_waits_for_its_overtaker(status: str) -> None:
+    """W4: the walk of the run that overtook it passes over it (either status of a claimed run)."""
+    overtaken = {"status": status, "overtaken_by": "j@manual:1"}
+    assert waits_for_walker(overtaken, "j@manual:1")
+    assert not waits_for_walker(overtaken, "j@manual:2")
+    assert not waits_for_walker({**overtaken, "status": "running"}, "j@manual:1")
 
 
 MISSED_TIMES = [60_000 * i for i in range(1, 8)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.run import RunKind, RunStatus
 from jobsched.core.transitions import (
@@ -15,6 +16,7 @@ from jobsched.core.transitions import (
     heartbeat_op,
     link_runs,
     new_run_item,
+    overtake_op,
     promote_op,
     recheck_buffered_ops,
     recheck_op,
@@ -311,3 +313,78 @@ def test_a_settled_chunk_links_its_runs_and_moves_the_chains_end() -> None:
     late = new_run_item("j", "j@1", NOW, {"job_id": "j"}, "h1", RunKind.CATCHUP, NOW, CFG)
     ops = settle_ops(job(latest_run_id="j@0"), [missed_record(NOW - 1), late], NOW - 1, NOW, None, 1, NOW)
     assert late["after_run_id"] == "j@0" and ops[0].set["latest_run_id"] == "j@1"
+
+
+# --- The successor claim's claimed run, ``scheduled`` until it starts (build plan S2) -------------
+# No write makes one yet: a head of the successor claim (docs/proposals/successor-claim-build.md
+# §0) carries no ``lease_expires_at`` (its ``check_at`` is its instant's, HC7), so these runs have
+# none. Each test fails with its condition as it was (``pending`` alone).
+
+
+def scheduled_run(**changes: Any) -> dict[str, Any]:
+    item = run(status="scheduled", version=1, scheduled_at=NOW + 60_000)
+    for name in ("owner", "lease_expires_at"):
+        item.pop(name)
+    item.update(changes)
+    return item
+
+
+def test_a_scheduled_run_starts_as_a_pending_one_does() -> None:
+    """§1 "start": the model's ``start.status_scheduled`` (status ``scheduled``, or ``pending``)."""
+    start = start_op("j@x", 1, "w/1", NOW + 30_000, NOW)
+    assert holds(start, scheduled_run()) and holds(start, run(status="pending", version=1))
+    assert not holds(start, scheduled_run(version=2))  # a stale message: a relink, a redispatch
+    for status in ("running", "closed", "end", "cancelled", "missed"):  # started, or not a run
+        assert not holds(start, scheduled_run(status=status))
+    assert start.set["status"] == "running" and start.set["version"] == 2
+
+
+def test_a_scheduled_run_not_yet_due_is_overtaken() -> None:
+    """§1 "overtake", W3: the starter marks the claimed run it passed over, ``scheduled``."""
+    passed = scheduled_run()
+    mark = overtake_op(passed, "j@manual:1")
+    assert holds(mark, passed) and mark.set == {"overtaken_by": "j@manual:1"}
+    assert not holds(mark, {**passed, "status": "running", "version": 2})  # it started since the walk
+    assert not holds(mark, {**passed, "overtaken_by": "j@manual:2"})
+
+
+def test_a_scheduled_run_is_skipped_or_waits_at_its_start() -> None:
+    """§1 "skip, buffer, buffer unnamed": the run's own condition takes ``scheduled``."""
+    (skip,) = skip_at_start_ops("j@x", 1, "busy", "j@a", NOW, CFG)
+    assert holds(skip, scheduled_run()) and not holds(skip, scheduled_run(version=2))
+    holder = run(run_id="j@a", status="running")
+    for register in (True, False):  # named on the holder, or unnamed (buffer_all)
+        own = buffer_at_start_ops("j@x", 1, holder, NOW, CFG, register=register)[0]
+        assert holds(own, scheduled_run()) and not holds(own, scheduled_run(version=2))
+        assert own.set["status"] == "buffered" and own.set["check_at"] == NOW + 30_000
+
+
+def test_a_scheduled_run_holds_the_turn_for_the_run_waiting_behind_it() -> None:
+    """§1 "buffer", W15: the holder may be a claimed run that has not started (``buffer_all``: a
+    manual run behind a claimed occurrence not yet due waits behind it)."""
+    holder = scheduled_run(run_id="j@a")
+    _, mark = buffer_at_start_ops("j@manual:1", 1, holder, NOW, CFG)
+    assert holds(mark, holder) and mark.set == {"buffered_next": "j@manual:1"}
+    assert not holds(mark, {**holder, "status": "succeeded"})  # it ended since the walk
+    assert not holds(mark, {**holder, "status": "closed"})  # not a run: nobody would promote
+
+
+def test_cancel_other_asks_a_scheduled_holder_to_stop_and_its_start_is_refused() -> None:
+    """W16: ``cancel_other`` behind a claimed run not started marks it ``cancel_requested`` at the
+    token read; its start is refused, and the recovery ends it as cancelled (§1 "recover", the
+    model's ``end_cancelled``), conditional on its token: a head has no lease to compare."""
+    holder = scheduled_run(run_id="j@a")
+    _, mark = buffer_at_start_ops("j@manual:1", 1, holder, NOW, CFG, cancel=True, alone=True)
+    assert holds(mark, holder) and not holds(mark, {**holder, "version": 2})
+    assert mark.set["cancel_requested"] == "j@manual:1"
+    asked = {**holder, "buffered_next": "j@manual:1", "cancel_requested": "j@manual:1"}
+    start = start_op("j@a", 1, "w/1", NOW + 30_000, NOW)
+    assert [part.attr for part in failing_parts(start.condition, asked)] == ["cancel_requested"]
+    end, after = recover_op(asked, NOW + 90_000, CFG, max_attempts=3)
+    assert holds(end, asked) and not holds(end, {**asked, "version": 2})
+    assert not holds(end, {**asked, "status": "running", "version": 2})
+    assert end.set["status"] == after["status"] == "failed" and end.set["version"] == 2
+    assert after["last_error"].startswith("cancelled: j@manual:1 replaces it")
+    assert {"check_at", "lease_shard"} <= set(end.remove)  # out of the index
+    with pytest.raises(ValueError, match="redispatched"):  # a lost dispatch is not this write's
+        recover_op(holder, NOW + 90_000, CFG, max_attempts=3)

@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from jobsched.core.job import MisfirePolicy, OverlapPolicy, RetryPolicy
-from jobsched.core.run import RunStatus
+from jobsched.core.run import AWAITING_START, UNFINISHED_STATUSES, RunStatus
 
 
 def retry_delay_ms(policy: RetryPolicy, failed_attempt: int, rng: random.Random) -> int:
@@ -52,8 +52,12 @@ class OverlapDecision(StrEnum):
 # linked, when it is created, to the run created before it (``after_run_id``). A run may start
 # when the walk back along the chain finds no unfinished run. Unfinished: pending, running or
 # buffered, in any order of delivery: a run delivered before its predecessor started waits for
-# it too, since that predecessor would not know about it.
-UNFINISHED = frozenset({RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.BUFFERED.value})
+# it too, since that predecessor would not know about it. Under the successor claim a claimed run
+# not yet started is ``scheduled``, and holds the turn as a pending one does (W5; build plan §2).
+# An unclaimed head is never met: no run links to it (H4).
+UNFINISHED = frozenset(status.value for status in UNFINISHED_STATUSES)
+# The statuses of a run that awaits its start, as the walk's rules test them (W3, W4).
+_AWAITING_START = frozenset(status.value for status in AWAITING_START)
 # The walk's bound. Each step is one strongly consistent read of an older run. Past it, the run
 # is skipped behind the last one read (never run: an unknown turn is not a free one).
 MAX_CHAIN_STEPS = 32
@@ -104,28 +108,30 @@ def not_yet_due(run: Mapping[str, Any], now: int) -> bool:
     before it (a person's manual run, a backfill). The starter passes over it, and marks it as
     overtaken in its own start's transaction (``overtake_op``), so that when it comes due it
     waits for the starter: the clock decides which of the two runs first, never whether both
-    run at once."""
+    run at once. W3: a claimed run is ``pending``, or ``scheduled`` under the successor claim
+    (build plan §2), where a claimed run not yet due is ``scheduled``; either is passed over."""
     return (
-        run.get("status") == RunStatus.PENDING.value
+        run.get("status") in _AWAITING_START
         and int(run.get("attempt", 1)) == 1
         and "first_started_at" not in run
         and int(run.get("scheduled_at", 0)) > now
     )
 
 
+# A run that has not started since its overtaker passed it over: awaiting its start, or parked.
+_WAITS_FOR_WALKER = _AWAITING_START | {RunStatus.BUFFERED.value}
+
+
 def waits_for_walker(run: Mapping[str, Any], walker: str | None) -> bool:
     """A run the walking run overtook (its start passed over it, not yet due) and that has not
     started since (its start clears ``overtaken_by``, and is refused while the overtaker is
-    unfinished): it waits for the walker, pending or buffered behind it, so it holds no turn
-    against it. The walk passes over it to its predecessor, as the first walk passed over it.
+    unfinished): it waits for the walker, awaiting its start (pending, or scheduled under the
+    successor claim) or buffered behind it, so it holds no turn against it. The walk passes
+    over it to its predecessor, as the first walk passed over it.
     Without this a retried overtaker (a backfill run under ``buffer_one``, which is never
     skipped) waited behind the run waiting for it, and neither ever started (issue 34, item 12):
     the waits-for relation must stay acyclic (``core/invariants.py`` ``waits_cycle``)."""
-    return (
-        walker is not None
-        and run.get("status") in (RunStatus.PENDING.value, RunStatus.BUFFERED.value)
-        and run.get("overtaken_by") == walker
-    )
+    return walker is not None and run.get("status") in _WAITS_FOR_WALKER and run.get("overtaken_by") == walker
 
 
 def decide_overlap(

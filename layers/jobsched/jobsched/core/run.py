@@ -51,6 +51,14 @@ class RunStatus(StrEnum):
 # Records of occurrences that did not run and will not (a backfill may rerun a missed one): no
 # turn held in the job's chain.
 NOT_RUN = frozenset({RunStatus.MISSED.value, RunStatus.CANCELLED.value})
+# A run a worker's message may still start (or skip, or park behind the run holding its job's
+# turn): ``pending`` (claimed today, a retry, a promoted or redispatched run) and, under the
+# successor claim, ``scheduled`` (a claimed run not started yet: docs/proposals/
+# successor-claim-build.md §1 "start", "overtake", "skip, buffer"). One tuple for every condition
+# and test that names them, in this order (a condition's values keep it).
+AWAITING_START = (RunStatus.SCHEDULED, RunStatus.PENDING)
+# A run that holds its job's turn until it ends (walk rule W5; core/policies.py ``UNFINISHED``).
+UNFINISHED_STATUSES = (*AWAITING_START, RunStatus.RUNNING, RunStatus.BUFFERED)
 
 
 class RunKind(StrEnum):

@@ -29,7 +29,7 @@ from jobsched.core.policies import (
     attempts_left,
     decide_overlap,
 )
-from jobsched.core.run import RunMessage, RunStatus, run_key
+from jobsched.core.run import AWAITING_START, RunMessage, RunStatus, run_key
 from jobsched.core.timing import start_at_ms, worker_lease_until
 from jobsched.core.transitions import (
     cancelled_error,
@@ -94,11 +94,14 @@ class Worker(OverlapSettler):
         effect_tables: EffectTables | None = None,
         dead_letter_sender: DeadLetterSender | None = None,
         dead_letter_queues: Collection[str] | None = None,
+        adopt_scheduled: bool = False,
     ) -> None:
         """``effect_tables``: the tables handlers may stage effects on (the Lambda wiring passes
         the stack's list; None allows any, for tests and simulations on their own stores).
         ``dead_letter_sender`` and ``dead_letter_queues``: the jobs' dead-letter queues and the
-        stack's allow-list of them (services/dead_letters.py)."""
+        stack's allow-list of them (services/dead_letters.py). ``adopt_scheduled``: the successor
+        claim's worker adoption (HC3, ``OverlapSettler._adopted``); off until that claim is
+        built (docs/proposals/successor-claim-build.md, S2)."""
         self._store = store
         self._effect_tables = effect_tables
         self._telemetry = telemetry
@@ -114,6 +117,7 @@ class Worker(OverlapSettler):
         self._chain = Chain(store, cfg)
         self._pauser = Pauser(store, telemetry, clock)
         self._dead_letters = DeadLetters(store, dead_letter_sender, telemetry, clock, cfg, dead_letter_queues)
+        self._adopt_scheduled = adopt_scheduled
         # Records of one batch run on concurrent threads: next() on a count is atomic in CPython,
         # so every takeover gets its own owner tag (it tells a worker's own write from a racer's).
         self._takeovers = itertools.count(1)
@@ -156,26 +160,49 @@ class Worker(OverlapSettler):
             decision = decide_overlap(definition.overlap, message.run_id, holder, is_backfill(message))
             if holder is not None and decision is not OverlapDecision.RUN:
                 settled = self._settle_overlap(message, definition.overlap, decision, holder, now, passed)
+                if isinstance(settled, RunMessage):
+                    message, overtaken_by = settled, None  # adopted (HC3): walk from its own link
+                    continue
                 if settled is not None:
                     return settled
                 continue  # the holder moved on meanwhile: walk the chain again
-            lease_until = worker_lease_until(now, deadline_ms, self._cfg)
-            start = start_op(
-                message.run_id, message.version, owner, lease_until, now, overtaken_by, overtakes=bool(passed)
-            )
-            ops: list[WriteOp] = [start, *(overtake_op(run, message.run_id) for run in passed)]
-            try:
-                self._write_unsure(ops, lambda: self._is_own_start(message, owner))
-            except ConditionFailed as lost:
-                if lost.op is not start:
-                    continue  # a run passed over started or was recovered: walk again
-                current = lost.current or {}
-                if _still_ours(current, message) and current.get("overtaken_by") != overtaken_by:
-                    overtaken_by = current.get("overtaken_by")  # a run started before this came due
-                    continue
-                return self._drop_duplicate(message, lost.current)  # a duplicate or stale message
-            return self._started(message, definition, owner, now, deadline_ms)
+            begun = self._start(message, definition, owner, overtaken_by, passed, now, deadline_ms)
+            if isinstance(begun, tuple):
+                message, overtaken_by = begun  # walk the chain again, as this message
+                continue
+            return begun
         raise TransientStoreError(f"run {message.run_id}: could not settle the start; SQS will redeliver")
+
+    def _start(
+        self,
+        message: RunMessage,
+        definition: JobDefinition,
+        owner: str,
+        overtaken_by: str | None,
+        passed: list[dict[str, Any]],
+        now: int,
+        deadline_ms: int,
+    ) -> Started | Outcome | tuple[RunMessage, str | None]:
+        """The start's write, with the marks of the runs it passes over. A pair: walk the chain
+        again as this message, knowing this overtaker (``start_op``'s ``overtaken_by``)."""
+        lease_until = worker_lease_until(now, deadline_ms, self._cfg)
+        start = start_op(
+            message.run_id, message.version, owner, lease_until, now, overtaken_by, overtakes=bool(passed)
+        )
+        ops: list[WriteOp] = [start, *(overtake_op(run, message.run_id) for run in passed)]
+        try:
+            self._write_unsure(ops, lambda: self._is_own_start(message, owner))
+        except ConditionFailed as lost:
+            if lost.op is not start:
+                return message, overtaken_by  # a run passed over started or was recovered
+            current = lost.current or {}
+            if _still_ours(current, message) and current.get("overtaken_by") != overtaken_by:
+                return message, current.get("overtaken_by")  # a run started before this came due
+            adopted = self._adopted(message)
+            if adopted is not None:
+                return adopted, None  # from the run's own link, at its own token
+            return self._drop_duplicate(message, lost.current)  # a duplicate or stale message
+        return self._started(message, definition, owner, now, deadline_ms)
 
     def _turn(
         self, message: RunMessage, definition: JobDefinition, overtaken_by: str | None, now: int
@@ -279,5 +306,5 @@ def _start_at(message: RunMessage) -> int:
 
 
 def _still_ours(current: dict[str, Any], message: RunMessage) -> bool:
-    """The run is as the message knows it: pending under the message's token."""
-    return current.get("status") == RunStatus.PENDING.value and current.get("version") == message.version
+    """The run is as the message knows it: awaiting its start under the message's token."""
+    return current.get("status") in AWAITING_START and current.get("version") == message.version

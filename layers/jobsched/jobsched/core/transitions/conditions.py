@@ -228,3 +228,53 @@ def _change_new_head_free() -> Cond:
         "change.new_head_free: a racing change that named the same epoch made its head here; "
         "change.state_version stops it first (model: change.new_head_free)",
     )
+
+
+# --- The successor claim (issue 37): the ad-hoc relink, backfill, the finish write ------------
+# Parts of the writes that join a run to the chain through the job's head (shape f,
+# docs/proposals/successor-claim-build.md §1 "ad-hoc run", "rerun missed", "redate", HC3, HC4,
+# HC11) and of the finish write (HC5); transitions/head_adhoc.py, head_redate.py, head_finish.py
+# build them, with ``_head_scheduled`` and ``_head_version`` above for the head's relink. As
+# above, the model's tag heads each ``why`` (tools/jobsched_tools/successor/writes.py,
+# writes_mis.py); ``tag`` is the write's (``adhoc``, ``backfill``, ``redate``).
+
+
+def _adhoc_run_absent() -> Cond:
+    """(model: adhoc.run_absent) The ad-hoc run's own put: a manual run id is the request's."""
+    return not_exists(
+        "run_id",
+        "adhoc.run_absent: the ad-hoc run exists already: a retried request (the same request id) "
+        "whose earlier try landed and whose answer was lost; it is not made twice",
+    )
+
+
+def _backfill_record_absent() -> Cond:
+    """(model: backfill.run_absent) A backfill's new record, at its instant's key in the head's
+    epoch (HC11)."""
+    return not_exists(
+        "run_id",
+        "backfill.run_absent: the instant got a record in the head's epoch since the read (a "
+        "racing backfill of the same instant, or a redate's record): one record per instant",
+    )
+
+
+def _relink_successor_absent(tag: str) -> Cond:
+    """(model: adhoc.successor_absent, backfill.successor_absent) The ConditionCheck at the
+    relinked head's ``next_key``: the head is still unclaimed (HC3)."""
+    return not_exists(
+        "run_id",
+        f"{tag}.successor_absent: a claim of the head landed since the read (tick-manual): it is a "
+        "claimed run now, not the chain's end; relink the new head, so the run lies between the "
+        "claimed run and its successor",
+    )
+
+
+def _end_marker_written() -> Cond:
+    """(HC5; the model's end marker is being modelled) The finish write's ConditionCheck at the end
+    marker's key."""
+    return eq(
+        "status",
+        RunStatus.END.value,
+        "finish.end_marker_written: the job's life ended only if its end marker is written: not a "
+        "closure marker a settle or a change put at the end key, nor a key only inferred",
+    )

@@ -35,9 +35,23 @@ def recover_op(run: RunItem, now: int, cfg: SchedulerConfig, max_attempts: int) 
     redispatch is conditional on no such request (``_not_asked_to_stop``), so a request that
     lands after the read fails it, and the next look ends the run instead.
 
+    A ``scheduled`` run (the successor claim's claimed run, not started) asked to stop is ended
+    so too (build plan §1 "recover", W16; the model's ``end_cancelled``): a ``cancel_other`` run
+    may wait behind a claimed run not yet due, and that run's start is then refused. Its lost
+    dispatch otherwise is the redispatch's (it stays ``scheduled``), not a recovery's. A head
+    carries no ``lease_expires_at`` (its ``check_at`` is its instant's, HC7), so its token alone
+    fences the end: every write that moves a ``scheduled`` run on moves its token.
+
     Returns the write and the run as it will be after it (to dispatch when pending)."""
     status = RunStatus(run["status"])
-    condition: tuple[Cond, ...] = (_run_status(status), _run_token(run["version"]), _lease_as_read(run))
+    if status is RunStatus.SCHEDULED and not run.get("cancel_requested"):
+        raise ValueError(
+            f"run {run['run_id']}: a scheduled run's lost dispatch is redispatched (it stays "
+            "scheduled), not recovered; only one asked to stop (cancel_other) ends here"
+        )
+    condition: tuple[Cond, ...] = (_run_status(status), _run_token(run["version"]))
+    if "lease_expires_at" in run or status is not RunStatus.SCHEDULED:
+        condition += (_lease_as_read(run),)
     after = dict(run)
     after["version"] = run["version"] + 1
     after["recoveries"] = int(run.get("recoveries", 0)) + 1

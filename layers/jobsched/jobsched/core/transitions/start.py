@@ -6,7 +6,7 @@ and the promotion of a run waiting behind a holder that ended.
 from __future__ import annotations
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.run import RunStatus, run_key
+from jobsched.core.run import AWAITING_START, UNFINISHED_STATUSES, RunStatus, run_key
 from jobsched.core.transitions.conditions import (
     LEASE_ATTRIBUTES,
     RunItem,
@@ -28,7 +28,9 @@ def start_op(
     overtaken_by: str | None = None,
     overtakes: bool = False,
 ) -> Update:
-    """A worker takes over a pending run: the takeover bumps the fencing token it will hold. The
+    """A worker takes over a run that awaits its start (``AWAITING_START``: ``pending``, or a
+    claimed ``scheduled`` run under the successor claim, build plan §1 "start", the model's
+    ``start.status_scheduled``): the takeover bumps the fencing token it will hold. The
     job's turn needs no write here: the worker read it from the chain (``core/policies.py``).
     ``overtaken_by``: the run that passed over this one before it came due, which the worker
     found finished (or runs beside it under ``allow``); None: no run may have overtaken it.
@@ -49,10 +51,10 @@ def start_op(
         run_key(run_id),
         condition=(
             exists("run_id", "a message for a run that does not exist starts nothing"),
-            _run_status(RunStatus.PENDING),
+            _run_status(*AWAITING_START),
             _run_token(version),
             overtaken,
-            # cancel_other: a pending run a newer one asked to stop never starts its handler
+            # cancel_other: a run a newer one asked to stop never starts its handler
             # again; the start is refused as a stale message's, and the detector ends the run as
             # cancelled when its dispatch lease lapses (recover_op).
             _not_asked_to_stop(),
@@ -76,13 +78,15 @@ def overtake_op(passed: RunItem, starter_id: str) -> Update:
     """In a start's transaction: a run not yet due that the starter passed over is marked, so its
     own start sees the starter. Its token is not moved (its message stays good); the mark is
     conditional on the run as the walk read it, so a run that started or was recovered since
-    fails the starter's write, and the starter walks again."""
+    fails the starter's write, and the starter walks again. The run awaits its start,
+    ``pending`` or ``scheduled`` (under the successor claim a claimed run not yet due is
+    ``scheduled``: build plan §1 "overtake", W3)."""
     before = passed.get("overtaken_by")
     return Update(
         RUNS,
         run_key(passed["run_id"]),
         condition=(
-            _run_status(RunStatus.PENDING),
+            _run_status(*AWAITING_START),
             _run_token(passed["version"]),
             (
                 eq("overtaken_by", before, "no other run overtook it since the walk read it")
@@ -113,12 +117,13 @@ def skip_at_start_ops(
     run_id: str, version: int, reason: str, blocked_by: str, now: int, cfg: SchedulerConfig
 ) -> list[WriteOp]:
     """Record the run as skipped. ``blocked_by`` names the unfinished run that holds the job's
-    turn, so a later run's walk along the chain goes straight to it."""
+    turn, so a later run's walk along the chain goes straight to it. The run awaits its start
+    (``pending`` or ``scheduled``: build plan §1 "skip")."""
     return [
         Update(
             RUNS,
             run_key(run_id),
-            condition=(_run_status(RunStatus.PENDING), _run_token(version)),
+            condition=(_run_status(*AWAITING_START), _run_token(version)),
             label="skip run",
             set={
                 "status": RunStatus.SKIPPED.value,
@@ -159,11 +164,16 @@ def buffer_at_start_ops(
     waits, walk rule W16): the run waits only if nobody waits behind it and its holder is not
     waiting itself, both as written. Two runs in one chain can each find their holder free of
     waiters at once (a manual run behind a pending 00:05 waits behind it; 00:05 then finds the
-    running run before it): one of the two writes must fail, whichever lands first."""
+    running run before it): one of the two writes must fail, whichever lands first.
+
+    The run awaits its start (``pending`` or ``scheduled``), and its holder may be a claimed run
+    that has not started, ``scheduled`` under the successor claim (build plan §1 "buffer", W5,
+    W15): under ``buffer_all`` a manual run behind a claimed occurrence not yet due waits behind
+    it, and ``cancel_other`` asks such a holder to stop, so its start is refused."""
     holder_conditions: tuple[Cond, ...] = (
         is_in(
             "status",
-            [RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.BUFFERED.value],
+            [status.value for status in UNFINISHED_STATUSES],
             "the holder has not finished since we read it (else this run would wait for "
             "an end that already happened, and wait until its lease lapses); a backfill or "
             "buffer_all run may wait behind a run that waits itself",
@@ -178,7 +188,7 @@ def buffer_at_start_ops(
     if cancel:
         holder_conditions += (_run_token(int(holder["version"])),)
         holder_sets["cancel_requested"] = run_id
-    own_conditions: tuple[Cond, ...] = (_run_status(RunStatus.PENDING), _run_token(version))
+    own_conditions: tuple[Cond, ...] = (_run_status(*AWAITING_START), _run_token(version))
     if alone:
         holder_conditions += (_holder_not_waiting(),)
         own_conditions += (_nobody_waits_behind(),)
