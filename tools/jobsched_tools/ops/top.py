@@ -20,7 +20,8 @@ their CloudWatch metrics on AWS (``TriggerTicks``, ``DetectorSweeps``), not in t
 
 A job of the successor claim (issue 37; its state records an epoch) has no ``next-run`` entry: its
 position is its head (services/head_operations.py). For such a job the jobs section reads its
-runs partition once (HC12's Query) instead of walking the chain item by item, and when any shown
+occurrence items once (HC12's Query) and walks its chain from the head through them (a manual
+run, which is not an occurrence item, read by its key as today), and when any shown
 job is one, the ``due`` index is read too, one query per shard (at most ``DUE_PER_SHARD`` entries
 each): heads only (``check_at`` = instant + ``HEAD_CHECK_DELAY_MS``, an epoch), due soon, or behind
 when past and unclaimed (one GetItem of the head's successor key each, at most ``DUE_PER_SHARD``).
@@ -111,7 +112,7 @@ def _successor_job(
     """A successor job's health and chain from one read of its runs partition: the chain from
     the head's ``after_run_id`` (without a head: the end marker's, else the state's chain end),
     its status as readers show it ("active, no head, end marker" is finished, HC5)."""
-    read = read_job(store, str(job["job_id"]), consistent=False, state=state)
+    read = read_job(store, str(job["job_id"]), state=state)
     status.requests += 1
     by_id = {str(item["run_id"]): item for item in read.items}
     run_id: Any
@@ -122,9 +123,15 @@ def _successor_job(
     else:
         run_id = (state or {}).get("latest_run_id")
     chain: list[Item] = []
-    while run_id and str(run_id) in by_id and len(chain) < CHAIN_STEPS:
-        chain.append(by_id[str(run_id)])
-        run_id = by_id[str(run_id)].get("after_run_id")
+    while run_id and len(chain) < CHAIN_STEPS:
+        run = by_id.get(str(run_id))
+        if run is None:  # a manual run: not an occurrence item
+            run = store.get(RUNS, run_key(str(run_id)))
+            status.requests += 1
+        if run is None:
+            break
+        chain.append(run)
+        run_id = run.get("after_run_id")
     shown = None if state is None else {**state, "status": read.status}
     return job, shown, chain
 
