@@ -303,6 +303,16 @@ def test_top_does_not_show_a_claimed_run_as_behind() -> None:
         assert status.behind == [] and status.due_soon == []
 
 
+def test_top_walks_a_manual_run_in_a_successor_chain() -> None:
+    """The chain from the head passes a manual run (not an occurrence item): read by its key."""
+    with build("memory", successor=True) as env:
+        current = claimed_twice(env)
+        manual = env.ops().trigger("j1", "r1")
+        status = snapshot(env.store, env.cfg.shard_count, env.clock.now_ms())
+        (chain,) = [chain for job_item, _, chain in status.jobs if job_item["job_id"] == "j1"]
+        assert [run["run_id"] for run in chain[:2]] == [manual, current["after_run_id"]]
+
+
 # --- the worker ------------------------------------------------------------------------------
 
 
