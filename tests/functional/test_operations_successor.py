@@ -201,6 +201,43 @@ def test_a_backfill_at_the_head_is_refused_and_writes_nothing(kind: str) -> None
         assert env.queue.sent == []
 
 
+class SeveralHeadsOnce:
+    """The environment's store, whose first occurrence read also shows a second head: a read that
+    overlapped a change's transaction (HC12: read-committed per item, not a snapshot)."""
+
+    def __init__(self, env: Env) -> None:
+        self._inner = env.store
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def occurrence_items(self, job_id: str, page_limit: int | None = None) -> list[dict[str, Any]]:
+        items = self._inner.occurrence_items(job_id, page_limit)  # type: ignore[attr-defined]
+        self.reads += 1
+        if self.reads == 1:
+            (only,) = [item for item in items if item["run_id"] == head_of(items)["run_id"]]  # type: ignore[index]
+            phantom = {**only, "run_id": f"{only['run_id']}0", "next_key": "j1@phantom"}
+            items = [*items, phantom]
+        return items
+
+
+def test_a_backfill_whose_first_read_shows_two_heads_reads_again_before_writing() -> None:
+    """HC12: no head is picked from a read showing two; the range is checked against the head a
+    second read finds, so the refusal still comes before anything is written."""
+    with build("memory", successor=True) as env:
+        claimed_twice(env)
+        env.clock.set(T0 + 3 * MINUTE + 40_000)
+        before = sorted(str(item["run_id"]) for item in occurrence_items(env.store, "j1"))
+        flaky = SeveralHeadsOnce(env)
+        env.store = flaky  # type: ignore[assignment]
+        with pytest.raises(BackfillRefused, match=NOT_SETTLED):
+            env.ops().backfill("j1", at(T0 - 3 * MINUTE), at(T0 + 3 * MINUTE))
+        env.store = flaky._inner
+        assert flaky.reads >= 2
+        assert sorted(str(item["run_id"]) for item in occurrence_items(env.store, "j1")) == before
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_backfill_behind_the_head_joins_through_it(kind: str) -> None:
     """Instants behind the head get records in the head's epoch, linked in front of the head;

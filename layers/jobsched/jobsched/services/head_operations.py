@@ -30,6 +30,7 @@ from jobsched.core.head import epoch_of, is_end_marker
 from jobsched.core.head_change import CHAIN_END, EPOCH, RUNS_CLAIMED, THROUGH
 from jobsched.core.occurrences import find_head, occurrence_key_range
 from jobsched.core.run import RunStatus, run_key
+from jobsched.core.state import JobStatus
 from jobsched.core.transitions.head_adhoc import (
     BackfillStep,
     JoinRetry,
@@ -195,11 +196,15 @@ class HeadJoins:
     def backfill_plan(self, job_id: str, instants: Sequence[int], now: int) -> JobRead:
         """Check the whole range against the head before anything is written (HC11): an instant at
         or after the head is refused (``BackfillRefused``, its clear message), nothing written."""
-        read = read_job(self._store, job_id)
-        if read.head is not None:
-            for at in instants:
-                backfill_step(read.head, read.items, at, now)
-        return read
+        for _ in range(HEAD_TRIES):
+            read = read_job(self._store, job_id)
+            if read.head is None and _expects_head(read):
+                continue  # the read overlapped a change or a claim (HC12): read again
+            if read.head is not None:
+                for at in instants:
+                    backfill_step(read.head, read.items, at, now)
+            return read
+        raise ValueError(f"job {job_id}: its head could not be read (it kept moving); try again")
 
     def backfill_one(
         self, run: Item, snapshot: Item, digest: str, now: int
@@ -255,6 +260,12 @@ def _step(read: JobRead, at: int, now: int) -> BackfillStep:
     that closed the job's head decided its occurrences), so it stands in a head after ``now``."""
     head = read.head or {"job_id": (read.state or {}).get("job_id"), "scheduled_at": now + 1}
     return backfill_step(head, read.items, at, now)
+
+
+def _expects_head(read: JobRead) -> bool:
+    """An active job whose life has not ended has a head: a read without one missed it."""
+    state = read.state or {}
+    return state.get("status") == JobStatus.ACTIVE.value and read.end_marker is None
 
 
 def _live_epoch(state: Mapping[str, Any] | None) -> int:
