@@ -202,8 +202,8 @@ def test_a_backfill_at_the_head_is_refused_and_writes_nothing(kind: str) -> None
 
 
 class SeveralHeadsOnce:
-    """The environment's store, whose first occurrence read also shows a second head: a read that
-    overlapped a change's transaction (HC12: read-committed per item, not a snapshot)."""
+    """The environment's store, whose first two occurrence reads also show a second head: reads
+    that overlapped a change's transaction (HC12: read-committed per item, not a snapshot)."""
 
     def __init__(self, env: Env) -> None:
         self._inner = env.store
@@ -215,7 +215,7 @@ class SeveralHeadsOnce:
     def occurrence_items(self, job_id: str, page_limit: int | None = None) -> list[dict[str, Any]]:
         items = self._inner.occurrence_items(job_id, page_limit)  # type: ignore[attr-defined]
         self.reads += 1
-        if self.reads == 1:
+        if self.reads <= 2:  # the definition's read (``get``'s view), then the range's check
             (only,) = [item for item in items if item["run_id"] == head_of(items)["run_id"]]  # type: ignore[index]
             phantom = {**only, "run_id": f"{only['run_id']}0", "next_key": "j1@phantom"}
             items = [*items, phantom]
@@ -234,7 +234,7 @@ def test_a_backfill_whose_first_read_shows_two_heads_reads_again_before_writing(
         with pytest.raises(BackfillRefused, match=NOT_SETTLED):
             env.ops().backfill("j1", at(T0 - 3 * MINUTE), at(T0 + 3 * MINUTE))
         env.store = flaky._inner
-        assert flaky.reads >= 2
+        assert flaky.reads >= 3
         assert sorted(str(item["run_id"]) for item in occurrence_items(env.store, "j1")) == before
 
 
