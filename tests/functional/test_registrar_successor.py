@@ -189,6 +189,10 @@ class ClaimBeforeChange:
         self.queries += 1
         return self.inner.query(*args, **kwargs)
 
+    def occurrence_items(self, *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
+        return self.inner.occurrence_items(*args, **kwargs)
+
     def write(self, ops: list[WriteOp]) -> None:
         if not self.raced and any(op.label == "change marker" for op in ops):
             self.raced = True
