@@ -24,9 +24,7 @@ One registration of such a job:
    reads again. ``CHANGE_TRIES`` bounds the rounds; then the registrar's own reads-again, then
    the stream record's retry and the reconcile pass (level-triggered).
 
-Gaps, said here so they are not taken for rules: a stop's reason (pause, delete, invalid) for the
-occurrences a ``SettleFirst`` settles needs a settle mode the chunk lacks (the model's rule, the
-misfire policy's fates, stands: core/head_change.py's docstring); the late-record redate
+Gaps, said here so they are not taken for rules: the late-record redate
 (``Registrar._late_record``, HC4) and the reconcile pass's provisional date (``REDATE_FLOOR``) are
 not taken on this path; and HC12's read is every occurrence item of the job, paged to the end.
 """
@@ -288,10 +286,17 @@ class HeadRegistrar:
             self._definitions.retire(job_id, str(old), now)
 
     def _settle_first(self, job_id: str, planned: SettleFirst) -> None:
-        """Settle the due head up to the change (one chunk), as the detector's settle would, with
-        ``now`` = the settlement's ``until`` (core/head_change.py ``SettleFirst``). A lost chunk
-        (a claim or the detector's settle landed first) changes nothing: the caller reads again."""
-        chunk = settle_head_ops(planned.head, planned.settlement.until, self._cfg)
+        """Settle the due head up to the change (one chunk; core/head_change.py ``SettleFirst``):
+        the occurrences up to the settlement's ``until`` (the change's time), each ``missed`` with
+        the stop's reason (a pause, a delete, an invalid item; w2detector's mode of the chunk) or,
+        for a change that keeps the job running, as the misfire policy decides at ``now`` (today's
+        registrar: late within grace, else the policy). A lost chunk (a claim or the detector's
+        settle landed first) changes nothing: the caller reads again."""
+        settlement = planned.settlement
+        now = self._clock.now_ms()
+        chunk = settle_head_ops(
+            planned.head, now, self._cfg, reason=settlement.reason, until=settlement.until
+        )
         try:
             self._store.write(chunk.ops)
         except ConditionFailed as lost:
