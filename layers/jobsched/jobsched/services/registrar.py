@@ -6,6 +6,11 @@ harmless. A record whose items already agree (its own report write, a replay) ch
 so its writes cannot start a loop. The rules for each kind of change are ``plan_registration``'s
 (core/state.py); the old timing's occurrences that came due before a change are settled first
 (services/settle.py), so that no edit, pause or delete drops one silently.
+
+Once the stack's migration switch is on (core/claim_shape.py; issue 37), a job under the successor
+claim takes services/head_registrar.py's path instead: one change transaction on its state and its
+head, a legacy state converted first. With the switch off (the default) this module is today's,
+plus one read of the switch per ``apply`` (none for a state that records its epoch).
 """
 
 from __future__ import annotations
@@ -15,13 +20,16 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
+from jobsched.core.claim_shape import ClaimShape, job_shape, stack_shape
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
+from jobsched.core.head_change import EPOCH
 from jobsched.core.job import InvalidJob, JobDefinition, bound_reasons, definition_digest, is_job_id
 from jobsched.core.limits import RequestTooLarge, chunks_by_size, item_size
 from jobsched.core.run import RunStatus
 from jobsched.core.state import (
+    INDEX_ATTRIBUTES,
     STREAM_RETENTION_MS,
     JobStatus,
     Registration,
@@ -31,12 +39,20 @@ from jobsched.core.state import (
     state_schedule,
 )
 from jobsched.core.timing import effective_grace_ms
-from jobsched.core.transitions import REDATE_FLOOR, redate_ops, register_ops, sized_report_ops
+from jobsched.core.transitions import (
+    BOOKKEEPING_KEY,
+    REDATE_FLOOR,
+    redate_ops,
+    register_ops,
+    sized_report_ops,
+)
+from jobsched.core.transitions.head_convert import is_legacy
 from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.allow_lists import AllowLists, allow_list_problems
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
+from jobsched.services.head_registrar import HeadRegistrar, ReadJobAgain, head_at
 from jobsched.services.settle import CHUNK_BYTES, CHUNK_RECORDS, MAX_PER_PASS, Settler, SettleRequest
 from jobsched.services.waking import DetectorWake
 
@@ -119,6 +135,9 @@ class Registrar:
         # A lease this registrar makes outside a tick (a first claim, late runs) wakes an idle
         # miss detector (services/waking.py); None: nothing to wake (the detector always sweeps).
         self._wake = detector_wake
+        # The successor claim's path (issue 37), for jobs whose ``job_shape`` says so.
+        self._heads = HeadRegistrar(store, telemetry, clock, cfg, self._definitions, self._dispatcher)
+        self._stack: ClaimShape | None = None  # the migration switch, once read (``_stack_shape``)
 
     def on_stream_record(
         self,
@@ -157,15 +176,37 @@ class Registrar:
             return self._report_only(job_id)
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
-            state = self._store.get(STATE, {"job_id": job_id})
+            state = self._read_state(job_id)
             try:
+                stack = None
+                if state is None or EPOCH not in state or any(a in state for a in INDEX_ATTRIBUTES):
+                    stack = self._stack
+                if _successor(state, stack):
+                    return self._register_successor(job_id, job, state, deadline_ms, changed_at, report)
                 return self._register(
                     job_id, job, state, deadline_ms, changed_at, provisional, written, report
                 )
-            except (ConditionFailed, _LostRace):
+            except (ConditionFailed, _LostRace, ReadJobAgain):
                 continue  # changed under us: read both again
         self._telemetry.event("job.registration_conflict", job_id)
         return Registration.CONFLICT
+
+    def _read_state(self, job_id: str) -> Item | None:
+        """The job's state, strongly consistent. The first read of this registrar's life also reads
+        the stack's migration switch (core/claim_shape.py, the detector's bookkeeping item) in the
+        same request (a BatchGetItem of both keys): a registrar lives one invocation
+        (functions/registrar/app.py; the trigger's and the detector's inline ones), so the switch
+        is read once an invocation, and a switch set meanwhile is read by the next; and the
+        registration makes no more requests than today's."""
+        key = {"job_id": job_id}
+        if self._stack is not None:
+            return self._store.get(STATE, key)
+        found = {
+            str(item["job_id"]): item
+            for item in self._store.batch_get(STATE, [key, dict(BOOKKEEPING_KEY)], consistent=True)
+        }
+        self._stack = stack_shape(found.get(str(BOOKKEEPING_KEY["job_id"])))
+        return found.get(job_id)
 
     def _report_only(self, job_id: str) -> Registration:
         """A job item keyed with no job id (``is_job_id``) is invalid, and gets no state item:
@@ -251,6 +292,53 @@ class Registrar:
                     "claim.early_failed", job_id, error=f"{type(exc).__name__}: {exc}"[:300]
                 )
         return plan.outcome
+
+    def _register_successor(
+        self,
+        job_id: str,
+        job: Item | None,
+        state: Item | None,
+        deadline_ms: int | None,
+        changed_at: int | None,
+        report: bool | None,
+    ) -> Registration:
+        """A job under the successor claim (core/claim_shape.py ``job_shape``; issue 37, build plan
+        §1 "change", HC1, HC2, HC5, HC10, HC12): its change is one transaction on the state and its
+        head (services/head_registrar.py). The report on the job item is today's."""
+        now = self._clock.now_ms()
+        definition, reasons = self._parse(job)
+        digest = definition_digest(job) if job is not None else None
+        done = self._heads.register(
+            job_id,
+            state,
+            definition,
+            digest,
+            "; ".join(reasons or [])[:200],
+            changed_at,
+            lambda: self._budget(deadline_ms)(0),
+        )
+        if done.outcome is Registration.ABSENT:
+            return Registration.ABSENT
+        plan = RegistrationPlan(done.outcome, {"status": done.status} if done.status else {})
+        reported = (
+            (self._report_enabled if report is None else report)
+            and job is not None
+            and digest is not None
+            and self._report(job, plan, reasons, digest, now)
+        )
+        if not (done.written or reported):
+            return Registration.UNCHANGED
+        self._telemetry.event(
+            f"job.{done.outcome.value}",
+            job_id,
+            head_at=head_at(done.plan),
+            epoch=done.plan.epoch if done.written else None,
+            def_hash=digest,
+            reasons=reasons,
+        )
+        if done.outcome is Registration.INVALID:
+            self._telemetry.metric("InvalidJobs", 1)
+        return done.outcome
 
     @property
     def checks_allow_lists(self) -> bool:
@@ -456,6 +544,15 @@ class Registrar:
         error = str(refused) if refused else f"the job item is {item_size(job)} bytes: no report fits in it"
         self._telemetry.event("job.report_too_large", str(job["job_id"])[:500], error=error, reasons=reasons)
         return False
+
+
+def _successor(state: Item | None, stack: ClaimShape | None) -> bool:
+    """Whether this registration takes the successor claim's path: a job whose ``job_shape`` is
+    ``successor``, or a legacy state once the switch is on (it is converted first, §5). ``stack``
+    is None only when the state alone decides (it records an epoch and is in no index)."""
+    if stack is ClaimShape.SUCCESSOR and state is not None and is_legacy(state):
+        return True
+    return job_shape(state, stack or ClaimShape.SUCCESSOR) is ClaimShape.SUCCESSOR
 
 
 def _says(job: Item, report: Update) -> bool:
