@@ -98,9 +98,8 @@ class Hooked:
 
 
 def trigger_on(env: Env, store: Any, claimer_id: str | None = None) -> Trigger:
-    return Trigger(
-        store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False, claimer_id=claimer_id
-    )
+    options: dict[str, Any] = {"parallel_queries": False, "claimer_id": claimer_id, "read_claim_shape": True}
+    return Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, **options)
 
 
 # --- the claim --------------------------------------------------------------------------------
@@ -126,7 +125,13 @@ def test_a_due_head_is_claimed_once_and_its_message_sent_after_its_put(kind: str
                 return result
 
         trigger = Trigger(
-            env.store, PutFirst(env.queue), env.telemetry, env.clock, env.cfg, parallel_queries=False
+            env.store,
+            PutFirst(env.queue),
+            env.telemetry,
+            env.clock,
+            env.cfg,
+            parallel_queries=False,
+            read_claim_shape=True,
         )
         first = trigger.tick("t1")
         again = env.trigger().tick("t2")
@@ -300,7 +305,9 @@ def test_what_a_successor_claim_costs_with_due_and_lease_both_present() -> None:
         store.write_units.clear()
         store.by_label.clear()
         before = store.read_units
-        trigger = Trigger(store, env.queue, MemoryTelemetry(), env.clock, cfg, parallel_queries=False)
+        trigger = Trigger(
+            store, env.queue, MemoryTelemetry(), env.clock, cfg, parallel_queries=False, read_claim_shape=True
+        )
         assert trigger.tick("t").claimed == 1
         assert dict(store.by_label) == {"claim head": 3}
         assert dict(store.write_units) == {"runs": 1, "runs/due": 1, "runs/lease": 1}
