@@ -221,6 +221,19 @@ def test_a_claim_meeting_a_changes_marker_sends_nothing() -> None:
         assert sent_ids(env) == [key("j1", T0 + MINUTE, 2)]
 
 
+def test_an_overdue_head_is_the_detectors_and_a_late_one_within_grace_is_claimed() -> None:
+    """As today's trigger: past its grace, the head's fate is the detector's settle (under its
+    misfire policy), so the trigger leaves it; within its grace it is claimed late."""
+    with build("memory", successor=True) as env:
+        change(env, job("overdue", misfire={"grace_seconds": 30}))
+        change(env, job("late", misfire={"grace_seconds": 120}))
+        env.clock.set(T0 + 2 * MINUTE - SECOND)  # both heads (T0 + 1 min) 59 s late
+        result = env.trigger().tick("t")
+        late = [key("late", T0 + m * MINUTE) for m in (1, 2, 3)]  # then chained in the lookahead
+        assert result.claimed == 3 and sent_ids(env) == late
+        assert head_of(env, "overdue")["run_id"] == key("overdue", T0 + MINUTE)  # type: ignore[index]
+
+
 def test_a_head_whose_digest_is_not_the_job_items_is_skipped_with_a_reason() -> None:
     """HC10: a claim sends the definition it loaded only when its digest is the head's. Until the
     registrar's change closes the head, the head is skipped, counted and logged."""
