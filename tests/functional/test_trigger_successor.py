@@ -234,17 +234,36 @@ def test_an_overdue_head_is_the_detectors_and_a_late_one_within_grace_is_claimed
         assert head_of(env, "overdue")["run_id"] == key("overdue", T0 + MINUTE)  # type: ignore[index]
 
 
-def test_a_head_whose_digest_is_not_the_job_items_is_skipped_with_a_reason() -> None:
-    """HC10: a claim sends the definition it loaded only when its digest is the head's. Until the
-    registrar's change closes the head, the head is skipped, counted and logged."""
+def test_a_head_whose_digest_is_not_the_job_items_is_changed_inline_and_its_new_head_claimed() -> None:
+    """HC10: a claim sends the definition it loaded only when its digest is the head's. A job item
+    edited and not yet applied (a lagging stream) is applied inline, as today's trigger does: the
+    registrar's change closes the head and makes one with the new digest, claimed in this tick."""
     with build("memory", successor=True) as env:
         change(env, job("j1"))
         change(env, job("j2"))
         put_job(env, job("j1", payload={"edited": True}))  # not applied yet
         result = env.trigger().tick("t")
+        assert (result.claimed, result.deferred) == (2, 0)
+        assert sorted(sent_ids(env)) == [key("j1", T0 + MINUTE, 2), key("j2", T0 + MINUTE)]
+        sent = {m.body["run_id"]: m.body for m in env.queue.sent}
+        assert sent[key("j1", T0 + MINUTE, 2)]["definition"]["payload"] == '{"edited":true}'
+        assert env.run(key("j1", T0 + MINUTE))["status"] == "cancelled"  # the change closed it
+
+
+def test_a_head_whose_job_item_went_invalid_is_skipped_with_a_reason() -> None:
+    """The inline change of an invalid item makes no head: the old head is skipped, counted and
+    logged, and the other jobs are claimed."""
+    with build("memory", successor=True) as env:
+        change(env, job("j1"))
+        change(env, job("j2"))
+        broken = {**job("j1").to_item(), "schedule": "every tuesday-ish"}
+        env.store.write([Put(JOBS, broken, condition=(), label="person puts an invalid job")])
+        result = env.trigger().tick("t")
         assert (result.claimed, result.deferred) == (1, 1)
         assert sent_ids(env) == [key("j2", T0 + MINUTE)]
-        assert [e.fields["reason"] for e in env.telemetry.named("claim.deferred")] == ["job item changed"]
+        assert [e.fields["reason"] for e in env.telemetry.named("claim.deferred")] == [
+            "job item gone or invalid"
+        ]
 
 
 def test_one_heads_error_never_stops_the_tick() -> None:
