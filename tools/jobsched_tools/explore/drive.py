@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobsched.core.clock import Clock
-from jobsched.core.writes import RUNS, STATE
+from jobsched.core.writes import RUNS
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
 from jobsched.services.registrar import Registrar
@@ -189,11 +189,6 @@ def _next_event(world: World, running: list[_Running], next_tick: int, catch_up_
     for run in world.inner.tables[RUNS].values():
         if "check_at" in run:
             times.append(int(run["check_at"]) + cfg.clock_skew_allowance_ms + 1)
-    for state in world.inner.tables[STATE].values():
-        if state.get("status") == "active" and "next_run_at" in state:
-            grace = int((state.get("misfire") or {}).get("grace_seconds", 60))
-            overdue = int(state["next_run_at"]) + min(grace, cfg.trigger_lookback_seconds) * 1000 + 1
-            if overdue <= catch_up_until:
-                times.append(overdue)
+    times += world.overdue_times(catch_up_until)
     later = [t for t in times if t > now]
     return min(later) if later else None
