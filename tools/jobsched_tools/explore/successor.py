@@ -28,7 +28,8 @@ from __future__ import annotations
 import copy
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from jobsched.core import head_invariants
@@ -183,6 +184,19 @@ class SuccessorWorld(World):
 
 _SETUPS: dict[tuple[str, str, str, str], tuple[Any, ...]] = {}
 SETUPS = ("registered", "claimed", "paused")
+
+
+@contextmanager
+def own_setups() -> Iterator[None]:
+    """Set-ups built afresh in the block and forgotten after it (a mutant's, which must neither
+    reuse the product's nor leave its own for later worlds)."""
+    saved = dict(_SETUPS)
+    _SETUPS.clear()
+    try:
+        yield
+    finally:
+        _SETUPS.clear()
+        _SETUPS.update(saved)
 
 
 def switch_on(world: World) -> None:
@@ -402,12 +416,30 @@ def play(actor_set: ActorSet, script: list[Step]) -> SuccessorWorld:
     return world
 
 
-def registration_writes_heads() -> bool:
-    """Whether the registrar on this branch takes the successor path on a switched-on stack: the
-    "registered" set-up's state records an epoch (until it does, every set here judges today's
-    protocol and reports ``not_successor_shaped``)."""
+def landed() -> dict[str, bool]:
+    """Which services take their successor path on this branch, each probed on the "registered"
+    set-up (until all do, a set that needs one judges a head nothing claims or settles):
+    "registrar" (its state records an epoch), "trigger" (a tick at 00:04 claims the head: an item
+    joins behind it), "detector" (at 00:06:10 the detector settles the unclaimed head without a
+    per-job error)."""
     probe = ActorSet("probe", ())
     world = SuccessorWorld(CFG, probe.budget, ())
     _setup(world, probe)
     state = world.inner.get(STATE, {"job_id": JOB_ID})
-    return state is not None and EPOCH in state
+    found = {"registrar": state is not None and EPOCH in state, "trigger": False, "detector": False}
+    heads = head_invariants.heads(world.runs_by_id())
+    if not found["registrar"] or not heads:
+        return found
+    head_id = str(heads[0]["run_id"])
+    services = Services(world, world.inner, world.mq, world.clock, "probe")
+    saved = (copy.deepcopy(world.inner.tables), world.mq.snapshot())
+    world.clock.set(T0 + 4 * MINUTE)
+    services.trigger.tick("probe")
+    found["trigger"] = any(run.get("after_run_id") == head_id for run in world.runs_by_id().values())
+    world.inner.tables = saved[0]
+    world.mq.restore(*saved[1])
+    world.clock.set(T0 + 6 * MINUTE + 10_000)
+    services.detector.run("probe")
+    settled = head_id not in {str(h["run_id"]) for h in head_invariants.heads(world.runs_by_id())}
+    found["detector"] = settled and not world.telemetry.named("job.error")
+    return found
