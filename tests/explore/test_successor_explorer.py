@@ -36,9 +36,6 @@ NOT_LANDED = (
     "head, whose lease_shard and check_at put it in the lease index too (job_error: KeyError "
     "'lease_expires_at', services/detector.py _recover_leases)"
 )
-# The sets that need only the registrar's and the operations' successor paths (merged): the job
-# ends paused or deleted, so no head is left for the trigger or the detector.
-REGISTRAR_ONLY = frozenset({"pause-tick", "delete-tick-manual"})
 # The bound per set (preemptions): each runs in a few seconds on a loaded 2-core machine.
 BOUNDS: dict[str, int] = {name: 1 for name in SETS} | {"settle-change": 0}
 
@@ -52,7 +49,7 @@ def test_the_model_s_23_base_sets_are_ported_by_name() -> None:
 
 @pytest.mark.parametrize("name", sorted(SETS))
 def test_successor_set_holds(name: str, request: pytest.FixtureRequest) -> None:
-    ready = ALL_LANDED or (LANDED["registrar"] and name in REGISTRAR_ONLY)
+    ready = ALL_LANDED
     if not ready:
         request.applymarker(pytest.mark.xfail(strict=True, reason=NOT_LANDED))
     result = successor.explore(SETS[name], BOUNDS[name] if ready else 0, stop_on_first=not ready)
