@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from jobsched.core import head, head_change, run
+from jobsched.core import head, head_change, head_invariants, run
 from jobsched.core.transitions import head_change as head_change_writes
 from jobsched.core.transitions import head_recover
 from jobsched.core.writes import WriteOp
@@ -333,6 +333,7 @@ class Mutant:
     model: str  # the model's protocol switch
     apply: Callable[[], AbstractContextManager[None]]
     catcher: str  # the set that must catch it (the model's)
+    expected: str  # what the catcher reports (k=1)
 
 
 MUTANTS: dict[str, Mutant] = {
@@ -343,24 +344,28 @@ MUTANTS: dict[str, Mutant] = {
             "dropped claim.successor_absent",
             _switch("claim_head_op:_successor_absent"),
             "claim-stale-change",
+            head_invariants.ONE_LIVE_RECORD,
         ),
         Mutant(
             "change without its closure marker",
             "change_marker=False",
             _patched(head_change_writes, "head_change_ops", _without_marker),
             "claim-stale-change",
+            head_invariants.ONE_HEAD,
         ),
         Mutant(
             "detector takes a closure marker for a claim",
             "marker_is_claim=True",
             _both(_patched(head_recover, "is_closure_marker", _marker_is_claim), _switch(*REDISPATCH_FENCE)),
             "settle-change",
+            head_invariants.CLOSED_HEAD,
         ),
         Mutant(
             "ad-hoc run without its ConditionCheck",
             "adhoc_check=False",
             _switch("relink_head_ops:_relink_successor_absent"),
             "tick-manual",
+            head_invariants.ADHOC_BEHIND_CLAIMED,
         ),
     )
 }
@@ -372,18 +377,21 @@ REPAIRS: dict[str, Mutant] = {
             'keys="instant"',
             _patched(run, "run_id_for", _instant_keys),
             "retime-onto-claimed",
+            head_invariants.ONE_LIVE_RECORD,
         ),
         Mutant(
             "epoch above the state's version only",
             "epoch_above_read=False",
             _patched(head, "epoch_of", _epoch_from_state),
             "retime-there-and-back",
+            "unexpected_exception",  # DynamoDB refuses a transaction touching one item twice
         ),
         Mutant(
             "new head after the change's time only",
             "after_through=False",
             lambda: _patched_attr(head_change._Read, "of", _after_now),
             "retime-onto-claimed",
+            head_invariants.ONE_LIVE_RECORD,
         ),
     )
 }
