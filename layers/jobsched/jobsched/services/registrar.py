@@ -6,6 +6,11 @@ harmless. A record whose items already agree (its own report write, a replay) ch
 so its writes cannot start a loop. The rules for each kind of change are ``plan_registration``'s
 (core/state.py); the old timing's occurrences that came due before a change are settled first
 (services/settle.py), so that no edit, pause or delete drops one silently.
+
+Once the stack's migration switch is on (core/claim_shape.py; issue 37), a job under the successor
+claim takes services/head_registrar.py's path instead: one change transaction on its state and its
+head, a legacy state converted first. With the switch off (the default) this module is today's,
+plus one read of the switch per ``apply`` (none for a state that records its epoch).
 """
 
 from __future__ import annotations
