@@ -53,6 +53,7 @@ class Services:
             claim_concurrency=1,
             registrar=self.registrar_inline,
             claimer_id=name,
+            read_claim_shape=world.read_claim_shape,
         )
         early = Trigger(
             store,
@@ -63,6 +64,7 @@ class Services:
             parallel_queries=False,
             claim_concurrency=1,
             claimer_id=name,
+            read_claim_shape=world.read_claim_shape,
         )
         self.registrar = Registrar(
             store,
@@ -94,6 +96,7 @@ class Services:
             logger_for=lambda _run_id: _LOG,
             rng=random.Random(0),
             dead_letter_sender=world.dead_letter_queue,
+            adopt_scheduled=world.adopt_scheduled,
         )
         from jobsched.services.operations import Operations
 

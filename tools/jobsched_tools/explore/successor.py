@@ -83,6 +83,8 @@ class SuccessorWorld(World):
     def __init__(self, cfg: SchedulerConfig, budget: Budget, write_invariants: Sequence[str]) -> None:
         super().__init__(cfg, budget, write_invariants)
         self.inner = _Tables(extra_indexes=DUE)
+        self.read_claim_shape = True  # the trigger function's wiring (runtime/wiring.py)
+        self.adopt_scheduled = True  # the worker function's (HC3)
         self.store = ExplorerStore(self)
         self.write_ledger = head_invariants.WriteLedger()
         self.runs_before: dict[str, Item] = {}

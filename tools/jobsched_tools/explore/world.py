@@ -178,6 +178,11 @@ class World:
         self.records_delivered: list[int] = []
         self.extra_check: Callable[[World], None] | None = None
         self.handler_ms = HANDLER_MS  # how long each handler of the drive runs
+        # The services wired as the functions wire them on a stack migrating to the successor
+        # claim (runtime/wiring.py: the trigger reads the switch, the worker adopts scheduled
+        # runs); off here, so today's world makes exactly today's calls (successor.py sets them).
+        self.read_claim_shape = False
+        self.adopt_scheduled = False
         self.registry = HandlerRegistry()
         self.registry.add("t", lambda _ctx: None)
         self.dead_letter_queue = PointDeadLetters(self)  # every job's own dead-letter queue
