@@ -46,7 +46,13 @@ NOT_LANDED = (
     "'lease_expires_at', services/detector.py _recover_leases)"
 )
 # The bound per set (preemptions): each runs in a few seconds on a loaded 2-core machine.
-HEAVY = ("settle-change", "delete-tick-manual", "pause-resume-same-instant", "pause-resume-marker")
+HEAVY = (
+    "settle-change",
+    "delete-tick-manual",
+    "pause-resume-same-instant",
+    "pause-resume-marker",
+    "worker-recover",
+)
 BOUNDS: dict[str, int] = {name: 1 for name in SETS} | dict.fromkeys(HEAVY, 0)
 
 
