@@ -279,6 +279,19 @@ def test_one_heads_error_never_stops_the_tick() -> None:
         assert [e.correlation_id for e in env.telemetry.named("job.error")] == ["bad"]
 
 
+def test_the_claim_that_ends_a_life_finishes_the_state() -> None:
+    """HC5: the claim of a ``max_runs`` job's last head puts its end marker, and the trigger follows
+    it with the finish write: the state reads ``finished`` with the life's count."""
+    with build("memory", successor=True) as env:
+        change(env, job("twice", "rate(10 seconds)", max_runs=2))
+        result = env.trigger().tick("t")
+        assert result.claimed == 2
+        assert sent_ids(env) == [key("twice", T0 + 10 * SECOND), key("twice", T0 + 20 * SECOND)]
+        state = env.state("twice")
+        assert state["status"] == "finished" and state["runs_claimed"] == 2
+        assert [e.fields["actor"] for e in env.telemetry.named("job.finished")] == ["trigger"]
+
+
 # --- the migration ------------------------------------------------------------------------------
 
 

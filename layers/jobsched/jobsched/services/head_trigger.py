@@ -58,7 +58,7 @@ from jobsched.core.head import (
 )
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.run import run_key
-from jobsched.core.state import state_misfire
+from jobsched.core.state import JobStatus, state_misfire
 from jobsched.core.timing import is_overdue
 from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY
 from jobsched.core.transitions.head_claim import (
@@ -73,8 +73,10 @@ from jobsched.core.transitions.head_convert import (
     head_job_of_state,
     is_legacy,
 )
+from jobsched.core.transitions.head_finish import finish_life_ops, reads_as_finished
 from jobsched.core.writes import JOBS, RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry
+from jobsched.services.head_registrar import find_head, read_job_items
 from jobsched.services.loaded_job import load_job
 from jobsched.services.paging import merge_oldest_first, query_all, shard_pages
 
@@ -151,6 +153,7 @@ class _Definition:
 
     snapshot: Item
     digest: str
+    max_runs: int | None = None
 
 
 @dataclass
@@ -261,6 +264,29 @@ class HeadClaims:
             return []
         return self._claim_chain(head, tick, result, read_first=False, known=None)
 
+    def _finish_life(self, job_id: str, tick: _Tick) -> None:
+        """HC5: the claim that put its life's end marker follows it with the finish write (the
+        state ``active`` -> ``finished``, with the marker's count and chain end), in head_finish.py's
+        order: the state first (strongly), then the job's items (HC12). A change that landed
+        meanwhile (a raise of ``max_runs``) fails it; a lost one is the reconcile pass's to repair
+        (services/head_reconciler.py), level-triggered. The message is already collected: a
+        failure here never unsends the claim."""
+        state = self._store.get(STATE, {"job_id": job_id})
+        if state is None or state.get("status") != JobStatus.ACTIVE.value:
+            return
+        found = find_head(read_job_items(self._store, job_id), state)
+        if found.ambiguous or found.end_marker is None:
+            return
+        if not reads_as_finished(state, found.head, found.end_marker):
+            return
+        try:
+            self._store.write(finish_life_ops(state, found.end_marker, tick.now))
+        except ConditionFailed:
+            return  # a change or the reconcile pass moved the state first
+        self._telemetry.event(
+            "job.finished", job_id, end_marker=str(found.end_marker["run_id"]), actor="trigger"
+        )
+
     def _find_head(self, job_id: str) -> Item | None:
         """HC12: the job's head, from one strongly consistent Query of its runs partition: the
         unstarted occurrence whose successor key holds nothing. None when there is none (paused,
@@ -351,6 +377,7 @@ class HeadClaims:
         definition = self._definition(head, definitions)
         if definition is None:
             return self._apply_change(head, definitions, result)
+        head = _with_limit(head, definition)
         put = claim_head_op(head, tick.now, claimer, self._cfg)
         try:
             self._store.write([put])
@@ -366,7 +393,10 @@ class HeadClaims:
                 return None
         self._count_claim(head, tick, result)
         self._send(head, definition, runs)
-        return None if ends_life(head) else dict(put.item)
+        if ends_life(head):
+            self._finish_life(str(head["job_id"]), tick)
+            return None
+        return dict(put.item)
 
     def _convert_and_claim(self, state: Item, tick: _Tick, result: TickResult) -> list[Item]:
         job_id = str(state["job_id"])
@@ -460,7 +490,7 @@ class HeadClaims:
             definition = JobDefinition.from_item(item)
         except InvalidJob:
             return None
-        return _Definition(definition.to_item(), definition.definition_hash())
+        return _Definition(definition.to_item(), definition.definition_hash(), definition.max_runs)
 
     def _send(self, head: Item, definition: _Definition | None, runs: list[Item]) -> None:
         """N's message, from N as the claim read it, with the definition of N's digest. Sent by the
@@ -488,3 +518,13 @@ class HeadClaims:
         self._telemetry.event(
             "job.error", job_id, actor="trigger", error=f"{type(exc).__name__}: {exc}"[:500]
         )
+
+
+def _with_limit(head: Item, definition: _Definition) -> Item:
+    """The head with its job's ``max_runs``: the ``due`` index does not project it (§0's list), and
+    the head the claim makes must carry it (its ``next_key``, its count). The definition whose
+    digest is the head's ``def_hash`` (checked before) is the one the head was made from, so its
+    limit is the head's."""
+    if definition.max_runs is None or "max_runs" in head:
+        return head
+    return {**head, "max_runs": definition.max_runs}
