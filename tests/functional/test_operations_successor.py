@@ -350,6 +350,17 @@ def test_top_walks_a_manual_run_in_a_successor_chain() -> None:
         assert [run["run_id"] for run in chain[:2]] == [manual, current["after_run_id"]]
 
 
+def test_the_view_of_a_max_runs_job_still_parses_as_its_definition() -> None:
+    """The view adds only the state's attributes a definition ignores (``STATE_FIELDS``): with a
+    count in it, ``describe`` and ``_definition`` could not read the job back."""
+    with build("memory", successor=True) as env:
+        successor_job(env, job(max_runs=3))
+        view = env.ops().get("j1")
+        assert JobDefinition.from_item(view).max_runs == 3
+        assert describe(view, [], env.clock.now_ms(), 1)["next"]
+        assert env.ops().trigger("j1", "r1")
+
+
 # --- the worker ------------------------------------------------------------------------------
 
 

@@ -27,7 +27,7 @@ from jobsched.core.claim_shape import ClaimShape, job_shape
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.head import epoch_of, is_end_marker
-from jobsched.core.head_change import CHAIN_END, EPOCH, RUNS_CLAIMED, THROUGH
+from jobsched.core.head_change import CHAIN_END, EPOCH, THROUGH
 from jobsched.core.occurrences import find_head, occurrence_key_range
 from jobsched.core.run import RunStatus, run_key
 from jobsched.core.state import JobStatus
@@ -118,9 +118,12 @@ def read_job(store: Store, job_id: str, state: Item | None = None) -> JobRead:
 def head_view(read: JobRead) -> Item:
     """What ``Operations.get``'s view takes from a successor job (the keys today's state gives, so
     ``show``, ``jobs`` and ``describe`` print them unchanged): the position is the head's instant,
-    the chain end its ``after_run_id``, the last scheduled occurrence its ``through`` and the
-    life's count its ``runs_before`` (§0, "Where the state's attributes go"). Without a head (paused,
-    finished, invalid) the state holds what the change that closed the head copied there."""
+    the chain end its ``after_run_id``, the last scheduled occurrence its ``through`` (§0, "Where
+    the state's attributes go"). Without a head (paused, finished, invalid) the end marker or the
+    state holds what the last claim or change left there. Only attributes a definition ignores
+    (``core.job.STATE_FIELDS``) enter the view: ``_definition`` and ``describe`` parse it back, so
+    the life's count (``runs_before``) is not shown here, as today's view shows no count.
+    """
     state = read.state or {}
     view: Item = {"status": read.status}
     head = read.head
@@ -129,8 +132,6 @@ def head_view(read: JobRead) -> Item:
         if head.get("after_run_id") is not None:
             view[CHAIN_END] = head["after_run_id"]
         view["last_scheduled_at"] = int(head[THROUGH]) if head.get(THROUGH) is not None else None
-        if head.get("max_runs") is not None:
-            view[RUNS_CLAIMED] = int(head.get("runs_before") or 0)
         return {name: value for name, value in view.items() if value is not None}
     marker = read.end_marker
     chain_end = marker.get("after_run_id") if marker is not None else None
@@ -141,10 +142,6 @@ def head_view(read: JobRead) -> Item:
     through = through if through is not None else state.get(THROUGH, state.get("last_scheduled_at"))
     if through is not None:
         view["last_scheduled_at"] = int(through)
-    count = marker.get(RUNS_CLAIMED) if marker is not None else None
-    count = count if count is not None else state.get(RUNS_CLAIMED)
-    if count is not None:
-        view[RUNS_CLAIMED] = int(count)
     return view
 
 
