@@ -272,11 +272,11 @@ def build(actor_set: ActorSet, offsets: tuple[int, ...], invariants: tuple[str, 
         clock = OffsetClock(world.clock, spec.offset_ms + offset)
         svc = Services(world, world.store, world.queue, clock, spec.name)
         program = PROGRAMS[spec.kind]
-        world.sched.add(spec.name, _bind(program, world, svc, spec))
+        world.sched.add(spec.name, bind_program(program, world, svc, spec))
     return world
 
 
-def _bind(
+def bind_program(
     program: Callable[[World, Services, ActorSpec], None], world: World, svc: Services, spec: ActorSpec
 ) -> Callable[[], None]:
     def run() -> None:

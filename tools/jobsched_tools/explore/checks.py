@@ -39,9 +39,9 @@ def final_checks(world: World, skew_ms: int) -> None:
         if run.get("status") in UNFINISHED:
             world.find("unfinished_after_drive", run_id, f"still {run.get('status')}")
         if run.get("kind") == "manual" and run.get("status") == "skipped":
-            _manual_skipped_behind_future(world, run_id, run, runs, skew_ms)
-    _persons_last_word(world)
-    _dead_letters(world, runs)
+            manual_skipped_behind_future(world, run_id, run, runs, skew_ms)
+    persons_last_word(world)
+    check_dead_letters(world, runs)
     for actor in world.sched.actors:
         if actor.error is not None:
             world.find("unexpected_exception", actor.name, actor.error)
@@ -51,7 +51,7 @@ def final_checks(world: World, skew_ms: int) -> None:
         world.extra_check(world)
 
 
-def _manual_skipped_behind_future(
+def manual_skipped_behind_future(
     world: World, run_id: str, run: Item, runs: dict[str, Item], skew_ms: int
 ) -> None:
     """A manual run is skipped only behind a run that is due (promises.md row 11): the walk passes
@@ -71,7 +71,7 @@ def _manual_skipped_behind_future(
         )
 
 
-def _persons_last_word(world: World) -> None:
+def persons_last_word(world: World) -> None:
     """A person's last write to the job item stands: a delete is not undone by jobsched's own
     writes (a report, a pause), and a paused job is never deleted (it is not complete)."""
     item = world.inner.get(JOBS, {"job_id": world.job_id})
@@ -94,7 +94,7 @@ def _persons_last_word(world: World) -> None:
             world.find("reregistered_job_never_runs", world.job_id, "no run of its new life")
 
 
-def _dead_letters(world: World, runs: dict[str, Item]) -> None:
+def check_dead_letters(world: World, runs: dict[str, Item]) -> None:
     """Issue 38, as the chaos checker's ``dead_letters``: after the drive (whose detector pays
     every debt its lease sweep finds) nothing is still owed, every run recorded sent reached its
     queue, and no letter is for a run that did not fail. And a settled debt leaves no
@@ -126,7 +126,7 @@ def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> se
     due: set[int] = set()
     allowed: set[int] = set()
     at_a_change: set[int] = set()
-    for span in segments(_dated_by_records(world), world.window_end):
+    for span in segments(dated_by_records(world), world.window_end):
         stretch = occurrences(span.timing, span.start, min(span.end, world.window_end))
         due.update(stretch)
         allowed.update(occurrences(span.timing, span.start, span.end + ahead))
@@ -142,7 +142,7 @@ def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> se
     return allowed
 
 
-def _dated_by_records(world: World) -> list[StateMark]:
+def dated_by_records(world: World) -> list[StateMark]:
     """The state's history, with each stretch that a person's write started dated from the write
     when its stream record was delivered (late, after the reconcile pass dated the change when it
     first saw it): the timing's occurrences after the write are due, whichever of the record and

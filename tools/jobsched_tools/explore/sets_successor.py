@@ -292,7 +292,7 @@ def _instant_keys(original: Callable[..., str]) -> Callable[..., str]:
 
 def _epoch_from_state(original: Callable[[Mapping[str, Any]], int]) -> Callable[[Mapping[str, Any]], int]:
     """Repair 2 undone (``epoch_above_read=False``): a change's epoch is above the state's version
-    only, not the head's and end marker's it read (``head_change._Read.of``)."""
+    only, not the head's and end marker's it read (``head_change.ChangeRead.of``)."""
 
     def epoch_of(item: Mapping[str, Any]) -> int:
         caller = sys._getframe(1)
@@ -306,7 +306,7 @@ def _epoch_from_state(original: Callable[[Mapping[str, Any]], int]) -> Callable[
 def _after_now(original: Any) -> Any:
     """Repair 3 undone (``after_through=False``): a change's new head comes after the change's
     time alone, not after the last occurrence decided (``through``). The product computes both
-    from one read (``head_change._Read``): its ``through`` is set to the change's time, which
+    from one read (``head_change.ChangeRead``): its ``through`` is set to the change's time, which
     the new head's ``through`` then carries too (the model keeps it; a closer cut needs a seam in
     ``plan_head_change``)."""
 
@@ -389,7 +389,7 @@ REPAIRS: dict[str, Mutant] = {
         Mutant(
             "new head after the change's time only",
             "after_through=False",
-            lambda: _patched_attr(head_change._Read, "of", _after_now),
+            lambda: _patched_attr(head_change.ChangeRead, "of", _after_now),
             "retime-onto-claimed",
             head_invariants.ONE_LIVE_RECORD,
         ),

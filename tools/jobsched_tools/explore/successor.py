@@ -42,21 +42,21 @@ from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY, bookkeeping_o
 from jobsched.core.writes import JOBS, RUNS, STATE, Item, Put, Update, WriteOp
 from jobsched.services.worker import Started
 
-from jobsched_tools.explore.build import _bind
+from jobsched_tools.explore.build import bind_program
 from jobsched_tools.explore.checks import (
     ADHOC,
     COMMITTED,
     POLICY,
-    _dated_by_records,
-    _dead_letters,
-    _manual_skipped_behind_future,
-    _persons_last_word,
+    check_dead_letters,
+    dated_by_records,
+    manual_skipped_behind_future,
+    persons_last_word,
 )
 from jobsched_tools.explore.drive import Services, quiesce
 from jobsched_tools.explore.model import CFG, JOB_ID, MINUTE, T0, ActorSet, ActorSpec, job_item
 from jobsched_tools.explore.programs import PROGRAMS
 from jobsched_tools.explore.search import Result, Step, finish_once, play_script, search
-from jobsched_tools.explore.world import Budget, ExplorerStore, OffsetClock, World, _Tables
+from jobsched_tools.explore.world import Budget, ExplorerStore, ExplorerTables, OffsetClock, World
 from jobsched_tools.sim.faults import StateMark
 from jobsched_tools.sim.invariants import occurrences, segments
 
@@ -82,7 +82,7 @@ class SuccessorWorld(World):
 
     def __init__(self, cfg: SchedulerConfig, budget: Budget, write_invariants: Sequence[str]) -> None:
         super().__init__(cfg, budget, write_invariants)
-        self.inner = _Tables(extra_indexes=DUE)
+        self.inner = ExplorerTables(extra_indexes=DUE)
         self.read_claim_shape = True  # the trigger function's wiring (runtime/wiring.py)
         self.adopt_scheduled = True  # the worker function's (HC3)
         self.store = ExplorerStore(self)
@@ -290,7 +290,7 @@ def build(
         world.offsets[spec.name] = spec.offset_ms + offset
         clock = OffsetClock(world.clock, spec.offset_ms + offset)
         svc = Services(world, world.store, world.queue, clock, spec.name)
-        world.sched.add(spec.name, _bind(SUCCESSOR_PROGRAMS[spec.kind], world, svc, spec))
+        world.sched.add(spec.name, bind_program(SUCCESSOR_PROGRAMS[spec.kind], world, svc, spec))
     return world
 
 
@@ -317,9 +317,9 @@ def final_checks(world: SuccessorWorld, skew_ms: int) -> None:
         if run.get("status") in UNFINISHED and not waiting:
             world.find("unfinished_after_drive", run_id, f"still {run.get('status')}")
         if run.get("kind") == "manual" and run.get("status") == "skipped":
-            _manual_skipped_behind_future(world, run_id, run, runs, skew_ms)
-    _persons_last_word(world)
-    _dead_letters(world, runs)
+            manual_skipped_behind_future(world, run_id, run, runs, skew_ms)
+    persons_last_word(world)
+    check_dead_letters(world, runs)
     _successor_shaped(world)
     for actor in world.sched.actors:
         if actor.error is not None:
@@ -347,7 +347,7 @@ def _occurrence_records(world: World, runs: Mapping[str, Item], skew_ms: int) ->
     due: set[int] = set()
     allowed: set[int] = set()
     at_a_change: set[int] = set()
-    for span in segments(_dated_by_records(world), world.window_end):
+    for span in segments(dated_by_records(world), world.window_end):
         stretch = occurrences(span.timing, span.start, min(span.end, world.window_end))
         due.update(stretch)
         allowed.update(occurrences(span.timing, span.start, span.end + ahead))

@@ -98,7 +98,7 @@ class Ledger:
     tokens: core_invariants.Tokens = field(default_factory=core_invariants.Tokens)
 
 
-class _Tables(MemoryStore):
+class ExplorerTables(MemoryStore):
     """The in-memory store without DynamoDB's size checks (the explored items are small; the
     checks cost a third of a schedule's time)."""
 
@@ -149,7 +149,7 @@ class World:
         self.budget = budget
         self.write_invariants = tuple(write_invariants)
         self.clock = ManualClock(0)
-        self.inner = _Tables()
+        self.inner = ExplorerTables()
         self.mq = ExplorerQueue(self.clock, visibility_timeout_seconds=VISIBILITY_SECONDS)
         self.store = ExplorerStore(self)
         self.queue = PointQueue(self)
@@ -609,7 +609,7 @@ class PointQueue:
 class PointDeadLetters:
     """A job's own dead-letter queue (issue 38), as the explored actors send to it: each send is
     a scheduling point, which fails (the queue did not answer) while the budget's ``unanswered``
-    allows; every letter that reached it is kept for the checks (``_dead_letters``)."""
+    allows; every letter that reached it is kept for the checks (``check_dead_letters``)."""
 
     def __init__(self, world: World) -> None:
         self.world = world

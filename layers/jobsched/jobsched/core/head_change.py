@@ -163,7 +163,7 @@ def plan_head_change(
     if head is not None and not is_unstarted_occurrence(head):
         raise ValueError(f"not a head: {head.get('run_id')!r} ({head.get('status')})")
     ended = end_marker if _ends_live_timing(state, end_marker) else None
-    read = _Read.of(state, head, end_marker, ended, digest, change_time(state, now, changed_at))
+    read = ChangeRead.of(state, head, end_marker, ended, digest, change_time(state, now, changed_at))
     target = _target(read.current, definition, digest, invalid_reason, read.count)
     if target.outcome is Registration.ABSENT:
         return HeadChangePlan(target.outcome, job_id, state, read.epoch)
@@ -183,7 +183,7 @@ def plan_head_change(
 
 
 @dataclass(frozen=True)
-class _Read:
+class ChangeRead:
     """What the registrar read, as the change uses it: the change's time and epoch, the life it
     goes on with (or the new one it starts), and what the closed head (or, without one, the end
     marker or the state) hands the new head: the count, ``through`` and the chain end."""
@@ -205,7 +205,7 @@ class _Read:
         ended: Item | None,
         digest: str | None,
         at: int,
-    ) -> _Read:
+    ) -> ChangeRead:
         life = new_life(state, digest)
         current = state if state is None or life is None else _fresh(state)
         # Above every epoch read (§0): the state's version, the head's, the end marker's.
@@ -225,7 +225,7 @@ class _Read:
 def _written(
     job_id: str,
     state: Item | None,
-    read: _Read,
+    read: ChangeRead,
     target: _Target,
     new_at: int | None,
     close: ClosedHead | None,
