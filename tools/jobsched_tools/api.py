@@ -77,6 +77,10 @@ class Api(Operations):
     def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
         return [with_datetimes(run) for run in super().runs(job_id, limit)]
 
+    def run_at(self, job_id: str, at: datetime) -> dict[str, Any] | None:
+        run = super().run_at(job_id, at)
+        return None if run is None else with_datetimes(run)
+
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         run = super().get_run(run_id)
         return None if run is None else with_datetimes(run)

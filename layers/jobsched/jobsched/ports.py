@@ -165,6 +165,25 @@ class Store(Protocol):
         ...
 
 
+class OccurrenceQuery(Protocol):
+    """HC12's read of a job's occurrence items (issue 37, the successor claim; build plan
+    docs/proposals/successor-claim-build.md, HC12). Only tests call it in this wave (build step
+    S1); the registrar, operations, describe and the reconcile pass are to find a job's head with
+    it (``core.occurrences.find_head``) when the successor claim is wired in. It is a protocol of
+    its own, beside ``Store``, so that the stores' wrappers (the chaos faults, the explorer, the
+    bench's meters) need not forward it before anything in the product calls it."""
+
+    def occurrence_items(self, job_id: str, page_limit: int | None = None) -> list[Item]:
+        """Every item of ``job_id``'s runs partition in ``core.occurrences.occurrence_key_range``
+        (timed ids of every epoch, closure markers and end markers; no manual run), whole, newest
+        first (descending run id): one strongly consistent Query on the runs table's own key
+        (``ConsistentRead``, ``ScanIndexForward`` false), paginated to the end. ``page_limit``:
+        the Query's ``Limit`` per page (None: DynamoDB's 1 MB page), for tests of the paging.
+        Strongly consistent per item, not a snapshot: a Query is read-committed against a
+        concurrent transaction, so a caller that finds several heads or none reads again."""
+        ...
+
+
 @dataclass(frozen=True)
 class OutgoingMessage:
     id: str  # unique within one batch

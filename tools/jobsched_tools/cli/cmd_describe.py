@@ -14,6 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.occurrences import CLAIM, SHOWN_EPOCH
 from jobsched.core.run import run_id_for
 from jobsched.core.timing import start_at_ms
 
@@ -76,6 +77,12 @@ def run_summary(run: dict[str, Any], jitter_seconds: int = 0) -> dict[str, Any]:
     }
     if run.get("dead_letter"):
         summary["dead_letter"] = run["dead_letter"]
+    # Under the successor claim (Operations.runs, core/occurrences.py): the epoch where the run's
+    # instant holds items of two, and whether a scheduled run is claimed or the job's next.
+    if SHOWN_EPOCH in run:
+        summary["epoch"] = run[SHOWN_EPOCH]
+    if CLAIM in run:
+        summary["claim"] = run[CLAIM]
     return summary
 
 
@@ -160,7 +167,9 @@ def render(data: dict[str, Any]) -> str:
         lag = f"{run['lag_ms']} ms" if run["lag_ms"] is not None else "-"
         reason = f"  {run['reason'][:60]}" if run["reason"] else ""
         attempts = run["attempts"] or "-"
-        lines.append(f"  {run['scheduled_at']}  {run['outcome']:<9} lag {lag:<9} attempts {attempts}{reason}")
+        instant = f"{run['scheduled_at']} #{run['epoch']}" if "epoch" in run else run["scheduled_at"]
+        outcome = run.get("claim") or run["outcome"]
+        lines.append(f"  {instant}  {outcome:<9} lag {lag:<9} attempts {attempts}{reason}")
     zone = data.get("timezone") or "UTC"
     lines += ["", f"next {len(data['next'])} instants (UTC | {zone}; start with jitter):"]
     if not data["next"]:

@@ -10,6 +10,7 @@ import argparse
 import re
 from typing import Any
 
+from jobsched.core.occurrences import CLAIM, SHOWN_EPOCH
 from jobsched.services.operations import describe_time
 
 from jobsched_tools.cli.common import (
@@ -25,17 +26,24 @@ from jobsched_tools.cli.common import (
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    runs = operations(args).runs(args.job_id, args.limit)
+    ops = operations(args)
+    if args.at is not None:  # an instant alone: its live record, whatever its epoch
+        found = ops.run_at(args.job_id, parse_instant(args.at))
+        runs = [found] if found is not None else []
+    else:
+        runs = ops.runs(args.job_id, args.limit)
     for run in runs:
         run.pop("definition", None)
 
     def human(rs: list[dict[str, Any]]) -> str:
+        if not rs and args.at is not None:
+            return f"no run of {args.job_id} at {args.at} (its runs: jobsched runs {args.job_id})"
         headers = ["SCHEDULED", "KIND", "STATUS", "ATTEMPT", "STARTED", "FINISHED"]
         rows = [
             [
-                describe_time(r["scheduled_at"]),
+                _instant(r),
                 r.get("kind", ""),
-                r["status"],
+                r.get(CLAIM) or r["status"],  # a scheduled run: claimed, or the job's next
                 r.get("attempt", ""),
                 describe_time(r.get("started_at")),
                 describe_time(r.get("finished_at")),
@@ -50,6 +58,13 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         return table(rows, [*headers, "NOTE"])
 
     return emit(args, runs, human)
+
+
+def _instant(run: dict[str, Any]) -> str:
+    """A run's instant; with its epoch (``#2``) where its instant holds items of two epochs (a
+    change's cancelled head or marker beside it: core/occurrences.py)."""
+    shown = describe_time(run["scheduled_at"])
+    return f"{shown} #{run[SHOWN_EPOCH]}" if SHOWN_EPOCH in run else shown
 
 
 NOTE_MIN_WIDTH = 40  # on a narrow terminal the row wraps rather than lose the note
@@ -192,6 +207,7 @@ def register(subparsers: Subparsers) -> None:
     runs = add_command(subparsers, "runs", _cmd_runs, "a job's recent runs, newest first")
     runs.add_argument("job_id", metavar="JOB")
     runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--at", metavar="ISO8601", help="only the run at this instant (its scheduled time)")
     trigger = add_command(subparsers, "trigger", _cmd_trigger, "run a job now, outside its schedule")
     trigger.add_argument("job_id", metavar="JOB")
     trigger.add_argument("--request-id", help="idempotency: the same id runs once")

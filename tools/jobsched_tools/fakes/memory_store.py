@@ -34,6 +34,7 @@ from typing import Any
 
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.limits import check_item_size, check_transaction, item_size
+from jobsched.core.occurrences import occurrence_key_range
 from jobsched.core.writes import (
     JOBS,
     RUNS,
@@ -196,6 +197,35 @@ class MemoryStore:
                 raise ValueError("BatchGetItem: the keys must be distinct")  # as DynamoDB rejects them
             rows = self._table(table)
             return [copy.deepcopy(rows[value]) for value in values if value in rows]
+
+    # --- HC12's read of a job's occurrence items (issue 37; ports.OccurrenceQuery) -------------
+
+    def occurrence_items(self, job_id: str, page_limit: int | None = None) -> list[Item]:
+        """As DynamoStore's: newest first, page by page. Each page is read under the lock and the
+        next one after it, so a write between two pages is seen as DynamoDB would show it."""
+        if page_limit is not None and page_limit < 1:
+            raise ValueError(f"a Query's Limit is at least 1, not {page_limit}")  # as DynamoDB's
+        low, high = occurrence_key_range(job_id)
+        found: list[Item] = []
+        cursor: str | None = None
+        while True:
+            with self._lock:
+                self._count("Query")
+                keys = sorted(
+                    (
+                        run_id
+                        for (partition, run_id) in self._table(RUNS)
+                        if partition == job_id
+                        and low <= run_id <= high
+                        and (cursor is None or run_id < cursor)
+                    ),
+                    reverse=True,
+                )
+                page = keys[:page_limit] if page_limit is not None else keys
+                found += [copy.deepcopy(self._table(RUNS)[(job_id, run_id)]) for run_id in page]
+            if len(page) == len(keys) or not page:
+                return found
+            cursor = page[-1]
 
     def write(self, ops: Sequence[WriteOp]) -> None:
         if not ops:

@@ -165,6 +165,13 @@ class MeteringStore(MemoryStore):
             self._charge_read(item_size(item), consistent)
         return items
 
+    def occurrence_items(self, job_id: str, page_limit: int | None = None) -> list[Item]:
+        # HC12's read (issue 37): strongly consistent, charged by the size of what it returns (as
+        # one page: a job's occurrence items are well under a page's 1 MB).
+        items = super().occurrence_items(job_id, page_limit)
+        self._charge_read(sum(item_size(item) for item in items), consistent=True)
+        return items
+
     def _charge_read(self, size: int, consistent: bool) -> None:
         with self._meter_lock:
             self.read_units += read_units(size, consistent)

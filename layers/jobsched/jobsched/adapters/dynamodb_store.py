@@ -33,6 +33,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from jobsched.core.errors import ConditionFailed, Throttled, TransientStoreError
 from jobsched.core.limits import RequestTooLarge, check_item_size, check_transaction, item_size
+from jobsched.core.occurrences import occurrence_key_range
 from jobsched.core.writes import (
     JOBS,
     RUNS,
@@ -347,6 +348,40 @@ class DynamoStore:
             request = {name: unprocessed[name]}
             time.sleep(BATCH_GET_BACKOFF_S * 2**attempt)
         raise Throttled(f"BatchGetItem on {table}: keys still unprocessed after {BATCH_GET_TRIES} tries")
+
+    # HC12's read of a job's occurrence items (issue 37; ports.OccurrenceQuery). IAM: a Query on
+    # the runs table's own ARN (no index), which a function's role grants as ``dynamodb:Query`` on
+    # ``RunsTable.Arn``; no condition key distinguishes ConsistentRead or the key range.
+    def occurrence_items(self, job_id: str, page_limit: int | None = None) -> list[Item]:
+        if page_limit is not None and page_limit < 1:
+            raise ValueError(f"a Query's Limit is at least 1, not {page_limit}")
+        low, high = occurrence_key_range(job_id)
+        partition, sort = TABLE_KEY[RUNS]
+        request: dict[str, Any] = {
+            "TableName": self.table_name(RUNS),
+            "KeyConditionExpression": "#pk = :p AND #sk BETWEEN :a AND :b",
+            "ExpressionAttributeNames": {"#pk": partition, "#sk": sort},
+            "ExpressionAttributeValues": {
+                ":p": serialize(job_id),
+                ":a": serialize(low),
+                ":b": serialize(high),
+            },
+            "ConsistentRead": True,  # HC12: a head put or closed just before is seen
+            "ScanIndexForward": False,  # newest first
+        }
+        if page_limit is not None:
+            request["Limit"] = page_limit
+        found: list[Item] = []
+        while True:
+            try:
+                response = self.client.query(**request)
+            except (ClientError, HTTPClientError, BotoConnectionError) as error:
+                _raise_mapped(error)
+            page = self._page(response)
+            found += page.items
+            if page.cursor is None:
+                return found
+            request["ExclusiveStartKey"] = serialize_item(page.cursor)
 
     @staticmethod
     def _page(response: Mapping[str, Any]) -> Page:

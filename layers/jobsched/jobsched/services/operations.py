@@ -23,6 +23,7 @@ from jobsched.core.job import (
     is_job_id,
     read_enabled,
 )
+from jobsched.core.occurrences import live_record_at, records
 from jobsched.core.run import NOT_RUN, RunKind, check_request_id, manual_run_id, run_id_for, run_key
 from jobsched.core.state import JobStatus, Registration
 from jobsched.core.transitions import adhoc_run_ops, link_runs, new_run_item, rerun_missed_ops
@@ -262,11 +263,25 @@ class Operations:
     def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
         """The job's most recent runs, newest first: its partition of the runs table (keyed by job
         and run), read page by page and ordered by ``scheduled_at`` (the run id's order is not
-        time's: manual runs' ids sort after every scheduled one)."""
-        runs = query_all(self._store, "runs-of-job", job_id)
+        time's: manual runs' ids sort after every scheduled one). One run per instant: its live
+        record (``core.occurrences.records``). Under the successor claim (issue 37) an instant
+        may also hold a cancelled head or a closure marker of another epoch, and a finished life
+        an end marker: none is a run, none is listed. A listed run carries ``shown_epoch`` where
+        its instant holds items of two epochs, and a ``scheduled`` one ``claim`` ("claimed,
+        dispatched" or "next (not claimed)", from its successor). On today's data every item is
+        its instant's run, and comes back as stored."""
+        items = query_all(self._store, "runs-of-job", job_id)
+        runs = records(items)
         return sorted(runs, key=lambda run: (run["scheduled_at"], run["run_id"]), reverse=True)[:limit]
 
+    def run_at(self, job_id: str, at: datetime) -> dict[str, Any] | None:
+        """The job's run at one instant, given alone (without an epoch): the instant's live record,
+        as ``runs`` lists it, or None. ``ValueError`` if the instant holds two (I1' broken). A run
+        id is taken whole by ``get_run``."""
+        return live_record_at(query_all(self._store, "runs-of-job", job_id), dt_to_ms(at))
+
     def get_run(self, run_id: str) -> dict[str, Any] | None:
+        """The item at this run id, taken whole (its epoch included): no other item of its instant."""
         return self._store.get(RUNS, run_key(run_id))
 
     def trigger(self, job_id: str, request_id: str | None = None) -> TriggeredRun:

@@ -22,6 +22,9 @@ from typing import Any
 from jobsched.core.run import RunStatus
 from jobsched.ports import OutcomeSink, RunOutcome, Telemetry
 
+# A run's ends. No item of the successor claim is an outcome (issue 37; core/occurrences.py): not a
+# head or claimed run (``scheduled``), a closure or end marker (``closed``, ``end``), or a cancelled
+# head (``cancelled``, as the legacy fence before it). Outcome replay reads through this set too.
 TERMINAL = frozenset(
     {RunStatus.SUCCEEDED.value, RunStatus.FAILED.value, RunStatus.MISSED.value, RunStatus.SKIPPED.value}
 )
