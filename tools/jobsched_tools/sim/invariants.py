@@ -471,11 +471,30 @@ def _runnable(item: dict[str, Any] | None) -> JobDefinition | None:
     return definition if definition.enabled and definition.target in KNOWN_TARGETS else None
 
 
+# Of core/invariants.py, those a successor-shaped world keeps (issue 37): the chain's own
+# (tokens, walks, waits). One record per occurrence, reachability, message links and a record
+# beyond the position read today's ids and next-run entry: core/head_invariants.py's I1', I3',
+# H4 and I6' stand for them (sim/successor.py ``pointers``).
+SUCCESSOR_CORE_INVARIANTS = (
+    core_invariants.TOKEN_DECREASED,
+    core_invariants.NO_WALK,
+    core_invariants.SKIPPED_BUFFER_ALL,
+    core_invariants.WAITS_ACYCLIC,
+    core_invariants.WAIT_BEHIND_ENDED,
+    core_invariants.WAIT_UNNAMED,
+)
+
+
 def check(world: ObservedWorld) -> ChaosReport:
     cfg = world.cfg
     report = ChaosReport(cfg.seed, cfg.jobs, cfg.hours, cfg.store, start=iso_z(world.start_ms))
     inner = world.store.inner
-    checker = Checker(
+    checker_class = Checker
+    if cfg.successor:
+        from jobsched_tools.sim.successor import SuccessorChecker
+
+        checker_class = SuccessorChecker
+    checker = checker_class(
         world,
         report,
         runs={str(r["run_id"]): r for r in all_items(inner, RUNS)},
@@ -504,6 +523,7 @@ def check(world: ObservedWorld) -> ChaosReport:
             checker.runs.values(),
             [m.body for m in world.queue.messages()],
             world.store.ledger.tokens,
+            None if not cfg.successor else SUCCESSOR_CORE_INVARIANTS,
         )
     )
     report.core_invariants = dict(sorted(world.store.ledger.core.items()))

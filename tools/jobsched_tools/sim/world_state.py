@@ -19,11 +19,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, TypeVar
 
+from jobsched.core import head_invariants
+from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE, ClaimShape
 from jobsched.core.clock import ManualClock, SkewedClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.run import RunMessage
-from jobsched.ports import Store
+from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY, bookkeeping_op
+from jobsched.core.writes import STATE
+from jobsched.ports import DUE_INDEX, Store
 from jobsched.services.detector import MissDetector
 from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
@@ -130,8 +134,17 @@ class WorldState:
         # The scenarios' fault coverage per seed (tests/sim, docs/chaos.md) was set at 8 shards;
         # the simulated triggers each claim every shard (trigger groups: test_trigger_fanout.py).
         self.sched_cfg = SchedulerConfig(shard_count=8, trigger_groups=1)
-        inner = store if store is not None else LeaseIndexedMemoryStore(extra_keys={EFFECTS: ("pk",)})
+        due: tuple[str, ...] = (DUE_INDEX,) if cfg.successor else ()
+        inner = (
+            store
+            if store is not None
+            else LeaseIndexedMemoryStore(extra_keys={EFFECTS: ("pk",)}, extra_indexes=due)
+        )
+        if cfg.successor:
+            switch_to_successor(inner, self.clock.now_ms())
         self.store = FaultyStore(inner, self.rng, rates, self.counts, self.clock, self.log)
+        self.store.successor = cfg.successor
+        self.store.head_writes = head_invariants.WriteLedger()
         self.queue = SimQueue(self.clock, cfg.visibility_timeout_seconds, self.rng, rates, self.counts)
         self.telemetry = SimTelemetry(self)
         self.jobs = build_jobs(self.rng, cfg.jobs, self.start_ms, cfg.hours, rates.large_payload_jobs)
@@ -327,6 +340,16 @@ class WorldState:
     def _in(self, stretches: list[tuple[int, int]]) -> bool:
         now = self.clock.now_ms()
         return any(a <= now < b for a, b in stretches)
+
+
+def switch_to_successor(store: Store, now: int) -> None:
+    """Turn the stack's migration switch on (core/claim_shape.py): the ``claim_shape`` attribute of
+    the detector's bookkeeping item, written as the detector writes it (as the functional tests'
+    ``harness.switch_to_successor`` does). Before any job registers, so every job's first
+    registration follows the successor claim (``job_shape`` of no state is the stack's)."""
+    current = store.get(STATE, dict(BOOKKEEPING_KEY))
+    switch = {CLAIM_SHAPE_ATTRIBUTE: ClaimShape.SUCCESSOR.value}
+    store.write([bookkeeping_op(current, switch, (), now)])
 
 
 def _short(fields: dict[str, Any]) -> str:
