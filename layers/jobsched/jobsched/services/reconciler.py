@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched.core.claim_shape import ClaimShape, stack_shape
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
@@ -45,6 +46,7 @@ from jobsched.core.transitions import BOOKKEEPING_KEY, bookkeeping_op
 from jobsched.core.writes import JOBS, STATE, Item
 from jobsched.ports import BATCH_GET_MAX_KEYS, Store, Telemetry
 from jobsched.services.completion import Completed, Completer, asks_delete
+from jobsched.services.head_reconciler import HeadReconciler, count_legacy_states
 from jobsched.services.paging import query_all
 from jobsched.services.registrar import Registrar, refused_only_by_allow_lists
 
@@ -78,6 +80,10 @@ class Reconciled:
     errors: int = 0
     passes_completed: int = 0
     lost_cursor: bool = False  # another invocation moved the bookkeeping first
+    # With the successor claim's migration switch on (issue 37, build plan §5, HC5):
+    legacy_states: int = 0  # states met still in next-run (each converted, or tried)
+    converted: int = 0  # of legacy_states: converted to the successor claim
+    finished: int = 0  # lives whose end marker was written and whose finish write was lost
     # action_after_completion: delete (services/completion.py)
     completion: Completed = field(default_factory=Completed)
 
@@ -97,6 +103,7 @@ class Reconciler:
         self._cfg = cfg
         self._registrar = registrar
         self._completer = Completer(store, telemetry, registrar)
+        self._heads = HeadReconciler(store, telemetry, clock, cfg)
         # The shards the detector sweeps: ShardCount, or more while dropped shards drain.
         self.shard_span = cfg.shard_count
         self._item: Item | None = None
@@ -124,7 +131,8 @@ class Reconciler:
         sets: Item = {}
         remove: list[str] = []
         self._shards(item, now, sets, remove, budget_left, deadline_ms, done)
-        self._scan(item, now, sets, budget_left, deadline_ms, done)
+        successor = stack_shape(item) is ClaimShape.SUCCESSOR
+        self._scan(item, now, sets, budget_left, deadline_ms, done, successor)
         try:
             self._store.update(bookkeeping_op(item, sets, tuple(remove), now))
         except ConditionFailed:
@@ -134,6 +142,9 @@ class Reconciler:
         self._telemetry.metric("JobsReconciled", done.reconciled)
         self._telemetry.metric("JobsRevalidated", done.revalidated)
         self._telemetry.metric("JobsDeletedAfterCompletion", done.completion.deleted)
+        if successor:
+            self._telemetry.metric("LegacyStates", done.legacy_states)
+            self._telemetry.metric("LivesFinished", done.finished)
         return done
 
     # --- dropped shards ---------------------------------------------------------------------------
@@ -197,6 +208,7 @@ class Reconciler:
         budget_left: Callable[[], bool],
         deadline_ms: int | None,
         done: Reconciled,
+        successor: bool = False,
     ) -> None:
         cursor = item.get("cursor") if item is not None else None
         passes = int(item.get("passes", 0)) if item is not None else 0
@@ -212,6 +224,8 @@ class Reconciler:
                 break  # this page is read again next time
             for job in jobs:
                 state = states.get(str(job["job_id"]))
+                if successor and state is not None:
+                    state = self._walk_head(job, state, done)
                 self._compare(job, state, now, passes, suspects, deadline_ms, done)
                 if asks_delete(job):
                     self._complete(job, state, done)
@@ -224,9 +238,36 @@ class Reconciler:
                 passes += 1
                 done.passes_completed += 1
                 break
+        if successor:
+            started_fresh = item is None or item.get("cursor") is None
+            count_legacy_states(item, sets, done.legacy_states, started_fresh, done.passes_completed > 0, now)
         sets["cursor"] = cursor
         sets["passes"] = passes
         sets["suspects"] = suspects
+
+    def _walk_head(self, job: Item, state: Item, done: Reconciled) -> Item:
+        """With the migration switch on: convert a legacy state, or finish a life whose finish
+        write was lost (services/head_reconciler.py). Isolated as every job is: a store error
+        leaves it for the next pass, any other failure is ``job.error``."""
+        job_id = str(job["job_id"])
+        try:
+            walked = self._heads.walk(job, state)
+        except StoreError as exc:
+            self._telemetry.event(
+                "job.reconcile_deferred", job_id, error=f"{type(exc).__name__}: {exc}"[:500]
+            )
+            return state
+        except Exception as exc:  # one job's failure must not stop the others
+            done.errors += 1
+            self._telemetry.event(
+                "job.error", job_id, actor="reconciler", error=f"{type(exc).__name__}: {exc}"[:500]
+            )
+            self._telemetry.metric("JobErrors", 1)
+            return state
+        done.legacy_states += walked.legacy
+        done.converted += walked.converted
+        done.finished += walked.finished
+        return walked.state
 
     def _recheck(
         self, suspects: dict[str, Any], now: int, passes: int, deadline_ms: int | None, done: Reconciled

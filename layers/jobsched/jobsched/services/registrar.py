@@ -15,13 +15,16 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
+from jobsched.core.claim_shape import ClaimShape, job_shape, stack_shape
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
+from jobsched.core.head_change import EPOCH
 from jobsched.core.job import InvalidJob, JobDefinition, bound_reasons, definition_digest, is_job_id
 from jobsched.core.limits import RequestTooLarge, chunks_by_size, item_size
 from jobsched.core.run import RunStatus
 from jobsched.core.state import (
+    INDEX_ATTRIBUTES,
     STREAM_RETENTION_MS,
     JobStatus,
     Registration,
@@ -31,12 +34,20 @@ from jobsched.core.state import (
     state_schedule,
 )
 from jobsched.core.timing import effective_grace_ms
-from jobsched.core.transitions import REDATE_FLOOR, redate_ops, register_ops, sized_report_ops
+from jobsched.core.transitions import (
+    BOOKKEEPING_KEY,
+    REDATE_FLOOR,
+    redate_ops,
+    register_ops,
+    sized_report_ops,
+)
+from jobsched.core.transitions.head_convert import is_legacy
 from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.allow_lists import AllowLists, allow_list_problems
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
+from jobsched.services.head_registrar import HeadRegistrar, ReadJobAgain, head_at
 from jobsched.services.settle import CHUNK_BYTES, CHUNK_RECORDS, MAX_PER_PASS, Settler, SettleRequest
 from jobsched.services.waking import DetectorWake
 
@@ -119,6 +130,8 @@ class Registrar:
         # A lease this registrar makes outside a tick (a first claim, late runs) wakes an idle
         # miss detector (services/waking.py); None: nothing to wake (the detector always sweeps).
         self._wake = detector_wake
+        # The successor claim's path (issue 37), for jobs whose ``job_shape`` says so.
+        self._heads = HeadRegistrar(store, telemetry, clock, cfg, self._definitions, self._dispatcher)
 
     def on_stream_record(
         self,
@@ -155,14 +168,19 @@ class Registrar:
         reconcile pass reports a job the stack's allow-lists allow now: no stream record comes)."""
         if not is_job_id(job_id):
             return self._report_only(job_id)
+        stack: ClaimShape | None = None  # the migration switch, read once an invocation
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
             state = self._store.get(STATE, {"job_id": job_id})
             try:
+                if state is None or EPOCH not in state or any(a in state for a in INDEX_ATTRIBUTES):
+                    stack = stack or stack_shape(self._store.get(STATE, dict(BOOKKEEPING_KEY)))
+                if _successor(state, stack):
+                    return self._register_successor(job_id, job, state, deadline_ms, changed_at, report)
                 return self._register(
                     job_id, job, state, deadline_ms, changed_at, provisional, written, report
                 )
-            except (ConditionFailed, _LostRace):
+            except (ConditionFailed, _LostRace, ReadJobAgain):
                 continue  # changed under us: read both again
         self._telemetry.event("job.registration_conflict", job_id)
         return Registration.CONFLICT
@@ -251,6 +269,53 @@ class Registrar:
                     "claim.early_failed", job_id, error=f"{type(exc).__name__}: {exc}"[:300]
                 )
         return plan.outcome
+
+    def _register_successor(
+        self,
+        job_id: str,
+        job: Item | None,
+        state: Item | None,
+        deadline_ms: int | None,
+        changed_at: int | None,
+        report: bool | None,
+    ) -> Registration:
+        """A job under the successor claim (core/claim_shape.py ``job_shape``; issue 37, build plan
+        §1 "change", HC1, HC2, HC5, HC10, HC12): its change is one transaction on the state and its
+        head (services/head_registrar.py). The report on the job item is today's."""
+        now = self._clock.now_ms()
+        definition, reasons = self._parse(job)
+        digest = definition_digest(job) if job is not None else None
+        done = self._heads.register(
+            job_id,
+            state,
+            definition,
+            digest,
+            "; ".join(reasons or [])[:200],
+            changed_at,
+            lambda: self._budget(deadline_ms)(0),
+        )
+        if done.outcome is Registration.ABSENT:
+            return Registration.ABSENT
+        plan = RegistrationPlan(done.outcome, {"status": done.status} if done.status else {})
+        reported = (
+            (self._report_enabled if report is None else report)
+            and job is not None
+            and digest is not None
+            and self._report(job, plan, reasons, digest, now)
+        )
+        if not (done.written or reported):
+            return Registration.UNCHANGED
+        self._telemetry.event(
+            f"job.{done.outcome.value}",
+            job_id,
+            head_at=head_at(done.plan),
+            epoch=done.plan.epoch if done.written else None,
+            def_hash=digest,
+            reasons=reasons,
+        )
+        if done.outcome is Registration.INVALID:
+            self._telemetry.metric("InvalidJobs", 1)
+        return done.outcome
 
     @property
     def checks_allow_lists(self) -> bool:
@@ -456,6 +521,15 @@ class Registrar:
         error = str(refused) if refused else f"the job item is {item_size(job)} bytes: no report fits in it"
         self._telemetry.event("job.report_too_large", str(job["job_id"])[:500], error=error, reasons=reasons)
         return False
+
+
+def _successor(state: Item | None, stack: ClaimShape | None) -> bool:
+    """Whether this registration takes the successor claim's path: a job whose ``job_shape`` is
+    ``successor``, or a legacy state once the switch is on (it is converted first, §5). ``stack``
+    is None only when the state alone decides (it records an epoch and is in no index)."""
+    if stack is ClaimShape.SUCCESSOR and state is not None and is_legacy(state):
+        return True
+    return job_shape(state, stack or ClaimShape.SUCCESSOR) is ClaimShape.SUCCESSOR
 
 
 def _says(job: Item, report: Update) -> bool:

@@ -1,0 +1,316 @@
+"""The registrar's successor-claim path (shape f; issue 37, docs/proposals/successor-claim-build.md
+§1 rows "change" and "first registration", §3 HC1, HC2, HC5, HC10, HC12, §5 "The migration").
+
+``services/registrar.py`` takes this path for a job whose ``job_shape`` (core/claim_shape.py) is
+``successor``; with the migration switch off no job is, and the registrar is today's.
+
+One registration of such a job:
+
+1. **A legacy state is converted first** (§5: a state still in ``next-run`` once the switch is
+   on): ``convert_legacy`` writes core/transitions/head_convert.py's transaction, and the job is
+   read again. The reconcile pass calls the same function for the states it walks.
+2. **The job's items are read** (HC12): one strongly consistent Query of its runs partition, after
+   the state was read (head_finish's order). The head is the unstarted occurrence whose successor
+   key holds nothing; the end marker, if any, is its live life's. Two heads, or an active state
+   with none and no end marker: read again (level-triggered).
+3. **The change is planned** (core/head_change.py ``plan_head_change``) and written as one
+   transaction (``head_change_ops``). A plan that meets a due head settles it first
+   (``SettleFirst``: core/transitions/head_settle.py ``settle_head_ops`` with ``now`` = the
+   settlement's ``until``), then reads again; each chunk is one transaction and leaves a head, so
+   the rounds need no lost-race budget, only the invocation's time (``SettleIncomplete``: the
+   stream record is retried and goes on from the head the last chunk left).
+4. **A lost change** (``ConditionFailed``) is judged by ``after_lost_change``: a claim that landed
+   first on the marker's key names the head to close now, or the life's end marker; anything else
+   reads again. ``CHANGE_TRIES`` bounds the rounds; then the registrar's own reads-again, then
+   the stream record's retry and the reconcile pass (level-triggered).
+
+Gaps, said here so they are not taken for rules: a stop's reason (pause, delete, invalid) for the
+occurrences a ``SettleFirst`` settles needs a settle mode the chunk lacks (the model's rule, the
+misfire policy's fates, stands: core/head_change.py's docstring); the late-record redate
+(``Registrar._late_record``, HC4) and the reconcile pass's provisional date (``REDATE_FLOOR``) are
+not taken on this path; and HC12's Query reads the whole partition (no newest-first paging yet:
+the store's base-table query takes no bounds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from jobsched.core.clock import Clock
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.errors import ConditionFailed, TransientStoreError
+from jobsched.core.head import epoch_of, is_end_marker, is_unstarted_occurrence
+from jobsched.core.head_change import EPOCH, HEAD_AT, HeadChangePlan, ReadAgain, SettleFirst, plan_head_change
+from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.run import RunStatus
+from jobsched.core.state import Registration
+from jobsched.core.transitions.head_change import after_lost_change, head_change_ops
+from jobsched.core.transitions.head_convert import (
+    convert_legacy_ops,
+    head_job_of_state,
+    is_legacy,
+    legacy_recorded,
+)
+from jobsched.core.transitions.head_settle import settle_head_ops
+from jobsched.core.writes import STATE, Item
+from jobsched.ports import Store, Telemetry
+from jobsched.services.definitions import Definitions
+from jobsched.services.dispatch import Dispatcher
+from jobsched.services.paging import query_all
+
+# Rounds of one change against the claims that land first on its marker's key (each round closes
+# the head the last claim made). More than a few means a claimer is racing every round: the
+# registrar reads both items again, and after its own tries the stream record is retried.
+CHANGE_TRIES = 4
+
+
+class ReadJobAgain(Exception):
+    """The reads disagree or a write lost a race that names no head to plan against: read the
+    state and the job's items again (the registrar's loop)."""
+
+
+class SettleIncomplete(TransientStoreError):
+    """The old timing's backlog is longer than one invocation settles: the stream record is
+    retried, and the next attempt goes on from the head the last chunk left."""
+
+
+@dataclass(frozen=True)
+class JobItems:
+    """A job's runs partition as HC12's Query read it: its head (None: none), its live end marker
+    (None: none), and whether more than one head was found (a write landed between pages)."""
+
+    head: Item | None
+    end_marker: Item | None
+    ambiguous: bool = False
+
+
+def read_job_items(store: Store, job_id: str) -> list[Item]:
+    """Every item of the job's runs partition, strongly consistent (HC12; docs/proposals/
+    successor-claim-build.md §3). Read after the state (head_finish.py's order)."""
+    return list(query_all(store, "runs-of-job", job_id, consistent=True))
+
+
+def find_head(items: Iterable[Item], state: Item | None) -> JobItems:
+    """The head among a job's items (the unstarted occurrence whose successor key holds nothing:
+    ``core/head.py`` ``is_head``) and the end marker of the state's live epoch (else the newest:
+    ``plan_head_change`` judges whether it ends the live timing)."""
+    listed = list(items)
+    ids = {str(item["run_id"]) for item in listed}
+    heads = [item for item in listed if is_unstarted_occurrence(item) and str(item["next_key"]) not in ids]
+    markers = sorted((item for item in listed if is_end_marker(item)), key=epoch_of)
+    live = (state or {}).get(EPOCH, (state or {}).get("version"))
+    marker = next((m for m in markers if live is not None and epoch_of(m) == int(live)), None)
+    if marker is None and markers:
+        marker = markers[-1]
+    return JobItems(heads[0] if len(heads) == 1 else None, marker, ambiguous=len(heads) > 1)
+
+
+def convert_legacy(
+    store: Store, cfg: SchedulerConfig, definitions: Definitions, state: Item, now: int
+) -> Item | None:
+    """Convert a legacy state (in ``next-run``) to the successor claim: one transaction
+    (head_convert.py). The head copies the job the state follows (its ``def_hash``'s definition,
+    from the job item or its snapshot), so a change waiting to be applied stays the registrar's.
+    Returns the head made (None: the state was finished). A lost race raises ``ConditionFailed``:
+    the state is still in ``next-run``, where the next registration or pass meets it again."""
+    job_id = str(state["job_id"])
+    recorded = legacy_recorded(state, read_job_items(store, job_id))
+    overlap, attempts, max_runs = "skip", 3, None
+    snapshot = definitions.load(job_id, str(state["def_hash"]))
+    if snapshot is not None:
+        try:
+            definition = JobDefinition.from_item(snapshot)
+            overlap, attempts = definition.overlap.value, definition.retry.max_attempts
+            max_runs = definition.max_runs
+        except InvalidJob:
+            pass  # a snapshot this code cannot read: the head takes the defaults; the change closes it
+    job = head_job_of_state(state, overlap, attempts, max_runs)
+    ops = convert_legacy_ops(state, job, recorded, cfg.shard_count, now)
+    store.write(ops)
+    return next((dict(op.item) for op in ops if getattr(op, "item", None) is not None), None)
+
+
+@dataclass(frozen=True)
+class HeadRegistration:
+    """What one successor registration did: the plan written (or found unchanged)."""
+
+    plan: HeadChangePlan
+    written: bool
+
+    @property
+    def outcome(self) -> Registration:
+        return self.plan.outcome
+
+    @property
+    def status(self) -> str | None:
+        """The job's status after the change, as the report on the job item says it."""
+        status = self.plan.state_set.get("status") or (self.plan.state or {}).get("status")
+        return None if status is None else str(status)
+
+
+class HeadRegistrar:
+    """The successor path of one registration (see the module's docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        telemetry: Telemetry,
+        clock: Clock,
+        cfg: SchedulerConfig,
+        definitions: Definitions,
+        dispatcher: Dispatcher | None,
+    ) -> None:
+        self._store = store
+        self._telemetry = telemetry
+        self._clock = clock
+        self._cfg = cfg
+        self._definitions = definitions
+        self._dispatcher = dispatcher
+
+    def register(
+        self,
+        job_id: str,
+        state: Item | None,
+        definition: JobDefinition | None,
+        digest: str | None,
+        invalid_reason: str,
+        changed_at: int | None,
+        budget_left: Callable[[], bool],
+    ) -> HeadRegistration:
+        """Bring a successor job's state and head in line with its job item (as read by the
+        caller with ``state``). Raises ``ReadJobAgain`` (read both items again),
+        ``SettleIncomplete`` (out of time while settling), ``ConditionFailed`` (a conversion lost)."""
+        while True:
+            now = self._clock.now_ms()
+            if state is not None and is_legacy(state):
+                # §5: converted first, then planned as any successor job (level-triggered: a lost
+                # conversion leaves it in next-run for the next read).
+                convert_legacy(self._store, self._cfg, self._definitions, state, now)
+                self._telemetry.event("job.converted", job_id, version=int(state["version"]) + 1)
+                self._telemetry.metric("LegacyStatesConverted", 1)
+                state = self._store.get(STATE, {"job_id": job_id})
+                continue
+            found = find_head(read_job_items(self._store, job_id), state)
+            if found.ambiguous:
+                raise ReadJobAgain(f"job {job_id}: two heads read (a write landed between pages)")
+            planned = self._plan(
+                job_id,
+                state,
+                found.head,
+                found.end_marker,
+                definition,
+                digest,
+                invalid_reason,
+                changed_at,
+                now,
+            )
+            if isinstance(planned, SettleFirst):
+                if not budget_left():
+                    raise SettleIncomplete(f"job {job_id}: the old timing's backlog is not settled yet")
+                self._settle_first(job_id, planned)
+                continue  # the head the settle left is after the change: plan against it
+            return self._write(job_id, state, planned, definition, digest, invalid_reason, changed_at, now)
+
+    def _plan(
+        self,
+        job_id: str,
+        state: Item | None,
+        head: Item | None,
+        end_marker: Item | None,
+        definition: JobDefinition | None,
+        digest: str | None,
+        invalid_reason: str,
+        changed_at: int | None,
+        now: int,
+    ) -> HeadChangePlan | SettleFirst:
+        planned = plan_head_change(
+            job_id, state, head, definition, digest, now, self._cfg, invalid_reason, changed_at, end_marker
+        )
+        if isinstance(planned, ReadAgain):
+            raise ReadJobAgain(planned.why)
+        return planned
+
+    def _write(
+        self,
+        job_id: str,
+        state: Item | None,
+        plan: HeadChangePlan,
+        definition: JobDefinition | None,
+        digest: str | None,
+        invalid_reason: str,
+        changed_at: int | None,
+        now: int,
+    ) -> HeadRegistration:
+        """Write the change; after a lost condition, plan again against what the loss showed
+        (``after_lost_change``), at most ``CHANGE_TRIES`` rounds."""
+        for _ in range(CHANGE_TRIES):
+            if not plan.writes:
+                return HeadRegistration(plan, written=False)
+            if definition is not None:
+                # Kept before the state names it, as today (services/registrar.py
+                # ``_switch_definition``): every run claimed under its digest finds it.
+                self._definitions.save(definition)
+            try:
+                self._store.write(head_change_ops(plan, now, self._cfg))
+            except ConditionFailed as lost:
+                decision = after_lost_change(plan, lost.op.label, lost.current)
+                self._telemetry.event("job.change_lost", job_id, lost=lost.op.label, why=decision.why)
+                if decision.head is None and decision.end_marker is None:
+                    raise ReadJobAgain(decision.why) from lost
+                replanned = self._plan(
+                    job_id,
+                    state,
+                    decision.head,
+                    decision.end_marker,
+                    definition,
+                    digest,
+                    invalid_reason,
+                    changed_at,
+                    now,
+                )
+                if isinstance(replanned, SettleFirst):
+                    raise ReadJobAgain("the head to close is due: settle it first") from lost
+                plan = replanned
+                continue
+            self._retire(job_id, state, plan, now)
+            return HeadRegistration(plan, written=True)
+        raise ReadJobAgain(f"job {job_id}: claims landed first {CHANGE_TRIES} times")
+
+    def _retire(self, job_id: str, state: Item | None, plan: HeadChangePlan, now: int) -> None:
+        """The definition the change replaced expires after the runs still under it (as today)."""
+        old = (state or {}).get("def_hash")
+        new = plan.state_set.get("def_hash", old)
+        if old and (new != old or plan.outcome is Registration.DELETED):
+            self._definitions.retire(job_id, str(old), now)
+
+    def _settle_first(self, job_id: str, planned: SettleFirst) -> None:
+        """Settle the due head up to the change (one chunk), as the detector's settle would, with
+        ``now`` = the settlement's ``until`` (core/head_change.py ``SettleFirst``). A lost chunk
+        (a claim or the detector's settle landed first) changes nothing: the caller reads again."""
+        chunk = settle_head_ops(planned.head, planned.settlement.until, self._cfg)
+        try:
+            self._store.write(chunk.ops)
+        except ConditionFailed as lost:
+            self._telemetry.event("job.settle_first_lost", job_id, lost=lost.op.label)
+            return
+        missed = sum(1 for item in chunk.decided if item.get("status") == RunStatus.MISSED.value)
+        if missed:
+            self._telemetry.metric("MissedRuns", missed)  # as the detector counts its own
+        if chunk.to_dispatch and self._dispatcher is not None:
+            self._dispatcher.dispatch(chunk.to_dispatch)
+        self._telemetry.event(
+            "job.settled_before_change",
+            job_id,
+            head=str(planned.head["run_id"]),
+            until=planned.settlement.until,
+            decided=len(chunk.decided),
+            missed=missed,
+            reason=planned.settlement.reason,
+        )
+
+
+def head_at(plan: HeadChangePlan) -> int | None:
+    """The instant of the head the change made (None: it made none)."""
+    value = plan.state_set.get(HEAD_AT)
+    return None if value is None else int(value)
