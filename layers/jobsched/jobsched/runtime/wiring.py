@@ -204,6 +204,10 @@ class App:
             effect_tables=EffectTables(self.settings.staged_effect_table_arns),
             dead_letter_sender=self.dead_letter_sender,
             dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
+            # Worker adoption (the successor claim's HC3): it acts only on a run that its refused
+            # start read ``scheduled``, which exists only on successor jobs, so on a legacy stack
+            # it never fires and reads nothing (worker_overlap.OverlapSettler._adopted).
+            adopt_scheduled=True,
         )
 
 

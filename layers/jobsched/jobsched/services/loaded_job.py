@@ -3,8 +3,9 @@ state was registered from, read from the job item and checked against the state'
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.schedule import Schedule
@@ -22,11 +23,19 @@ class LoadedJob:
     schedule: Schedule  # the state's timing, which is the definition's (same digest)
 
 
-def load_job(store: Store, state: Item, repair: Callable[[str], object]) -> LoadedJob | None:
+def load_job(
+    store: Store, state: Item, repair: Callable[[str], object], head: Mapping[str, Any] | None = None
+) -> LoadedJob | None:
     """The job behind a state item, or None when its job item no longer matches the state (a
     person changed or deleted it and the registrar has not caught up): ``repair`` (the
     registrar, applied inline) is called then, so that a lagging or failed stream delivery never
-    leaves a job stuck; the caller reads the state afresh next time."""
+    leaves a job stuck; the caller reads the state afresh next time.
+
+    ``head``: the job's head under the successor claim (its ``due`` entry or a read; issue 37,
+    successor-claim-build.md §4 row "Settler, load_job"). Its run is claimed with the definition
+    whose digest is the head's ``def_hash``, not the state's: the head carries the timing it was
+    made with, and a change that moves the digest makes a new head (HC10). Its count is the
+    head's ``runs_before``, so no state read is needed for ``max_runs``."""
     job_id = str(state["job_id"])
     item = store.get(JOBS, {"job_id": job_id})
     definition: JobDefinition | None = None
@@ -37,9 +46,13 @@ def load_job(store: Store, state: Item, repair: Callable[[str], object]) -> Load
             definition = None
     # The digest is computed once per claim (it serialises the whole definition).
     digest = definition.definition_hash() if definition is not None else None
-    if definition is None or digest != state.get("def_hash"):
+    expected = head.get("def_hash") if head is not None else state.get("def_hash")
+    if definition is None or digest != expected:
         repair(job_id)
         return None
+    if head is not None:
+        counted = {**state, "runs_claimed": int(head.get("runs_before") or 0)}
+        return LoadedJob(counted, definition, definition.to_item(), str(digest), state_schedule(dict(head)))
     if definition.max_runs is not None and "runs_claimed" not in state:
         # max_runs counts on the state item, and the next-run index does not project the count
         # (changing a GSI's projection means replacing the index): a job with a limit reads its

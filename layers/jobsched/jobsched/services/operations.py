@@ -32,6 +32,13 @@ from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.allow_lists import AllowLists
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
+from jobsched.services.head_operations import (
+    HeadJoins,
+    head_view,
+    is_pending_unstarted,
+    is_successor_job,
+    read_job,
+)
 from jobsched.services.paging import query_all, scan_all
 from jobsched.services.registrar import Registrar
 from jobsched.services.waking import DetectorWake, WakeSender
@@ -114,6 +121,7 @@ class Operations:
             allow_lists=allow_lists,
         )
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
+        self._heads = HeadJoins(store, telemetry, cfg)
         self._wake = DetectorWake(wake_detector, telemetry, clock, cfg)
 
     def register(self, definition: JobDefinition | Mapping[str, Any]) -> Registration:
@@ -205,14 +213,21 @@ class Operations:
         item = self._store.get(JOBS, {"job_id": job_id})
         if item is None:
             raise JobNotFound(job_id)
-        return _view(item, self._store.get(STATE, {"job_id": job_id}, consistent=False))
+        return self._view(item)
+
+    def _view(self, item: Item) -> dict[str, Any]:
+        """``_view`` of the job item; a successor job's position from its head (head_view)."""
+        state = self._store.get(STATE, {"job_id": item["job_id"]}, consistent=False)
+        view = _view(item, state)
+        if is_successor_job(state):
+            read = read_job(self._store, str(item["job_id"]), consistent=False, state=state)
+            view = {k: v for k, v in view.items() if k not in STATE_VIEW or k == "status"}
+            view.update(head_view(read))
+        return view
 
     def list_jobs(self, limit: int = 1000) -> list[dict[str, Any]]:
         items = sorted(itertools.islice(scan_all(self._store, JOBS), limit), key=lambda item: item["job_id"])
-        return [
-            _view(item, self._store.get(STATE, {"job_id": item["job_id"]}, consistent=False))
-            for item in items
-        ]
+        return [self._view(item) for item in items]
 
     def select(
         self,
@@ -303,7 +318,13 @@ class Operations:
             now,
             self._cfg,
         )
-        if self._create_adhoc(run) is not None:
+        existing, successor = self._create_adhoc_shaped(run)
+        if existing is not None:
+            if successor and is_pending_unstarted(existing):
+                # A retried request whose earlier try landed and whose send may have been lost
+                # (§1's ad-hoc row, ``adhoc.run_absent``): send its message again; the start is
+                # fenced on the run's version, so it starts at most once.
+                self._dispatcher.dispatch([existing])
             return TriggeredRun(run_id, already_requested=True)  # this request ran already
         self._telemetry.event("run.triggered", run_id, job_id=job_id)
         self._dispatcher.dispatch([{**run, "definition": definition.to_item()}])
@@ -340,6 +361,11 @@ class Operations:
         if len(occurrences) > MAX_BACKFILL:
             raise ValueError(f"the range holds more than {MAX_BACKFILL} occurrences; split it")
         snapshot, digest = definition.to_item(), definition.definition_hash()
+        # A job of the successor claim joins each run through its head, and the whole range is
+        # checked against the head before anything is written (HC11: head_operations.py).
+        successor = is_successor_job(self._store.get(STATE, {"job_id": job_id}))
+        if successor:
+            self._heads.backfill_plan(job_id, [dt_to_ms(occurrence) for occurrence in occurrences], now)
         created: list[str] = []
         rerun: list[str] = []
         existed: list[str] = []
@@ -353,13 +379,16 @@ class Operations:
             # Backfilled runs start now, not at their (past) instant.
             run["retry_at"] = now
             run["lease_expires_at"] = now + self._cfg.dispatch_lease_seconds * 1000
-            outcome, was = self._backfill_one(run, snapshot, digest, now)
+            if successor:
+                outcome, was, run_id = self._heads.backfill_one(run, snapshot, digest, now)
+            else:
+                (outcome, was), run_id = self._backfill_one(run, snapshot, digest, now), run["run_id"]
             if outcome is None:
-                existed.append(run["run_id"])
-                outcomes[run["run_id"]] = f"ran already: {was}"
+                existed.append(run_id)
+                outcomes[run_id] = f"ran already: {was}"
                 continue
-            (created if was is None else rerun).append(run["run_id"])
-            outcomes[run["run_id"]] = "created" if was is None else f"rerun (was {was})"
+            (created if was is None else rerun).append(run_id)
+            outcomes[run_id] = "created" if was is None else f"rerun (was {was})"
             runs.append({**outcome, "definition": snapshot})
         self._dispatcher.dispatch(runs)
         if runs:
@@ -402,8 +431,15 @@ class Operations:
     def _create_adhoc(self, run: Item) -> Item | None:
         """Create a manual or backfill run at the end of its job's chain. None when created (the
         run item is linked in place); else the record that was there already."""
+        return self._create_adhoc_shaped(run)[0]
+
+    def _create_adhoc_shaped(self, run: Item) -> tuple[Item | None, bool]:
+        """``_create_adhoc``, and whether the job is of the successor claim (its run joined
+        through its head: services/head_operations.py)."""
         for _ in range(CHAIN_TRIES):
             state = self._store.get(STATE, {"job_id": run["job_id"]})
+            if is_successor_job(state):
+                return self._heads.create_adhoc(run, self._clock.now_ms()), True
             run.pop("after_run_id", None)
             link_runs(state.get("latest_run_id") if state else None, [run])
             ops = adhoc_run_ops(run, state)
@@ -411,9 +447,9 @@ class Operations:
                 self._store.write(ops)
             except ConditionFailed as lost:
                 if lost.op is ops[0]:
-                    return lost.current or self._store.get(RUNS, run_key(run["run_id"])) or {}
+                    return lost.current or self._store.get(RUNS, run_key(run["run_id"])) or {}, False
                 continue  # the chain moved on (a claim, another manual run): link to its new end
-            return None
+            return None, False
         raise ValueError(f"{run['run_id']}: the job's chain kept moving; try again")
 
     def _definition(self, job_id: str) -> JobDefinition:

@@ -100,8 +100,9 @@ class Worker(OverlapSettler):
         the stack's list; None allows any, for tests and simulations on their own stores).
         ``dead_letter_sender`` and ``dead_letter_queues``: the jobs' dead-letter queues and the
         stack's allow-list of them (services/dead_letters.py). ``adopt_scheduled``: the successor
-        claim's worker adoption (HC3, ``OverlapSettler._adopted``); off until that claim is
-        built (docs/proposals/successor-claim-build.md, S2)."""
+        claim's worker adoption (HC3, ``OverlapSettler._adopted``); the Lambda wiring turns it on
+        (runtime/wiring.py): it acts only on a run its refused start read ``scheduled``, so on a
+        legacy stack it never fires and costs no read."""
         self._store = store
         self._effect_tables = effect_tables
         self._telemetry = telemetry
@@ -198,7 +199,7 @@ class Worker(OverlapSettler):
             current = lost.current or {}
             if _still_ours(current, message) and current.get("overtaken_by") != overtaken_by:
                 return message, current.get("overtaken_by")  # a run started before this came due
-            adopted = self._adopted(message)
+            adopted = self._adopted(message, lost.current)
             if adopted is not None:
                 return adopted, None  # from the run's own link, at its own token
             return self._drop_duplicate(message, lost.current)  # a duplicate or stale message

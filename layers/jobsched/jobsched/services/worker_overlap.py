@@ -76,7 +76,7 @@ class OverlapSettler(Committer):
                     # A run waits behind this one already (W16): at most one waits, so this run
                     # is skipped, and its end promotes the one waiting behind it.
                     return self._settle_overlap(message, policy, OverlapDecision.SKIP, holder, now, passed)
-                return self._adopted(message) or self._drop_duplicate(message, lost.current)
+                return self._adopted(message, lost.current) or self._drop_duplicate(message, lost.current)
             current = lost.current or {}
             if (
                 policy is OverlapPolicy.BUFFER_ALL
@@ -95,7 +95,7 @@ class OverlapSettler(Committer):
             self._after_end(message, now)  # a run may wait behind this one
         return outcome
 
-    def _adopted(self, message: RunMessage) -> RunMessage | None:
+    def _adopted(self, message: RunMessage, refused_by: dict[str, Any] | None) -> RunMessage | None:
         """Worker adoption (the successor claim's HC3; ``adopt_scheduled``): the run refused this
         message's start (or skip, or wait) and reads, strongly consistent, ``scheduled`` at a
         newer token. Then the message is stale but the run is claimed: an ad-hoc run relinked the
@@ -106,8 +106,14 @@ class OverlapSettler(Committer):
         most once. Sound by H2': a message names a ``scheduled`` run only once that run is
         claimed. Never a ``pending`` run: that may be a retry whose message waits out its
         backoff, and adopting it would start the retry early (the model's mutant
-        ``adopt_pending``). None: not adopted (drop the message)."""
+        ``adopt_pending``). None: not adopted (drop the message).
+
+        ``refused_by``: the run as the refused write's condition saw it (``ConditionFailed.current``).
+        Only a run that reads ``scheduled`` there is read again: ``scheduled`` runs exist only on
+        jobs of the successor claim, so on a legacy stack adoption costs no read at all."""
         if not self._adopt_scheduled:
+            return None
+        if refused_by is None or refused_by.get("status") != RunStatus.SCHEDULED.value:
             return None
         run = self._store.get(RUNS, run_key(message.run_id))  # strongly consistent
         if (
