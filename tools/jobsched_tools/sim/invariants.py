@@ -96,7 +96,9 @@ def segments(marks: list[StateMark], window_end: int) -> list[Segment]:
 
 
 def _segment(mark: StateMark, end: int) -> Segment:
-    return Segment(mark.timing, int(mark.next_run_at or NEVER), mark.at, end)
+    # A successor-shaped state has no next-run entry: its stretch starts at the head its change
+    # made (``head_at``, issue 37 plan §4).
+    return Segment(mark.timing, int(mark.next_run_at or mark.head_at or NEVER), mark.at, end)
 
 
 @cache
@@ -155,6 +157,10 @@ class Checker:
             status = (self.runs.get(run_id) or {}).get("status", "failed")
             if status != "failed":
                 self.violate("dead_letter_for_unfailed", run_id, f"a letter for a {status} run")
+
+    def _record_at(self, job_id: str, instant: int) -> dict[str, Any] | None:
+        """The record of an occurrence (sim/successor.py: its live record over every epoch)."""
+        return self.runs.get(run_id_for(job_id, instant))
 
     def runs_of(self, job_id: str) -> list[dict[str, Any]]:
         return [r for r in self.runs.values() if r["job_id"] == job_id]
@@ -242,7 +248,7 @@ class Checker:
                 for instant in instants:
                     if instant <= at + skew:
                         continue  # due within the clock skew of the write: either way
-                    run = self.runs.get(run_id_for(job_id, instant))
+                    run = self._record_at(job_id, instant)
                     if run is None or run.get("status") == "cancelled":
                         self.violate(
                             "lost_after_write",
@@ -338,7 +344,7 @@ class Checker:
         if worst > definition.misfire.max_catchup:
             return
         self.report.run_all_jobs_checked += 1
-        committed = sum(1 for t in due if self.runs.get(run_id_for(job_id, t), {}).get("status") in COMMITTED)
+        committed = sum(1 for t in due if (self._record_at(job_id, t) or {}).get("status") in COMMITTED)
         if committed != len(due):
             self.violate(
                 "run_all_incomplete",

@@ -25,13 +25,13 @@ from typing import Any
 from jobsched.core import head_invariants
 from jobsched.core.head import is_end_marker
 from jobsched.core.head_change import EPOCH
-from jobsched.core.job import MisfirePolicy, OverlapPolicy, definition_digest, is_job_id
+from jobsched.core.job import definition_digest, is_job_id
 from jobsched.core.run import parse_run_id, run_id_for
 from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus, differences
 from jobsched.core.writes import JOBS
 from jobsched.services.completion import asks_delete
 
-from jobsched_tools.sim.invariants import ADHOC, COMMITTED, Checker, all_items, occurrences, segments
+from jobsched_tools.sim.invariants import ADHOC, Checker, all_items, occurrences, segments
 from jobsched_tools.sim.ledger import UNFINISHED_STATUSES
 
 # The table checks core/head_invariants.py makes here (``pointers``); the write checks (I4' ...)
@@ -131,31 +131,9 @@ class SuccessorChecker(Checker):
             if job_id not in world.operated:
                 self._run_all_complete(job_id, sorted(due))
 
-    def _run_all_complete(self, job_id: str, due: list[int]) -> None:
-        """Today's check (``Checker._run_all_complete``), each instant read at its live record."""
-        definition = self.world.by_id[job_id].definition
-        if (
-            definition.misfire.policy is not MisfirePolicy.RUN_ALL
-            or definition.overlap is not OverlapPolicy.ALLOW
-        ):
-            return
-        grace = definition.misfire.grace_seconds * 1000
-        worst = max(
-            (sum(1 for t in due if a - grace - 120_000 <= t <= b + 120_000) for a, b in self.world.outages),
-            default=0,
-        )
-        if worst > definition.misfire.max_catchup:
-            return
-        self.report.run_all_jobs_checked += 1
-        statuses = [self.runs.get(self._live_at(job_id, t) or "", {}).get("status") for t in due]
-        committed = sum(1 for status in statuses if status in COMMITTED)
-        if committed != len(due):
-            self.violate(
-                "run_all_incomplete",
-                job_id,
-                f"{committed} of {len(due)} occurrences committed (worst outage {worst} "
-                f"<= max_catchup {definition.misfire.max_catchup})",
-            )
+    def _record_at(self, job_id: str, instant: int) -> dict[str, Any] | None:
+        run_id = self._live_at(job_id, instant)
+        return None if run_id is None else self.runs[run_id]
 
     # 4. H1, H5' and the rest of core/head_invariants.py's table checks.
     def pointers(self) -> None:
