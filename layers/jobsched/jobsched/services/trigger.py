@@ -21,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched.core.claim_shape import ClaimShape, job_shape
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, Throttled, TransientStoreError
@@ -32,6 +33,7 @@ from jobsched.core.writes import RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry, WorkQueue
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
+from jobsched.services.head_trigger import HeadClaims, TakenHeads
 from jobsched.services.loaded_job import LoadedJob, load_job
 from jobsched.services.paging import merge_oldest_first, shard_pages
 from jobsched.services.registrar import Registrar
@@ -93,6 +95,7 @@ class _Tick:
     window_to: int
     budget: _ClaimBudget
     out_of_time: Callable[[], bool]
+    taken: TakenHeads = field(default_factory=TakenHeads)  # the successor claim's heads (head_trigger)
 
 
 class _Claimed(list[Item]):
@@ -136,6 +139,8 @@ class Trigger:
         if claim_concurrency is None:
             claim_concurrency = cfg.claim_concurrency if parallel_queries else 1
         self._claim_concurrency = claim_concurrency
+        # The successor claim (issue 37), taken only with the stack's migration switch on.
+        self._heads = HeadClaims(store, telemetry, cfg, self._claimer_id, self._registrar.apply)
 
     # --- the tick ------------------------------------------------------------------------------
 
@@ -156,9 +161,17 @@ class Trigger:
 
         tick = _Tick(invocation_id, now, window_to, _ClaimBudget(self._cfg.max_claims_per_tick), out_of_time)
         result = TickResult()
+        successor = self._heads.stack_shape(invocation_id) is ClaimShape.SUCCESSOR
         due = self._due_jobs(window_from, window_to, result, shards)
         with _Sender(self._dispatcher, result, parallel=self._claim_concurrency > 1) as sender:
-            self._claim_all(due, tick, result, sender)
+            # With the switch on, a legacy state met in next-run is converted and its head
+            # claimed (head_trigger.py), then the heads in the due index are claimed.
+            self._claim_all(due, tick, result, sender, self._convert_isolated if successor else None)
+            if successor:
+                heads = self._heads.due_heads(
+                    window_from, window_to, _on_throttle(result), self._parallel, DUE_PAGE_SIZE, shards
+                )
+                self._claim_all(heads, tick, result, sender, self._claim_head_isolated)
         self._telemetry.metric("Claims", result.claimed)
         self._telemetry.metric("ClaimConflicts", result.conflicts)
         self._telemetry.metric("Backlog", result.backlog)
@@ -176,7 +189,9 @@ class Trigger:
         occurrences"). Racing a tick is safe: both claim through the same conditional writes."""
         now = self._clock.now_ms()
         result = TickResult()
-        state = self._read_state(job_id)
+        state = self._read_state(job_id, successor_too=True)
+        if state is not None and job_shape(state, ClaimShape.LEGACY) is ClaimShape.SUCCESSOR:
+            return self._claim_head_now(job_id, invocation_id, now)
         if state is None or int(state["next_run_at"]) > now + self._cfg.lookahead_seconds * 1000:
             return result  # nothing a tick would claim now
         tick = _Tick(
@@ -193,9 +208,37 @@ class Trigger:
             self._telemetry.event("claim.early", job_id, **result.summary())
         return result
 
-    def _claim_all(self, due: Iterator[Item], tick: _Tick, result: TickResult, sender: _Sender) -> None:
+    def _claim_head_now(self, job_id: str, invocation_id: str, now: int) -> TickResult:
+        """``claim_now`` for a job of the successor claim: its head (HC12), as a tick would."""
+        result = TickResult()
+        window_to = now + self._cfg.lookahead_seconds * 1000
+        budget = _ClaimBudget(self._cfg.max_claims_per_tick)
+        tick = _Tick(invocation_id, now, window_to, budget, lambda: False)
+        with _Sender(self._dispatcher, result, parallel=False) as sender:
+            sender.collect(*result_of(self._heads.claim_job_now, job_id, tick))
+        if result.claimed:
+            self._telemetry.metric("EarlyClaims", result.claimed)
+            self._telemetry.event("claim.early", job_id, **result.summary())
+        return result
+
+    def _convert_isolated(self, state: Item, tick: _Tick) -> tuple[TickResult, list[Item]]:
+        return result_of(self._heads.convert_and_claim, state, tick)
+
+    def _claim_head_isolated(self, entry: Item, tick: _Tick) -> tuple[TickResult, list[Item]]:
+        return result_of(self._heads.claim_entry, entry, tick)
+
+    def _claim_all(
+        self,
+        due: Iterator[Item],
+        tick: _Tick,
+        result: TickResult,
+        sender: _Sender,
+        claim: Callable[[Item, _Tick], tuple[TickResult, list[Item]]] | None = None,
+    ) -> None:
         """Claim every due job, ``claim_concurrency`` at a time; each job's claims stay in order
-        (its next occurrence depends on its last), different jobs are independent."""
+        (its next occurrence depends on its last), different jobs are independent. ``claim``: one
+        item's claims (default: a legacy state's, ``_claim_isolated``)."""
+        claim = claim or self._claim_isolated
 
         def stop_here() -> bool:
             if tick.budget.exhausted() or tick.out_of_time():
@@ -210,14 +253,14 @@ class Trigger:
             for state in due:
                 if stop_here():
                     break
-                sender.collect(*self._claim_isolated(state, tick))
+                sender.collect(*claim(state, tick))
             return
         with ThreadPoolExecutor(max_workers=self._claim_concurrency) as pool:
             in_flight: set[Future[tuple[TickResult, list[Item]]]] = set()
             for state in due:
                 if stop_here():
                     break
-                in_flight.add(pool.submit(self._claim_isolated, state, tick))
+                in_flight.add(pool.submit(claim, state, tick))
                 if len(in_flight) >= 2 * self._claim_concurrency:
                     finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
                     for future in finished:
@@ -308,9 +351,13 @@ class Trigger:
         result.conflicts += 1
         self._telemetry.event("claim.lost", str(state["job_id"]))
 
-    def _read_state(self, job_id: str) -> Item | None:
+    def _read_state(self, job_id: str, successor_too: bool = False) -> Item | None:
+        """The job's state if it is active and in next-run; ``successor_too``: or active under the
+        successor claim (its position is its head)."""
         state = self._store.get(STATE, {"job_id": job_id})
-        if state is None or state.get("status") != JobStatus.ACTIVE.value or "next_run_at" not in state:
+        if state is None or state.get("status") != JobStatus.ACTIVE.value:
+            return None
+        if "next_run_at" not in state and not (successor_too and "epoch" in state):
             return None
         return state
 
@@ -463,6 +510,21 @@ class _Sender:
         if exc_type is None:
             for size, sent in self._sends:
                 self._count(size, sent.result())
+
+
+def result_of(
+    claims: Callable[[Any, _Tick, TickResult], list[Item]], item: Any, tick: _Tick
+) -> tuple[TickResult, list[Item]]:
+    """One item's claims (``HeadClaims``), as ``_Sender.collect`` takes them."""
+    local = TickResult()
+    return local, claims(item, tick, local)
+
+
+def _on_throttle(result: TickResult) -> Callable[[StoreError], None]:
+    def throttled(_: StoreError) -> None:
+        result.throttled += 1  # this shard's rest waits for the next tick
+
+    return throttled
 
 
 def _advanced(
