@@ -48,6 +48,7 @@ from jobsched.core.state import Registration
 from jobsched.core.transitions.head_change import after_lost_change, head_change_ops
 from jobsched.core.transitions.head_convert import (
     convert_legacy_ops,
+    converted_head,
     head_job_of_state,
     is_legacy,
     legacy_recorded,
@@ -128,7 +129,8 @@ def convert_legacy(
     job = head_job_of_state(state, overlap, attempts, max_runs)
     ops = convert_legacy_ops(state, job, recorded, cfg.shard_count, now)
     store.write(ops)
-    return next((dict(op.item) for op in ops if getattr(op, "item", None) is not None), None)
+    head = converted_head(ops)
+    return None if head is None else dict(head)
 
 
 @dataclass(frozen=True)
