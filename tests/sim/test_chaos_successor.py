@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from jobsched.core.claim_shape import ClaimShape, stack_shape
 from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY
 from jobsched.core.writes import RUNS, STATE, Put, Update
 from jobsched_tools.fakes.memory_store import MemoryStore
-from jobsched_tools.sim import ChaosConfig, ChaosReport, FaultRates, run_chaos
+from jobsched_tools.sim import ChaosConfig, ChaosReport, FaultRates, run_chaos, world_state
 from jobsched_tools.sim.lease_store import LeaseIndexedMemoryStore
 from jobsched_tools.sim.ledger import StateMark
 from jobsched_tools.sim.successor import finished_at_once, live_records
@@ -162,14 +163,26 @@ def test_a_successor_seed_holds_every_invariant(seed: int) -> None:
     assert report.occurrences_due > 500
 
 
-def test_the_successor_checks_fail_a_legacy_shaped_world() -> None:
-    """The checks can fail: with today's services (which ignore the switch), every active job of a
-    quiet successor world keeps its next-run entry and has no head: H1 and convergence say so.
-    (When the services take the successor path, this world must hold instead.)"""
+@pytest.mark.parametrize("store", ("memory", "moto"))
+@pytest.mark.timeout(300)
+def test_a_quiet_successor_world_holds_every_invariant(store: str) -> None:
+    """No faults: every job registers successor-shaped (an epoch, a head, no next-run entry), every
+    occurrence due commits, on the in-memory store and on moto (its due index from ``provision``)."""
+    report = run_chaos(replace(_quiet(), store=store))
+    assert report.invariant_violations == []
+    assert report.occurrences_due > 10
+    assert report.committed_runs + report.policy_misses == report.occurrences_due
+
+
+def test_the_successor_checks_fail_a_world_whose_services_ignore_the_switch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checks can fail: with the switch left off (the services then claim as today), the
+    successor world's checks find every active job without a head (H1) and with its next-run
+    entry (registration_not_converged), and nothing else."""
+    monkeypatch.setattr(world_state, "switch_to_successor", lambda _store, _now: None)
     report = run_chaos(_quiet(2))
     kinds = Counter(v.split(" ", 1)[0] for v in report.invariant_violations)
-    if not kinds:
-        pytest.skip("the services take the successor path now: test_a_successor_seed_holds_every_invariant")
     assert set(kinds) == {"H1_one_head", "registration_not_converged"}, dict(kinds)
     assert report.occurrences_due > 0
     assert report.lost_occurrences == report.duplicate_commits == 0

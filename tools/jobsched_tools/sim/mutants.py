@@ -256,6 +256,17 @@ def _transitions_modules() -> tuple[ModuleType, ...]:
     return tuple(importlib.import_module(name) for name in TRANSITIONS_MODULES)
 
 
+def successor_modules() -> tuple[ModuleType, ...]:
+    """The successor claim's modules of core/transitions/ (``SUCCESSOR_PREFIX``), by name."""
+    package = transitions.__name__
+    names = sorted(
+        f"{package}.{module.name}"
+        for module in pkgutil.iter_modules(transitions.__path__)
+        if module.name.startswith(SUCCESSOR_PREFIX)
+    )
+    return tuple(importlib.import_module(name) for name in names)
+
+
 def _source(module: ModuleType) -> ast.Module:
     return ast.parse(Path(inspect.getfile(module)).read_text())
 
@@ -341,10 +352,14 @@ def _part_name(call: ast.Call, helpers: dict[str, str]) -> str:
     return str(attr.value) if isinstance(attr, ast.Constant) else "*"
 
 
-def condition_parts() -> dict[str, Part]:
+def condition_parts(successor: bool = False) -> dict[str, Part]:
     """Every named condition part of core/transitions/ and of ``MORE_MODULES``, by switch name,
-    read from their sources."""
-    parts = _module_parts(_transitions_modules())
+    read from their sources. ``successor``: with the successor claim's modules too (``head_*``,
+    ``SUCCESSOR_PREFIX``), for a successor-shaped chaos run (tests/sim/test_chaos_successor.py)."""
+    modules = _transitions_modules()
+    if successor:
+        modules += successor_modules()
+    parts = _module_parts(modules)
     for module in MORE_MODULES:
         more = _module_parts((module,))
         if clash := sorted(set(more) & set(parts)):
@@ -409,7 +424,7 @@ Site = tuple[set[CodeType], tuple[tuple[int, int], ...]]
 
 
 @contextmanager
-def switched_off(*switches: str) -> Iterator[None]:
+def switched_off(*switches: str, successor: bool = False) -> Iterator[None]:
     """Run the block with condition parts of core/transitions/ or ``MORE_MODULES`` off
     (``condition_parts``): each, built at its lines by its function, is a condition that always
     holds, whoever calls the function (a service, or a write of another module, as recover_op
@@ -420,7 +435,7 @@ def switched_off(*switches: str) -> Iterator[None]:
     replacement per helper or builder, so two parts built by the same one (two ``eq`` parts) are
     both off: nesting ``switched_off`` would hand the inner part's call to the outer replacement
     from the replacement's own frame, not the write function's, and leave it on."""
-    parts = condition_parts()
+    parts = condition_parts(successor)
     for switch in switches:
         if switch not in parts:
             raise ValueError(f"unknown condition part {switch!r}; one of {', '.join(sorted(parts))}")
