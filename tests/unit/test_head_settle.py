@@ -272,3 +272,34 @@ def test_a_head_whose_successor_key_the_chunk_would_not_fill_is_refused() -> Non
     n = {**overdue_head("skip"), "next_key": key(T0 + 7 * MINUTE)}
     with pytest.raises(ValueError, match="next_key"):
         settle_head_ops(n, T0 + 2 * MINUTE, CFG)
+
+
+# --- the registrar's settle before a change (SettleFirst): a stop's reason, the change's time -----
+
+
+def test_a_stop_reason_records_every_due_occurrence_missed_with_it() -> None:
+    n = overdue_head("run_all")
+    store = store_with(n)
+    chunk = settle(store, n, LATE, reason="job paused before it ran")
+    assert [status_at(store, T0 + i * 5 * MINUTE) for i in range(4)] == ["missed"] * 4
+    assert {r["reason"] for r in chunk.decided} == {"job paused before it ran"}
+    assert {r["kind"] for r in chunk.decided} == {"catchup"}  # as today's settle records them
+    assert chunk.to_dispatch == [] and chunk.next_head is not None
+    assert chunk.next_head["catchups"] == 0 and chunk.next_head["scheduled_at"] == T0 + 20 * MINUTE
+
+
+def test_until_bounds_the_occurrences_settled_at_the_changes_time() -> None:
+    n = overdue_head("skip")
+    store = store_with(n)
+    chunk = settle(store, n, LATE, until=T0 + 6 * MINUTE)  # the change was made at T0 + 6 min
+    assert [status_at(store, T0 + i * 5 * MINUTE) for i in range(2)] == ["missed", "missed"]
+    assert chunk.next_head is not None and chunk.next_head["scheduled_at"] == T0 + 10 * MINUTE
+    assert not chunk.more and is_head(chunk.next_head, get(store, chunk.next_head["next_key"]))
+
+
+def test_until_bounds_the_chunks_too() -> None:
+    n = overdue_head("skip")
+    chunk = settle_head_ops(n, LATE, CFG, chunk=2, until=T0 + 6 * MINUTE)
+    assert chunk.next_head is not None and chunk.next_head["scheduled_at"] == T0 + 10 * MINUTE
+    assert not chunk.more  # T0 + 10 min is after the change: the change closes it, not a settle
+    assert settle_head_ops(n, LATE, CFG, chunk=1, until=T0 + 6 * MINUTE).more

@@ -16,20 +16,23 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched.core.claim_shape import ClaimShape
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.dead_letter import PENDING
 from jobsched.core.errors import ConditionFailed, StoreError
+from jobsched.core.head import HEAD_CHECK_DELAY_MS, is_unstarted_occurrence
 from jobsched.core.job import WAITING_POLICIES, OverlapPolicy
 from jobsched.core.run import RunStatus, run_key
 from jobsched.core.timing import effective_grace_ms, is_overdue
 from jobsched.core.transitions import recheck_buffered_ops, recheck_op, recover_op
-from jobsched.core.writes import RUNS
+from jobsched.core.writes import RUNS, Update
 from jobsched.ports import IndexName, Store, Telemetry, WorkQueue
 from jobsched.services.chain import Chain
 from jobsched.services.dead_letters import DeadLetters, DeadLetterSender
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
+from jobsched.services.head_detector import DueSweep
 from jobsched.services.loaded_job import load_job
 from jobsched.services.paging import merge_oldest_first, shard_pages
 from jobsched.services.pausing import Pauser
@@ -105,6 +108,22 @@ class MissDetector:
         self._chain = Chain(store, cfg)
         self._pauser = Pauser(store, telemetry, clock)
         self._dead_letters = DeadLetters(store, dead_letter_sender, telemetry, clock, cfg, dead_letter_queues)
+        # The migration switch (core/claim_shape.py), from the bookkeeping item the reconcile pass
+        # reads first in each invocation: on, the detector sweeps ``due`` instead of ``lease``.
+        self._due_sweep = False
+        self._due = DueSweep(
+            store,
+            telemetry,
+            clock,
+            cfg,
+            dispatcher=self._dispatcher,
+            dead_letters=self._dead_letters,
+            repair=self._registrar.apply,
+            entries=lambda expired_before: self._merged("due", None, expired_before),
+            check_run=self._check_run,
+            after_recovery=self._recovered,
+            job_error=self._job_error,
+        )
 
     def sweep(
         self,
@@ -139,7 +158,9 @@ class MissDetector:
             if (
                 self._cfg.detector_idle_return
                 and started >= awake_until_ms
-                and lease_wake_at is None
+                # With the switch on every head is in ``due``, so some entry lapses after any
+                # horizon: ``_jobs_due_by`` then asks whether one lapses before it (a lease or a head).
+                and (lease_wake_at is None or self._due_sweep)
                 and not self._jobs_due_by(deadline_ms + self._cfg.lookahead_seconds * 1000)
             ):
                 break  # idle: no lease to watch, and none the trigger can create before the next invocation
@@ -180,7 +201,11 @@ class MissDetector:
         sweep stops early (issue 27 item 7: an idle stack paid ~57 s of detector a minute) when no
         lease is held and no job is due before this invocation's deadline plus the lookahead, so
         the trigger can create no lease before the next invocation's first sweep. A shard that
-        cannot be read counts as due: an error never makes the detector stop early."""
+        cannot be read counts as due: an error never makes the detector stop early.
+
+        With the switch on, also whether a ``due`` entry (a lease, a head: its instant plus
+        ``HEAD_CHECK_DELAY_MS``) comes to be checked by then: a lease lapsing later, or a head due
+        later, is the next invocation's, as a job due later is."""
         failed: list[StoreError] = []
         firsts = shard_pages(
             self._store,
@@ -192,6 +217,20 @@ class MissDetector:
             self._parallel,
             1,
         )  # shard_span: while a lowered ShardCount's dropped shards drain, those too
+        if bool(failed) or any(True for shard in firsts for _ in itertools.islice(shard, 1)):
+            return True
+        if not self._due_sweep:
+            return False
+        firsts = shard_pages(
+            self._store,
+            "due",
+            self._reconciler.shard_span,
+            None,
+            horizon_ms + HEAD_CHECK_DELAY_MS,
+            failed.append,
+            self._parallel,
+            1,
+        )
         return bool(failed) or any(True for shard in firsts for _ in itertools.islice(shard, 1))
 
     def next_lease_lapse(self, after_ms: int) -> int | None:
@@ -202,8 +241,9 @@ class MissDetector:
 
         The sweep passes the expiry bound its last run read up to, not ``now``: a lease that
         became recoverable while that run was working is already due, and is found here."""
+        index: IndexName = "due" if self._due_sweep else "lease"  # due: every lease and every head
         firsts = shard_pages(
-            self._store, "lease", self._reconciler.shard_span, after_ms + 1, None, _skip, self._parallel, 1
+            self._store, index, self._reconciler.shard_span, after_ms + 1, None, _skip, self._parallel, 1
         )
         expiries = [int(run["check_at"]) for shard in firsts for run in itertools.islice(shard, 1)]
         earliest = min(expiries, default=None)
@@ -231,8 +271,15 @@ class MissDetector:
 
         if reconcile and not leases_only:
             self._reconciler.load()  # the shards to sweep: more than ShardCount while some drain
-        # Leases first: a crashed worker's run is a committed promise, overdue jobs are next.
-        self._recover_leases(result, budget_left)
+        self._due_sweep = self._reconciler.claim_shape is ClaimShape.SUCCESSOR
+        if self._due_sweep:
+            # One sweep of ``due`` (services/head_detector.py): leases and overdue heads in one
+            # pass, so no run is judged twice; ``next-run`` below still finds legacy states.
+            self._leases_read_through = self._clock.now_ms() - self._cfg.clock_skew_allowance_ms
+            self._due.sweep(result, budget_left, leases_only)
+        else:
+            # Leases first: a crashed worker's run is a committed promise, overdue jobs are next.
+            self._recover_leases(result, budget_left)
         self._telemetry.metric("LeasesRecovered", result.leases_recovered)
         if not leases_only:
             self._catch_up_overdue(result, budget_left)
@@ -290,8 +337,15 @@ class MissDetector:
         """A run whose ``check_at`` came (the lease index holds keys only): read it, then move
         ``check_at`` to its renewed lease if the worker is alive, or recover it."""
         run = self._store.get(RUNS, run_key(entry["run_id"]))
+        return self._check_run(run, expired_before, now, result)
+
+    def _check_run(
+        self, run: dict[str, Any] | None, expired_before: int, now: int, result: DetectResult
+    ) -> dict[str, Any] | None:
         if run is None or "check_at" not in run or int(run["check_at"]) > expired_before:
             return None  # finished or moved on since the (eventually consistent) index read
+        if is_unstarted_occurrence(run):
+            return None  # a head or a claimed run (the successor claim): the due sweep's (HC7)
         if run.get("dead_letter") == PENDING:
             self._dead_letters.deliver(run)  # a failed run whose dead letter is still owed
             return None
@@ -322,7 +376,21 @@ class MissDetector:
             return None
         except StoreError:
             return None  # throttled or unknown: the lease is still expired next time
-        latency = now - int(run["lease_expires_at"])
+        return self._recovered(run, after, update, now, int(run["lease_expires_at"]), result)
+
+    def _recovered(
+        self,
+        run: dict[str, Any],
+        after: dict[str, Any],
+        update: Update,
+        now: int,
+        lapsed_at: int,
+        result: DetectResult,
+    ) -> dict[str, Any] | None:
+        """What follows a recovery's write ``update`` (or a claimed run's redispatch,
+        services/head_detector.py): events and metrics, and the run to send: the recovered run,
+        or the one waiting behind a run that ended. ``lapsed_at``: when its lease lapsed."""
+        latency = now - lapsed_at
         result.recovery_latency_ms.append(latency)
         if after["status"] == RunStatus.FAILED.value and run.get("cancel_requested"):
             # cancel_other: the run a newer one asked to stop ended with its worker. It ends as
@@ -356,7 +424,7 @@ class MissDetector:
             was=run["status"],
             attempt=after["attempt"],
             token=after["version"],
-            lease_expired_at=run["lease_expires_at"],
+            lease_expired_at=lapsed_at,
             recovery_latency_ms=latency,
         )
         return after

@@ -44,7 +44,7 @@ from jobsched.core.job import JOB_ID_PATTERN, definition_digest
 from jobsched.core.state import Registration, differences
 from jobsched.core.transitions import BOOKKEEPING_KEY, bookkeeping_op
 from jobsched.core.writes import JOBS, STATE, Item
-from jobsched.ports import BATCH_GET_MAX_KEYS, Store, Telemetry
+from jobsched.ports import BATCH_GET_MAX_KEYS, IndexName, Store, Telemetry
 from jobsched.services.completion import Completed, Completer, asks_delete
 from jobsched.services.head_reconciler import HeadReconciler, count_legacy_states
 from jobsched.services.paging import query_all
@@ -120,6 +120,12 @@ class Reconciler:
         recorded = int(self._item.get("shard_high", 0)) if self._item is not None else 0
         self.shard_span = max(recorded, self._cfg.shard_count)
 
+    @property
+    def claim_shape(self) -> ClaimShape:
+        """The stack's migration switch (core/claim_shape.py), from the bookkeeping item as last
+        read: the detector takes its ``due`` sweep from this read, not from one of its own."""
+        return stack_shape(self._item)
+
     def run(self, budget_left: Callable[[], bool], deadline_ms: int | None = None) -> Reconciled:
         done = Reconciled()
         now = self._clock.now_ms()
@@ -181,11 +187,14 @@ class Reconciler:
     ) -> bool:
         """Move the jobs indexed on ``shards`` (beyond ShardCount) onto the shards the trigger
         queries. True when both indexes hold nothing on them (the lease sweep recovers leases
-        there, and a heartbeat or a recovery writes a run's new lease on a queried shard)."""
+        there, and a heartbeat or a recovery writes a run's new lease on a queried shard). With
+        the switch on, ``due`` in place of ``lease`` (HC13): it holds every lease and every head,
+        and a head on a dropped shard stays there until it is claimed or settled."""
+        leases: IndexName = "due" if self.claim_shape is ClaimShape.SUCCESSOR else "lease"
         empty = True
         for shard in shards:
             try:
-                if self._store.query("lease", shard, limit=1).items:
+                if self._store.query(leases, shard, limit=1).items:
                     empty = False
                 for state in query_all(self._store, "next-run", shard):
                     empty = False

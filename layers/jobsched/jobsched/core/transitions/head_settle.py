@@ -93,16 +93,24 @@ def settle_head_ops(
     *,
     degraded: bool = False,
     chunk: int = HEAD_SETTLE_CHUNK,
+    reason: str | None = None,
+    until: int | None = None,
 ) -> HeadChunk:
     """The first chunk of the settle of ``head`` (as read; the chunk is conditional on its status
     and version) at ``now``. ``degraded``: the detector's overload flag (``run_all`` coalesced to
-    ``run_once``, as today). The next chunk, if ``more``, settles the head this one leaves."""
+    ``run_once``, as today). The next chunk, if ``more``, settles the head this one leaves.
+
+    The registrar's settle before a change (core/head_change.py ``SettleFirst``, its
+    ``Settlement``): ``until``, the change's time, bounds the occurrences decided (None: ``now``,
+    the detector's); ``reason`` records every one of them ``missed`` with it (a pause, a delete,
+    an invalid item: today's ``SettleRequest.reason``) instead of the misfire policy's fates."""
     if not 1 <= chunk <= HEAD_SETTLE_CHUNK:
         raise ValueError(f"a chunk decides 1 to {HEAD_SETTLE_CHUNK} occurrences, not {chunk}")
     job = HeadJob.of_head(head)
     epoch = int(head["epoch"])
-    fates, after, ended, catchups, runs_before = _plan(job, head, now, cfg, degraded, chunk)
-    more = after is not None and after <= now and not ended
+    horizon = now if until is None else until
+    fates, after, ended, catchups, runs_before = _plan(job, head, now, cfg, degraded, chunk, reason, horizon)
+    more = after is not None and after <= horizon and not ended
     result = HeadChunk(ops=[], more=more)
     n_fate = fates[0]
     decide_n = _decide_head(head, n_fate, now, cfg)
@@ -156,27 +164,40 @@ def settle_head_ops(
 
 
 def _plan(
-    job: HeadJob, head: Mapping[str, Any], now: int, cfg: SchedulerConfig, degraded: bool, chunk: int
+    job: HeadJob,
+    head: Mapping[str, Any],
+    now: int,
+    cfg: SchedulerConfig,
+    degraded: bool,
+    chunk: int,
+    reason: str | None,
+    horizon: int,
 ) -> tuple[list[_Fate], int | None, bool, int, int]:
     """The chunk's fates, the occurrence after it, whether the life ends in it, and the outage's
     catch-ups and the life's counted runs after it. Occurrences older than now - grace meet the
-    misfire policy; younger ones run late, as today's settle (services/settle.py) decides."""
+    misfire policy; younger ones run late, as today's settle (services/settle.py) decides; with a
+    ``reason``, every one is ``missed`` with it (a catch-up's kind, as today's settle records
+    them). Occurrences after ``horizon`` are left to the head the chunk leaves."""
     instants = [int(head["scheduled_at"])]
     after = job.next_after(instants[0])
-    while len(instants) < chunk and after is not None and after <= now:
+    while len(instants) < chunk and after is not None and after <= horizon:
         instants.append(after)
         after = job.next_after(after)
-    more = after is not None and after <= now
+    more = after is not None and after <= horizon
     misfire = Misfire.model_validate(dict(job.misfire))
     overdue_before = now - effective_grace_ms(misfire.grace_seconds, cfg)
     overdue = [t for t in instants if t < overdue_before]
     late = [t for t in instants if t >= overdue_before]
     catchups = int(head.get("catchups") or 0)
-    planned = plan_misfire(
-        misfire.policy, overdue, misfire.max_catchup, catchups, degraded, more_follow=more and not late
-    )
-    decided = [(f.scheduled_at, f.status is RunStatus.PENDING, f.reason, True) for f in planned]
-    decided += [(t, True, "late within grace", False) for t in late]
+    decided: list[tuple[int, bool, str, bool]]
+    if reason is not None:
+        decided = [(t, False, reason, True) for t in instants]
+    else:
+        planned = plan_misfire(
+            misfire.policy, overdue, misfire.max_catchup, catchups, degraded, more_follow=more and not late
+        )
+        decided = [(f.scheduled_at, f.status is RunStatus.PENDING, f.reason, True) for f in planned]
+        decided += [(t, True, "late within grace", False) for t in late]
     counted = counts_runs(job)
     runs_before = int(head.get("runs_before") or 0)
     fates: list[_Fate] = []
