@@ -122,6 +122,9 @@ class LedgerKeeper:
     # The world is successor-shaped (issue 37): the per-instant view of the runs is kept.
     successor: bool = False
     head_writes: head_invariants.WriteLedger
+    head_write_slack_ms: int
+    dispatch_lease_ms: int
+    skew_allowance_ms: int
 
     def _run_preimages(self, ops: Sequence[WriteOp]) -> dict[str, Item | None]:
         return {
@@ -229,13 +232,19 @@ class LedgerKeeper:
                 continue
             if item is not None:
                 before[run_id] = after[run_id] = item
+        # ``now`` is the writer's clock in check_write; each actor's is off the world's by up to
+        # ``head_write_slack_ms`` (and the claim's ``claimed_at``, a lease's expiry, are written
+        # in another's clock, which the product's skew allowance covers): a redispatch or a
+        # recovery is early only past that, as ``live_lease_recovered`` judges today's recovery.
+        slack = self.head_write_slack_ms
         self.note_core(
             head_invariants.check_write(
                 before,
                 after,
-                self.clock.now_ms(),
+                self.clock.now_ms() + slack,
                 self.head_writes,
-                skew_ms=self.skew_bound_ms,
+                dispatch_lease_ms=self.dispatch_lease_ms,
+                skew_ms=self.skew_allowance_ms,
                 changed=list(runs_before),
             )
         )

@@ -145,6 +145,9 @@ class WorldState:
         self.store = FaultyStore(inner, self.rng, rates, self.counts, self.clock, self.log)
         self.store.successor = cfg.successor
         self.store.head_writes = head_invariants.WriteLedger()
+        self.store.head_write_slack_ms = rates.clock_skew_max_ms + 1000
+        self.store.dispatch_lease_ms = self.sched_cfg.dispatch_lease_seconds * 1000
+        self.store.skew_allowance_ms = self.sched_cfg.clock_skew_allowance_ms
         self.queue = SimQueue(self.clock, cfg.visibility_timeout_seconds, self.rng, rates, self.counts)
         self.telemetry = SimTelemetry(self)
         self.jobs = build_jobs(self.rng, cfg.jobs, self.start_ms, cfg.hours, rates.large_payload_jobs)
