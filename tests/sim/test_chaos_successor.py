@@ -5,13 +5,16 @@ registers, and the checks read heads, markers and epochs (sim/successor.py, sim/
 from __future__ import annotations
 
 import functools
+import json
 from collections import Counter
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from jobsched.core.claim_shape import ClaimShape, stack_shape
 from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY
 from jobsched.core.writes import RUNS, STATE, Put, Update
+from jobsched_tools.cli.main import main
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.sim import ChaosConfig, ChaosReport, FaultRates, run_chaos, world_state
 from jobsched_tools.sim.lease_store import LeaseIndexedMemoryStore
@@ -203,3 +206,17 @@ def test_the_successor_checks_fail_a_world_whose_services_ignore_the_switch(
     assert set(kinds) == {"H1_one_head", "registration_not_converged"}, dict(kinds)
     assert report.occurrences_due > 0
     assert report.lost_occurrences == report.duplicate_commits == 0
+
+
+def test_the_cli_runs_a_successor_world_reproducibly(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = []
+    for _ in range(2):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["chaos", "--successor", "--seed", "2", "--jobs", "8", "--hours", "0.5", "--json"])
+        assert exit_info.value.code == 0
+        data: dict[str, Any] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        data.pop("wall_seconds")
+        runs.append(data)
+    assert runs[0] == runs[1]
+    assert runs[0]["occurrences_due"] > 50 and runs[0]["invariant_violations"] == []
+    assert sum(runs[0]["faults_injected"].values()) > 0
