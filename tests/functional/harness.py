@@ -98,7 +98,15 @@ class Env:
         return Operations(self.store, self.queue, self.telemetry, self.clock, self.cfg)
 
     def trigger(self) -> Trigger:
-        return Trigger(self.store, self.queue, self.telemetry, self.clock, self.cfg, parallel_queries=False)
+        return Trigger(
+            self.store,
+            self.queue,
+            self.telemetry,
+            self.clock,
+            self.cfg,
+            parallel_queries=False,
+            read_claim_shape=True,  # as the trigger function wires it (runtime/wiring.py)
+        )
 
     def detector(self, **options: Any) -> MissDetector:
         return MissDetector(

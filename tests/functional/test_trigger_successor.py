@@ -98,9 +98,8 @@ class Hooked:
 
 
 def trigger_on(env: Env, store: Any, claimer_id: str | None = None) -> Trigger:
-    return Trigger(
-        store, env.queue, env.telemetry, env.clock, env.cfg, parallel_queries=False, claimer_id=claimer_id
-    )
+    options: dict[str, Any] = {"parallel_queries": False, "claimer_id": claimer_id, "read_claim_shape": True}
+    return Trigger(store, env.queue, env.telemetry, env.clock, env.cfg, **options)
 
 
 # --- the claim --------------------------------------------------------------------------------
@@ -126,7 +125,13 @@ def test_a_due_head_is_claimed_once_and_its_message_sent_after_its_put(kind: str
                 return result
 
         trigger = Trigger(
-            env.store, PutFirst(env.queue), env.telemetry, env.clock, env.cfg, parallel_queries=False
+            env.store,
+            PutFirst(env.queue),
+            env.telemetry,
+            env.clock,
+            env.cfg,
+            parallel_queries=False,
+            read_claim_shape=True,
         )
         first = trigger.tick("t1")
         again = env.trigger().tick("t2")
@@ -216,17 +221,49 @@ def test_a_claim_meeting_a_changes_marker_sends_nothing() -> None:
         assert sent_ids(env) == [key("j1", T0 + MINUTE, 2)]
 
 
-def test_a_head_whose_digest_is_not_the_job_items_is_skipped_with_a_reason() -> None:
-    """HC10: a claim sends the definition it loaded only when its digest is the head's. Until the
-    registrar's change closes the head, the head is skipped, counted and logged."""
+def test_an_overdue_head_is_the_detectors_and_a_late_one_within_grace_is_claimed() -> None:
+    """As today's trigger: past its grace, the head's fate is the detector's settle (under its
+    misfire policy), so the trigger leaves it; within its grace it is claimed late."""
+    with build("memory", successor=True) as env:
+        change(env, job("overdue", misfire={"grace_seconds": 30}))
+        change(env, job("late", misfire={"grace_seconds": 120}))
+        env.clock.set(T0 + 2 * MINUTE - SECOND)  # both heads (T0 + 1 min) 59 s late
+        result = env.trigger().tick("t")
+        late = [key("late", T0 + m * MINUTE) for m in (1, 2, 3)]  # then chained in the lookahead
+        assert result.claimed == 3 and sent_ids(env) == late
+        assert head_of(env, "overdue")["run_id"] == key("overdue", T0 + MINUTE)  # type: ignore[index]
+
+
+def test_a_head_whose_digest_is_not_the_job_items_is_changed_inline_and_its_new_head_claimed() -> None:
+    """HC10: a claim sends the definition it loaded only when its digest is the head's. A job item
+    edited and not yet applied (a lagging stream) is applied inline, as today's trigger does: the
+    registrar's change closes the head and makes one with the new digest, claimed in this tick."""
     with build("memory", successor=True) as env:
         change(env, job("j1"))
         change(env, job("j2"))
         put_job(env, job("j1", payload={"edited": True}))  # not applied yet
         result = env.trigger().tick("t")
+        assert (result.claimed, result.deferred) == (2, 0)
+        assert sorted(sent_ids(env)) == [key("j1", T0 + MINUTE, 2), key("j2", T0 + MINUTE)]
+        sent = {m.body["run_id"]: m.body for m in env.queue.sent}
+        assert sent[key("j1", T0 + MINUTE, 2)]["definition"]["payload"] == '{"edited":true}'
+        assert env.run(key("j1", T0 + MINUTE))["status"] == "cancelled"  # the change closed it
+
+
+def test_a_head_whose_job_item_went_invalid_is_skipped_with_a_reason() -> None:
+    """The inline change of an invalid item makes no head: the old head is skipped, counted and
+    logged, and the other jobs are claimed."""
+    with build("memory", successor=True) as env:
+        change(env, job("j1"))
+        change(env, job("j2"))
+        broken = {**job("j1").to_item(), "schedule": "every tuesday-ish"}
+        env.store.write([Put(JOBS, broken, condition=(), label="person puts an invalid job")])
+        result = env.trigger().tick("t")
         assert (result.claimed, result.deferred) == (1, 1)
         assert sent_ids(env) == [key("j2", T0 + MINUTE)]
-        assert [e.fields["reason"] for e in env.telemetry.named("claim.deferred")] == ["job item changed"]
+        assert [e.fields["reason"] for e in env.telemetry.named("claim.deferred")] == [
+            "job item gone or invalid"
+        ]
 
 
 def test_one_heads_error_never_stops_the_tick() -> None:
@@ -240,6 +277,19 @@ def test_one_heads_error_never_stops_the_tick() -> None:
         assert (result.claimed, result.job_errors) == (1, 1)
         assert sent_ids(env) == [key("good", T0 + MINUTE)]
         assert [e.correlation_id for e in env.telemetry.named("job.error")] == ["bad"]
+
+
+def test_the_claim_that_ends_a_life_finishes_the_state() -> None:
+    """HC5: the claim of a ``max_runs`` job's last head puts its end marker, and the trigger follows
+    it with the finish write: the state reads ``finished`` with the life's count."""
+    with build("memory", successor=True) as env:
+        change(env, job("twice", "rate(10 seconds)", max_runs=2))
+        result = env.trigger().tick("t")
+        assert result.claimed == 2
+        assert sent_ids(env) == [key("twice", T0 + 10 * SECOND), key("twice", T0 + 20 * SECOND)]
+        state = env.state("twice")
+        assert state["status"] == "finished" and state["runs_claimed"] == 2
+        assert [e.fields["actor"] for e in env.telemetry.named("job.finished")] == ["trigger"]
 
 
 # --- the migration ------------------------------------------------------------------------------
@@ -300,7 +350,9 @@ def test_what_a_successor_claim_costs_with_due_and_lease_both_present() -> None:
         store.write_units.clear()
         store.by_label.clear()
         before = store.read_units
-        trigger = Trigger(store, env.queue, MemoryTelemetry(), env.clock, cfg, parallel_queries=False)
+        trigger = Trigger(
+            store, env.queue, MemoryTelemetry(), env.clock, cfg, parallel_queries=False, read_claim_shape=True
+        )
         assert trigger.tick("t").claimed == 1
         assert dict(store.by_label) == {"claim head": 3}
         assert dict(store.write_units) == {"runs": 1, "runs/due": 1, "runs/lease": 1}

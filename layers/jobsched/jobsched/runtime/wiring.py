@@ -102,7 +102,13 @@ class App:
 
         clock = SystemClock()
         return Trigger(
-            self.store, self.queue, self.telemetry, clock, self.cfg, registrar=self.inline_registrar(clock)
+            self.store,
+            self.queue,
+            self.telemetry,
+            clock,
+            self.cfg,
+            registrar=self.inline_registrar(clock),
+            read_claim_shape=True,  # the migration switch (issue 37): one read per invocation
         )
 
     def trigger_invocation(self) -> TriggerInvocation:

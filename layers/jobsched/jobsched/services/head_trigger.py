@@ -15,9 +15,11 @@ detector's. For each, in order:
    own (``after_failed_claim``: OURS, a tick retried after its put landed);
 2. an overdue head is left to the detector, as today's trigger leaves an overdue occurrence;
 3. the definition is the job item's, and only when its digest is the head's ``def_hash`` (HC10:
-   the claim sends the definition it loaded only when it is the head's). Otherwise the head is
-   skipped with a counted, logged reason (``deferred``, ``claim.deferred``): the registrar's change
-   closes it and makes a head with the new digest (HC10);
+   the claim sends the definition it loaded only when it is the head's). Otherwise the job item
+   changed unseen: it is applied inline, as today's trigger does (the registrar's change closes
+   the head and heads the new timing with the new digest, HC10), and the new head is claimed in
+   this tick if due. With no new head (a pause, an invalid item) the head is skipped with a
+   counted, logged reason (``deferred``, ``claim.deferred``);
 4. the claim, one conditional put of the successor (``claim_head_op``). When it fails, the
    successor is read strongly and ``after_failed_claim`` decides: only OURS sends. A settle's
    record there (HC9) or a change's marker (HC10) sends nothing;
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jobsched.core.claim_shape import ClaimShape, stack_shape
@@ -56,7 +58,7 @@ from jobsched.core.head import (
 )
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.run import run_key
-from jobsched.core.state import state_misfire
+from jobsched.core.state import JobStatus, state_misfire
 from jobsched.core.timing import is_overdue
 from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY
 from jobsched.core.transitions.head_claim import (
@@ -71,8 +73,10 @@ from jobsched.core.transitions.head_convert import (
     head_job_of_state,
     is_legacy,
 )
+from jobsched.core.transitions.head_finish import finish_life_ops, reads_as_finished
 from jobsched.core.writes import JOBS, RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry
+from jobsched.services.head_registrar import find_head, read_job_items
 from jobsched.services.loaded_job import load_job
 from jobsched.services.paging import merge_oldest_first, query_all, shard_pages
 
@@ -149,6 +153,15 @@ class _Definition:
 
     snapshot: Item
     digest: str
+    max_runs: int | None = None
+
+
+@dataclass
+class _Definitions:
+    """One chain's definitions, loaded once per job, and the jobs whose change it applied inline."""
+
+    loaded: dict[str, _Definition | None] = field(default_factory=dict)
+    repaired: set[str] = field(default_factory=set)
 
 
 class HeadClaims:
@@ -239,20 +252,50 @@ class HeadClaims:
         head (HC12: one strongly consistent Query of its runs partition; the head is the unstarted
         occurrence whose successor key holds nothing) and claim it if it is due in the window."""
         try:
-            items = list(query_all(self._store, "runs-of-job", job_id, consistent=True))
+            head = self._find_head(job_id)
         except StoreError as exc:
             self._telemetry.event("claim.transient", job_id, error=str(exc)[:300])
             return []  # the next tick claims it
-        keys = {str(item["run_id"]) for item in items}
-        heads = [item for item in items if is_unstarted_occurrence(item) and next_key(item) not in keys]
-        if len(heads) != 1:
-            # None (paused, finished, or read between a change's writes) or two (a write landed
-            # between the pages): level-triggered, the tick finds the head in the due index.
-            return []
-        head = heads[0]
-        if int(head["scheduled_at"]) > tick.window_to or not tick.taken.take(str(head["run_id"])):
+        if (
+            head is None
+            or int(head["scheduled_at"]) > tick.window_to
+            or not tick.taken.take(str(head["run_id"]))
+        ):
             return []
         return self._claim_chain(head, tick, result, read_first=False, known=None)
+
+    def _finish_life(self, job_id: str, tick: _Tick) -> None:
+        """HC5: the claim that put its life's end marker follows it with the finish write (the
+        state ``active`` -> ``finished``, with the marker's count and chain end), in head_finish.py's
+        order: the state first (strongly), then the job's items (HC12). A change that landed
+        meanwhile (a raise of ``max_runs``) fails it; a lost one is the reconcile pass's to repair
+        (services/head_reconciler.py), level-triggered. The message is already collected: a
+        failure here never unsends the claim."""
+        state = self._store.get(STATE, {"job_id": job_id})
+        if state is None or state.get("status") != JobStatus.ACTIVE.value:
+            return
+        found = find_head(read_job_items(self._store, job_id), state)
+        if found.ambiguous or found.end_marker is None:
+            return
+        if not reads_as_finished(state, found.head, found.end_marker):
+            return
+        try:
+            self._store.write(finish_life_ops(state, found.end_marker, tick.now))
+        except ConditionFailed:
+            return  # a change or the reconcile pass moved the state first
+        self._telemetry.event(
+            "job.finished", job_id, end_marker=str(found.end_marker["run_id"]), actor="trigger"
+        )
+
+    def _find_head(self, job_id: str) -> Item | None:
+        """HC12: the job's head, from one strongly consistent Query of its runs partition: the
+        unstarted occurrence whose successor key holds nothing. None when there is none (paused,
+        finished) or the read is torn (two: a write landed between its pages); level-triggered,
+        the tick then finds the head in the ``due`` index."""
+        items = list(query_all(self._store, "runs-of-job", job_id, consistent=True))
+        keys = {str(item["run_id"]) for item in items}
+        heads = [item for item in items if is_unstarted_occurrence(item) and next_key(item) not in keys]
+        return heads[0] if len(heads) == 1 else None
 
     # --- the chain of one job's claims ---------------------------------------------------------
 
@@ -262,9 +305,9 @@ class HeadClaims:
         """Claim ``head``, then each head a claim made while it is due in the window. Isolated: an
         error ends this job's chain for this tick, counted and logged."""
         runs: list[Item] = []
-        definitions: dict[str, _Definition | None] = {}
+        definitions = _Definitions()
         if known is not None:
-            definitions[str(head["job_id"])] = known
+            definitions.loaded[str(head["job_id"])] = known
         current: Item | None = head
         while current is not None:
             current = self._claim_isolated(current, tick, result, runs, definitions, read_first)
@@ -281,7 +324,7 @@ class HeadClaims:
         tick: _Tick,
         result: TickResult,
         runs: list[Item],
-        definitions: dict[str, _Definition | None],
+        definitions: _Definitions,
         read_first: bool,
     ) -> Item | None:
         job_id = str(head.get("job_id"))
@@ -307,7 +350,7 @@ class HeadClaims:
         tick: _Tick,
         result: TickResult,
         runs: list[Item],
-        definitions: dict[str, _Definition | None],
+        definitions: _Definitions,
         read_first: bool,
     ) -> Item | None:
         """Claim one head; returns the head its claim made (to chain onto), or None."""
@@ -323,7 +366,7 @@ class HeadClaims:
                 # This tick's own claim, whose put landed unanswered: count and send it once.
                 if not any(run["run_id"] == head["run_id"] for run in runs):
                     self._count_claim(head, tick, result)
-                self._send(head, self._definition(head, definitions, result), runs)
+                self._send(head, self._definition(head, definitions), runs)
                 return None if ends_life(head) else successor
         if is_overdue(int(head["scheduled_at"]), tick.now, grace, self._cfg):
             return None  # the detector settles it, under the job's misfire policy
@@ -331,9 +374,10 @@ class HeadClaims:
             result.stopped_early = True
             result.backlog += 1
             return None
-        definition = self._definition(head, definitions, result)
+        definition = self._definition(head, definitions)
         if definition is None:
-            return None
+            return self._apply_change(head, definitions, result)
+        head = _with_limit(head, definition)
         put = claim_head_op(head, tick.now, claimer, self._cfg)
         try:
             self._store.write([put])
@@ -349,7 +393,10 @@ class HeadClaims:
                 return None
         self._count_claim(head, tick, result)
         self._send(head, definition, runs)
-        return None if ends_life(head) else dict(put.item)
+        if ends_life(head):
+            self._finish_life(str(head["job_id"]), tick)
+            return None
+        return dict(put.item)
 
     def _convert_and_claim(self, state: Item, tick: _Tick, result: TickResult) -> list[Item]:
         job_id = str(state["job_id"])
@@ -402,22 +449,38 @@ class HeadClaims:
 
     # --- definitions, counting, sending --------------------------------------------------------
 
-    def _definition(
-        self, head: Item, definitions: dict[str, _Definition | None], result: TickResult
-    ) -> _Definition | None:
+    def _definition(self, head: Item, definitions: _Definitions) -> _Definition | None:
         """The job item's definition when its digest is the head's ``def_hash`` (HC10), loaded once
-        per job a tick. Else None, counted and logged: the registrar's change closes this head and
-        makes one with the new digest (successor registrar: w2registrar)."""
+        per job a chain; else None."""
         job_id = str(head["job_id"])
-        if job_id not in definitions:
-            definitions[job_id] = self._load_definition(job_id)
-        found = definitions[job_id]
-        if found is None or found.digest != head.get("def_hash"):
-            result.deferred += 1
-            reason = "job item gone or invalid" if found is None else "job item changed"
-            self._telemetry.event("claim.deferred", str(head["run_id"]), job_id=job_id, reason=reason)
-            return None
-        return found
+        if job_id not in definitions.loaded:
+            definitions.loaded[job_id] = self._load_definition(job_id)
+        found = definitions.loaded[job_id]
+        return found if found is not None and found.digest == head.get("def_hash") else None
+
+    def _apply_change(self, head: Item, definitions: _Definitions, result: TickResult) -> Item | None:
+        """The job item no longer matches the head (an edit, a deletion, an invalid item not yet
+        applied): apply it inline, as today's trigger does (``load_job``'s ``repair``): the
+        registrar's change closes this head with its marker and makes the new timing's head with
+        the new digest (HC10), which this chain then claims if it is due (a lagging or failed
+        stream delivery never leaves a job stuck). Once per job a chain; with no new head (a pause,
+        an invalid item, a deletion) or a second mismatch, the head is skipped, counted and logged."""
+        job_id = str(head["job_id"])
+        found = definitions.loaded.get(job_id)
+        reason = "job item gone or invalid" if found is None else "job item changed"
+        if job_id not in definitions.repaired:
+            definitions.repaired.add(job_id)
+            self._repair(job_id)
+            definitions.loaded.pop(job_id, None)
+            fresh = self._find_head(job_id)
+            if fresh is not None and fresh["run_id"] != head["run_id"]:
+                self._telemetry.event(
+                    "claim.job_changed", str(head["run_id"]), job_id=job_id, head=fresh["run_id"]
+                )
+                return fresh
+        result.deferred += 1
+        self._telemetry.event("claim.deferred", str(head["run_id"]), job_id=job_id, reason=reason)
+        return None
 
     def _load_definition(self, job_id: str) -> _Definition | None:
         item = self._store.get(JOBS, {"job_id": job_id})
@@ -427,7 +490,7 @@ class HeadClaims:
             definition = JobDefinition.from_item(item)
         except InvalidJob:
             return None
-        return _Definition(definition.to_item(), definition.definition_hash())
+        return _Definition(definition.to_item(), definition.definition_hash(), definition.max_runs)
 
     def _send(self, head: Item, definition: _Definition | None, runs: list[Item]) -> None:
         """N's message, from N as the claim read it, with the definition of N's digest. Sent by the
@@ -455,3 +518,13 @@ class HeadClaims:
         self._telemetry.event(
             "job.error", job_id, actor="trigger", error=f"{type(exc).__name__}: {exc}"[:500]
         )
+
+
+def _with_limit(head: Item, definition: _Definition) -> Item:
+    """The head with its job's ``max_runs``: the ``due`` index does not project it (§0's list), and
+    the head the claim makes must carry it (its ``next_key``, its count). The definition whose
+    digest is the head's ``def_hash`` (checked before) is the one the head was made from, so its
+    limit is the head's."""
+    if definition.max_runs is None or "max_runs" in head:
+        return head
+    return {**head, "max_runs": definition.max_runs}

@@ -123,6 +123,7 @@ class Trigger:
         claim_concurrency: int | None = None,
         registrar: Registrar | None = None,
         claimer_id: str | None = None,
+        read_claim_shape: bool = False,
     ) -> None:
         self._store = store
         # Names this trigger's claims (with the invocation and the occurrence), so that a write
@@ -139,8 +140,12 @@ class Trigger:
         if claim_concurrency is None:
             claim_concurrency = cfg.claim_concurrency if parallel_queries else 1
         self._claim_concurrency = claim_concurrency
-        # The successor claim (issue 37), taken only with the stack's migration switch on.
+        # The successor claim (issue 37), taken only with the stack's migration switch on. The
+        # function reads the switch (runtime/wiring.py: once per invocation); a Trigger built
+        # without ``read_claim_shape`` (a benchmark, a simulation of today's stack) makes exactly
+        # today's calls.
         self._heads = HeadClaims(store, telemetry, cfg, self._claimer_id, self._registrar.apply)
+        self._read_claim_shape = read_claim_shape
 
     # --- the tick ------------------------------------------------------------------------------
 
@@ -161,7 +166,7 @@ class Trigger:
 
         tick = _Tick(invocation_id, now, window_to, _ClaimBudget(self._cfg.max_claims_per_tick), out_of_time)
         result = TickResult()
-        successor = self._heads.stack_shape(invocation_id) is ClaimShape.SUCCESSOR
+        successor = self._read_claim_shape and self._heads.stack_shape(invocation_id) is ClaimShape.SUCCESSOR
         due = self._due_jobs(window_from, window_to, result, shards)
         with _Sender(self._dispatcher, result, parallel=self._claim_concurrency > 1) as sender:
             # With the switch on, a legacy state met in next-run is converted and its head
