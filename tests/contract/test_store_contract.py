@@ -722,6 +722,7 @@ HEAD = {
     "overlap": "skip",
     "max_attempts": 3,
     "kind": "scheduled",
+    "max_runs": 5,
 }
 LEFT_OUT = {"status": "scheduled", "version": 1, "lease_expires_at": 99, "owner": "w", "payload": "x" * 50}
 

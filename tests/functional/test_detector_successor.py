@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 from harness import MINUTE, T0, Env, build, default_cfg, job
+from jobsched.core.errors import Throttled
 from jobsched.core.head import head_check_at, is_head, is_unstarted_occurrence, next_key
 from jobsched.core.head_change import HeadChangePlan, plan_head_change
 from jobsched.core.job import JobDefinition, Misfire, MisfirePolicy, OverlapPolicy
 from jobsched.core.limits import DYNAMODB_MAX_TRANSACTION_ITEMS
 from jobsched.core.run import RunMessage, run_id_for
 from jobsched.core.timing import start_at_ms
+from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY
 from jobsched.core.transitions.head_change import head_change_ops
 from jobsched.core.transitions.head_claim import ClaimRace, after_failed_claim, claim_head_op
 from jobsched.core.transitions.head_settle import HEAD_SETTLE_CHUNK
@@ -476,7 +478,10 @@ def test_a_head_on_a_dropped_shard_is_swept_and_keeps_the_shard_from_draining() 
         assert high
         env.detector().run("records shard_high")  # the bookkeeping item records 8 shards
         env.cfg = default_cfg(shard_count=2)  # ShardCount lowered: shards 2..7 drain
+        recorded = QueriesRecorded(env.store)
+        env.store = recorded  # type: ignore[assignment]
         env.detector().run("heads not due")
+        assert "lease" not in recorded.indexes  # the drain reads due: every lease and every head
         bookkeeping = env.store.get(STATE, dict(BOOKKEEPING_KEY))
         assert bookkeeping is not None and bookkeeping["shard_high"] == 8
         assert "drained_since" not in bookkeeping  # the heads there hold the dropped shards
@@ -506,3 +511,68 @@ def test_the_registrars_settle_records_every_due_occurrence_missed_with_the_stop
     assert {r["reason"] for r in decided} == {"job paused"}
     assert settled.head is not None and settled.head["scheduled_at"] == T0 + 5 * MINUTE  # the change's
     assert is_unstarted_occurrence(mem.run(settled.head["run_id"]))
+
+
+class SwitchUnread:
+    """The store, through which the bookkeeping item (the switch) cannot be read: throttled."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:
+        if key == dict(BOOKKEEPING_KEY):
+            raise Throttled("the bookkeeping item")
+        return self.store.get(table, key, consistent)
+
+
+def test_a_detector_that_could_not_read_the_switch_leaves_heads_alone(mem: Env) -> None:
+    """It sweeps as today (``lease``), where every head is too: a head or claimed run met there
+    is the due sweep's, not a run with a lease to recover (and no error)."""
+    head = register(mem, minutely())
+    mem.clock.set(T0 + 5 * MINUTE)
+    mem.store = SwitchUnread(mem.store)  # type: ignore[assignment]
+    result = mem.detector().run("d")
+    assert result.items == 1 and result.job_errors == 0 and result.missed_recorded == 0
+    assert mem.run(head["run_id"]) == head
+
+
+def test_a_lease_only_wake_leaves_overdue_heads_to_the_full_sweep(mem: Env) -> None:
+    head = register(mem, minutely())
+    detector = mem.detector()
+    detector.run("first")  # reads the switch
+    mem.clock.set(T0 + 5 * MINUTE)
+    woken = detector.run("wake", leases_only=True, reconcile=False)
+    assert woken.missed_recorded == 0 and mem.run(head["run_id"]) == head
+    assert detector.run("full", reconcile=False).missed_recorded == 3
+
+
+class ThrottledAfter:
+    """The store, whose transactions are throttled after the first ``allowed``."""
+
+    def __init__(self, store: Store, allowed: int) -> None:
+        self.store, self.allowed = store, allowed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def write(self, ops: Sequence[Any]) -> None:
+        if self.allowed <= 0:
+            raise Throttled("write")
+        self.allowed -= 1
+        self.store.write(ops)
+
+
+def test_a_settle_throttled_between_chunks_is_taken_up_by_the_next_sweep(mem: Env) -> None:
+    register(mem, minutely())
+    mem.clock.set(T0 + 200 * MINUTE)
+    store = mem.store
+    mem.store = ThrottledAfter(store, 1)  # type: ignore[assignment]
+    first = mem.detector().run("d1")
+    assert first.missed_recorded == HEAD_SETTLE_CHUNK and first.backlog == 1 and first.stopped_early
+    mem.store = store
+    second = mem.detector().run("d2")
+    assert first.missed_recorded + second.missed_recorded == 198
+    assert the_head(mem, "j1")["scheduled_at"] == T0 + 201 * MINUTE

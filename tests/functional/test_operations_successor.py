@@ -29,6 +29,7 @@ from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import Outcome
 from jobsched_tools.cli.cmd_describe import describe
 from jobsched_tools.cli.cmd_jobs import _job_row, _show_job, _with_defaults
+from jobsched_tools.ops.top import render, snapshot
 
 
 def successor_job(env: Env, definition: JobDefinition) -> dict[str, Any]:
@@ -200,6 +201,43 @@ def test_a_backfill_at_the_head_is_refused_and_writes_nothing(kind: str) -> None
         assert env.queue.sent == []
 
 
+class SeveralHeadsOnce:
+    """The environment's store, whose first two occurrence reads also show a second head: reads
+    that overlapped a change's transaction (HC12: read-committed per item, not a snapshot)."""
+
+    def __init__(self, env: Env) -> None:
+        self._inner = env.store
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def occurrence_items(self, job_id: str, page_limit: int | None = None) -> list[dict[str, Any]]:
+        items = self._inner.occurrence_items(job_id, page_limit)  # type: ignore[attr-defined]
+        self.reads += 1
+        if self.reads <= 2:  # the definition's read (``get``'s view), then the range's check
+            (only,) = [item for item in items if item["run_id"] == head_of(items)["run_id"]]  # type: ignore[index]
+            phantom = {**only, "run_id": f"{only['run_id']}0", "next_key": "j1@phantom"}
+            items = [*items, phantom]
+        return items
+
+
+def test_a_backfill_whose_first_read_shows_two_heads_reads_again_before_writing() -> None:
+    """HC12: no head is picked from a read showing two; the range is checked against the head a
+    second read finds, so the refusal still comes before anything is written."""
+    with build("memory", successor=True) as env:
+        claimed_twice(env)
+        env.clock.set(T0 + 3 * MINUTE + 40_000)
+        before = sorted(str(item["run_id"]) for item in occurrence_items(env.store, "j1"))
+        flaky = SeveralHeadsOnce(env)
+        env.store = flaky  # type: ignore[assignment]
+        with pytest.raises(BackfillRefused, match=NOT_SETTLED):
+            env.ops().backfill("j1", at(T0 - 3 * MINUTE), at(T0 + 3 * MINUTE))
+        env.store = flaky._inner
+        assert flaky.reads >= 3
+        assert sorted(str(item["run_id"]) for item in occurrence_items(env.store, "j1")) == before
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_backfill_behind_the_head_joins_through_it(kind: str) -> None:
     """Instants behind the head get records in the head's epoch, linked in front of the head;
@@ -270,6 +308,57 @@ def test_get_describe_and_show_read_the_head(kind: str) -> None:
         assert "next_run_at: 2026-12-01 00:03:00 UTC" in shown
         assert f"latest_run_id: {current['after_run_id']}" in shown
         assert _job_row(view)[4] == "2026-12-01 00:03:00 UTC"
+
+
+def test_top_shows_successor_heads_due_soon_or_behind_and_their_chains() -> None:
+    """``jobsched top`` on successor jobs: heads from the ``due`` index (a claimed run is not shown
+    as due), an overdue unclaimed head as behind, each job's chain from its head."""
+    with build("memory", successor=True) as env:
+        late = successor_job(env, job("j3"))  # its head at T0+1, never claimed
+        current = claimed_twice(env)  # j1's head at T0+3, claimed runs at T0+1 and T0+2
+        successor_job(env, job("j2"))  # registered at T0+2: its head at T0+3 too
+        env.clock.set(T0 + 3 * MINUTE - 1000)
+        assert late["scheduled_at"] < env.clock.now_ms()  # j3's head is past, unclaimed
+        status = snapshot(env.store, env.cfg.shard_count, env.clock.now_ms())
+        assert sorted(s["job_id"] for s in status.due_soon) == ["j1", "j2"]
+        assert all(s["next_run_at"] == current["scheduled_at"] for s in status.due_soon)
+        assert [s["job_id"] for s in status.behind] == ["j3"]
+        chains = {job_item["job_id"]: [run["run_id"] for run in chain] for job_item, _, chain in status.jobs}
+        assert chains["j1"] == [current["after_run_id"], run_id_for("j1", T0 + MINUTE, int(current["epoch"]))]
+        assert "j1" in render(status)
+
+
+def test_top_does_not_show_a_claimed_run_as_behind() -> None:
+    """A past occurrence whose successor lies beyond the horizon: its claim is seen only by the
+    GetItem of its successor key, and it is not behind."""
+    with build("memory", successor=True) as env:
+        first = successor_job(env, job(schedule="rate(15 minutes)"))
+        env.clock.set(int(first["scheduled_at"]))
+        claim(env, first)
+        env.clock.set(int(first["scheduled_at"]) + MINUTE)
+        status = snapshot(env.store, env.cfg.shard_count, env.clock.now_ms())
+        assert status.behind == [] and status.due_soon == []
+
+
+def test_top_walks_a_manual_run_in_a_successor_chain() -> None:
+    """The chain from the head passes a manual run (not an occurrence item): read by its key."""
+    with build("memory", successor=True) as env:
+        current = claimed_twice(env)
+        manual = env.ops().trigger("j1", "r1")
+        status = snapshot(env.store, env.cfg.shard_count, env.clock.now_ms())
+        (chain,) = [chain for job_item, _, chain in status.jobs if job_item["job_id"] == "j1"]
+        assert [run["run_id"] for run in chain[:2]] == [manual, current["after_run_id"]]
+
+
+def test_the_view_of_a_max_runs_job_still_parses_as_its_definition() -> None:
+    """The view adds only the state's attributes a definition ignores (``STATE_FIELDS``): with a
+    count in it, ``describe`` and ``_definition`` could not read the job back."""
+    with build("memory", successor=True) as env:
+        successor_job(env, job(max_runs=3))
+        view = env.ops().get("j1")
+        assert JobDefinition.from_item(view).max_runs == 3
+        assert describe(view, [], env.clock.now_ms(), 1)["next"]
+        assert env.ops().trigger("j1", "r1")
 
 
 # --- the worker ------------------------------------------------------------------------------
@@ -351,12 +440,12 @@ def test_adoption_reads_nothing_on_a_legacy_stack(adopt: bool) -> None:
     assert counts[adopt] == counts[False]
 
 
+@pytest.mark.usefixtures("aws")
 def test_the_lambda_wiring_turns_adoption_on() -> None:
-    import inspect
-
+    """The worker function's Worker adopts (HC3): free on legacy stacks, as the test above shows."""
     from jobsched.runtime import wiring
 
-    assert "adopt_scheduled=True" in inspect.getsource(wiring.App.worker)
+    assert wiring.app().worker("w1")._adopt_scheduled is True
 
 
 # --- load_job ----------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def test_the_code_defines_due_as_the_plan_says() -> None:
     """Key, projection type and projected attributes, in the plan's order; never `status` or
     `version` (a start writes both: §0)."""
     plan_key, plan_projected = _plan_due()
-    assert len(plan_projected) == 15
+    assert len(plan_projected) == 16
     assert list(DUE_PROJECTED) == plan_projected
     assert INDEX_KEYS[DUE_INDEX] == plan_key == ("lease_shard", "check_at")
     assert INDEX_TABLE[DUE_INDEX] == "runs"

@@ -15,14 +15,17 @@ import pytest
 from jobsched.core import head_invariants as hi
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.head_change import HeadChangePlan, plan_head_change
+from jobsched.core.invariants import Violation
 from jobsched.core.job import JobDefinition
-from jobsched.core.run import RunStatus, end_run_id, manual_run_id, run_id_for
+from jobsched.core.run import RunKind, RunStatus, end_run_id, manual_run_id, run_id_for
+from jobsched.core.transitions.claim import new_run_item
 from jobsched.core.transitions.finish import finish_ops
+from jobsched.core.transitions.head_adhoc import adhoc_ops, backfill_run_id, backfill_with_head_ops
 from jobsched.core.transitions.head_change import head_change_ops
 from jobsched.core.transitions.head_claim import claim_head_op
 from jobsched.core.transitions.head_recover import redispatch_head_op
 from jobsched.core.transitions.head_settle import settle_head_ops
-from jobsched.core.writes import RUNS, STATE, Item, Put, Update, WriteOp
+from jobsched.core.writes import RUNS, STATE, Check, Item, Put, Update, WriteOp
 from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.successor import invariants as model_inv
 from jobsched_tools.successor import invariants_mis as model_mis
@@ -677,7 +680,7 @@ class ProductJob:
         self.store = MemoryStore()
         self.ledger = hi.WriteLedger()
         self.messages: list[dict[str, Any]] = []
-        self.violations: list[hi.Violation] = []
+        self.violations: list[Violation] = []
 
     def runs(self) -> dict[str, Item]:
         return {str(item["run_id"]): item for item in self.store.tables[RUNS].values()}
@@ -812,3 +815,46 @@ def test_a_settle_over_a_late_claim_is_caught_on_the_products_writes() -> None:
     ]
     job.write(ops, at(6.5))
     assert hi.CLAIMED_CLOSED in {v.invariant for v in job.violations}
+
+
+def _manual(request: str, now: int) -> Item:
+    return new_run_item(JOB, manual_run_id(JOB, request), now, {}, "digest", RunKind.MANUAL, now, PRODUCT_CFG)
+
+
+def test_the_checks_hold_on_ad_hoc_runs_and_a_backfill_written_by_the_products_writes() -> None:
+    job = ProductJob()
+    job.change(five_minutes(), at(1))
+    job.claim(at(4))  # 00:05 claimed, 00:10#1 the head
+    state = job.store.get(STATE, {"job_id": JOB})
+    job.write(adhoc_ops(_manual("r1", at(4.5)), state, job.head()), at(4.5))  # M between 00:05 and 00:10
+    head_now = job.head()
+    assert head_now["after_run_id"] == manual_run_id(JOB, "r1")
+    backfill = new_run_item(
+        JOB, backfill_run_id(head_now, at(0)), at(0), {}, "digest", RunKind.BACKFILL, at(5), PRODUCT_CFG
+    )
+    job.write(backfill_with_head_ops(backfill, head_now), at(5))  # 00:00#1, behind M
+    assert job.violations == []
+
+
+def test_an_ad_hoc_run_relinking_a_claimed_run_is_caught_on_the_products_writes() -> None:
+    """``adhoc.successor_absent`` removed (HC3): the relink of a head read before its claim lands
+    after the claim, and the manual run joins ahead of a run already dispatched."""
+    job = ProductJob()
+    job.change(five_minutes(), at(1))
+    stale = job.head()
+    job.claim(at(4))
+    state = job.store.get(STATE, {"job_id": JOB})
+    ops = [op for op in adhoc_ops(_manual("r1", at(4.5)), state, stale) if not isinstance(op, Check)]
+    job.write(ops, at(4.5))
+    assert hi.ADHOC_BEHIND_CLAIMED in {v.invariant for v in job.violations}
+
+
+def test_a_backfill_at_the_heads_successor_key_is_caught_on_the_products_writes() -> None:
+    """HC11's refusal missing: a backfill of the instant after the head, in the head's epoch, sits
+    at the head's successor key (H5'), where the claim will meet it."""
+    job = ProductJob()
+    job.change(five_minutes(), at(1))
+    n = job.head()
+    run = new_run_item(JOB, str(n["next_key"]), at(10), {}, "digest", RunKind.BACKFILL, at(4), PRODUCT_CFG)
+    job.write([Put(RUNS, run, (), "backfill past the head")], at(4))
+    assert hi.SUCCESSOR_WRITER in {v.invariant for v in job.violations}

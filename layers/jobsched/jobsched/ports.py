@@ -49,6 +49,8 @@ DUE_PROJECTED: tuple[str, ...] = (
     "overlap",
     "max_attempts",
     "kind",
+    # The claim decides from the entry alone whether its run is the life's last (HC5).
+    "max_runs",
 )
 # Indexes the code defines that template.yaml does not create yet. A store has one only when
 # asked (MemoryStore(extra_indexes=...), provision(extra_indexes=...)): with both "lease" and

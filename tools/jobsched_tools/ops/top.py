@@ -17,6 +17,15 @@ One refresh makes a bounded number of reads, whatever the size of the deployment
 So at most ``2 x shards + RUNS_SHOWN + JOBS_SHOWN x (2 + CHAIN_STEPS)`` requests a refresh (for
 8 shards: 16 queries and at most 190 reads); the last tick of the trigger and the detector are in
 their CloudWatch metrics on AWS (``TriggerTicks``, ``DetectorSweeps``), not in the tables.
+
+A job of the successor claim (issue 37; its state records an epoch) has no ``next-run`` entry: its
+position is its head (services/head_operations.py). For such a job the jobs section reads its
+occurrence items once (HC12's Query) and walks its chain from the head through them (a manual
+run, which is not an occurrence item, read by its key as today), and when any shown
+job is one, the ``due`` index is read too, one query per shard (at most ``DUE_PER_SHARD`` entries
+each): heads only (``check_at`` = instant + ``HEAD_CHECK_DELAY_MS``, an epoch), due soon, or behind
+when past and unclaimed (one GetItem of the head's successor key each, at most ``DUE_PER_SHARD``).
+A legacy stack reads exactly what it read before.
 """
 
 from __future__ import annotations
@@ -24,9 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched.core.head import HEAD_CHECK_DELAY_MS
 from jobsched.core.run import run_key
 from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import Store
+from jobsched.services.head_operations import is_successor_job, read_job
 from jobsched.services.operations import describe_time
 
 DUE_PER_SHARD = 25
@@ -72,9 +83,14 @@ def snapshot(store: Store, shard_count: int, now: int, horizon_s: int = 600) -> 
             status.lapsed.append(run)
     jobs = store.scan(JOBS, JOBS_SHOWN).items
     status.requests += 1
+    successor_jobs = False
     for job in sorted(jobs, key=lambda j: str(j["job_id"])):
         job_state = store.get(STATE, {"job_id": job["job_id"]}, consistent=False)
         status.requests += 1
+        if is_successor_job(job_state):
+            successor_jobs = True
+            status.jobs.append(_successor_job(store, status, job, job_state))
+            continue
         chain: list[Item] = []
         run_id = job_state.get("latest_run_id") if job_state else None
         while run_id and len(chain) < CHAIN_STEPS:
@@ -85,7 +101,73 @@ def snapshot(store: Store, shard_count: int, now: int, horizon_s: int = 600) -> 
             chain.append(run)
             run_id = run.get("after_run_id")
         status.jobs.append((job, job_state, chain))
+    if successor_jobs:
+        _heads(store, status, shard_count, now, horizon_s)
     return status
+
+
+def _successor_job(
+    store: Store, status: Status, job: Item, state: Item | None
+) -> tuple[Item, Item | None, list[Item]]:
+    """A successor job's health and chain from one read of its runs partition: the chain from
+    the head's ``after_run_id`` (without a head: the end marker's, else the state's chain end),
+    its status as readers show it ("active, no head, end marker" is finished, HC5)."""
+    read = read_job(store, str(job["job_id"]), state=state)
+    status.requests += 1
+    by_id = {str(item["run_id"]): item for item in read.items}
+    run_id: Any
+    if read.head is not None:
+        run_id = read.head.get("after_run_id")
+    elif read.end_marker is not None:
+        run_id = read.end_marker.get("after_run_id")
+    else:
+        run_id = (state or {}).get("latest_run_id")
+    chain: list[Item] = []
+    while run_id and len(chain) < CHAIN_STEPS:
+        run = by_id.get(str(run_id))
+        if run is None:  # a manual run: not an occurrence item
+            run = store.get(RUNS, run_key(str(run_id)))
+            status.requests += 1
+        if run is None:
+            break
+        chain.append(run)
+        run_id = run.get("after_run_id")
+    shown = None if state is None else {**state, "status": read.status}
+    return job, shown, chain
+
+
+def _heads(store: Store, status: Status, shard_count: int, now: int, horizon_s: int) -> None:
+    """The successor jobs' heads from the ``due`` index (module docstring), shown as the
+    ``next-run`` entries are: ``job_id`` and ``next_run_at`` (the head's instant)."""
+    entries: list[Item] = []
+    for shard in range(shard_count):
+        until = now + horizon_s * 1000 + HEAD_CHECK_DELAY_MS
+        entries += store.query("due", shard, None, until, limit=DUE_PER_SHARD).items
+        status.requests += 1
+    heads = [
+        entry
+        for entry in entries
+        if entry.get("epoch") is not None
+        and entry.get("scheduled_at") is not None
+        and int(entry["check_at"]) == int(entry["scheduled_at"]) + HEAD_CHECK_DELAY_MS
+    ]
+    keys = {str(entry["run_id"]) for entry in heads}
+    for entry in sorted(heads, key=lambda e: int(e["scheduled_at"])):
+        if str(entry.get("next_key")) in keys:
+            continue  # claimed: its successor is the head shown
+        at = int(entry["scheduled_at"])
+        shown = {"job_id": entry["job_id"], "next_run_at": at}
+        if at >= now:
+            status.due_soon.append(shown)
+            continue
+        if len(status.behind) >= DUE_PER_SHARD:
+            continue
+        successor = store.get(RUNS, run_key(str(entry["next_key"])))
+        status.requests += 1
+        if successor is None:
+            status.behind.append(shown)  # past and unclaimed: the trigger or the detector is behind
+    status.due_soon.sort(key=lambda s: int(s["next_run_at"]))
+    status.behind.sort(key=lambda s: int(s["next_run_at"]))
 
 
 def _at(ms: int | None, now: int) -> str:

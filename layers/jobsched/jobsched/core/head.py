@@ -230,7 +230,14 @@ def is_cancelled_head(item: Mapping[str, Any]) -> bool:
     """A head a change closed before its instant: not a record (its occurrence was not due under
     its timing). A ``cancelled`` item of epoch 0 is legacy history, a record of an occurrence not
     run (``run.NOT_RUN``)."""
-    return item.get("status") == RunStatus.CANCELLED.value and epoch_of(item) >= 1
+    if item.get("status") != RunStatus.CANCELLED.value:
+        return False
+    try:
+        return epoch_of(item) >= 1
+    except ValueError:
+        # An id that does not parse stays a record of its own: no reader drops an item it cannot
+        # read (core/occurrences.py), and none fails on it.
+        return False
 
 
 def is_unstarted_occurrence(item: Mapping[str, Any]) -> bool:

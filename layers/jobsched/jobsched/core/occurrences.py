@@ -31,12 +31,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
+from jobsched.core.head import MARKER_STATUSES, is_cancelled_head, is_marker, is_record
 from jobsched.core.run import RunIdParts, RunStatus, parse_run_id
 
 Item = dict[str, Any]
-
-# Items that are never a record: a change's closure marker and a finite job's end marker (§0).
-MARKER_STATUSES = frozenset({RunStatus.CLOSED.value, RunStatus.END.value})
+# What is a marker, a cancelled head or a record is the head's vocabulary (core/head.py); this
+# module re-exports it for the readers.
+__all__ = ["MARKER_STATUSES", "is_cancelled_head", "is_marker", "is_record"]
 
 
 def occurrence_key_range(job_id: str) -> tuple[str, str]:
@@ -54,11 +55,6 @@ def occurrence_key_range(job_id: str) -> tuple[str, str]:
     return f"{job_id}@0", f"{job_id}@end;"
 
 
-def is_marker(item: Mapping[str, Any]) -> bool:
-    """A closure or end marker: never a record, never shown."""
-    return item.get("status") in MARKER_STATUSES
-
-
 def _parts(item: Mapping[str, Any]) -> RunIdParts | None:
     """The item's run id, parsed; None for an id that does not parse (kept as a record of its own:
     no reader drops an item it cannot read)."""
@@ -66,20 +62,6 @@ def _parts(item: Mapping[str, Any]) -> RunIdParts | None:
         return parse_run_id(str(item.get("run_id", "")))
     except ValueError:
         return None
-
-
-def is_cancelled_head(item: Mapping[str, Any]) -> bool:
-    """A head a change closed before its instant: ``cancelled`` at an epoch key (epoch 1 or more).
-    A legacy ``cancelled`` record (epoch 0) is history, and stays a record."""
-    if item.get("status") != RunStatus.CANCELLED.value:
-        return False
-    parts = _parts(item)
-    return parts is not None and parts.epoch >= 1
-
-
-def is_record(item: Mapping[str, Any]) -> bool:
-    """A run or a record of an occurrence (of any status): neither a marker nor a cancelled head."""
-    return not is_marker(item) and not is_cancelled_head(item)
 
 
 class Claim(StrEnum):

@@ -111,7 +111,7 @@ class MissDetector:
         # The migration switch (core/claim_shape.py), from the bookkeeping item the reconcile pass
         # reads first in each invocation: on, the detector sweeps ``due`` instead of ``lease``.
         self._due_sweep = False
-        self._due = DueSweep(
+        self._due: DueSweep[DetectResult] = DueSweep(
             store,
             telemetry,
             clock,

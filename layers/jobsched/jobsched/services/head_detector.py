@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
@@ -60,25 +60,37 @@ from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.head_settler import HeadSettler
 
-if TYPE_CHECKING:
-    from jobsched.services.detector import DetectResult
-
 # As services/detector.py's: runs are sent in chunks of this many as the sweep goes, the overdue
 # count looks at the deadline every this many entries, and a lapsed backlog is counted this far.
 DISPATCH_CHUNK = 100
 COUNT_CHECK_EVERY = 256
 BACKLOG_COUNT_LIMIT = 10_000
 
-# The detector's own steps the sweep reuses unchanged: the check of a run with a lease (``OTHER``),
-# what follows a recovery's write (events, metrics, a failed run's dead letter, pause on failure,
-# the run waiting behind), and the per-item error report.
-CheckRun = Callable[[Item, int, int, "DetectResult"], "Item | None"]
-AfterRecovery = Callable[[Item, Item, Update, int, int, "DetectResult"], "Item | None"]
-JobError = Callable[["DetectResult", str, Exception], None]
+
+class Tally(Protocol):
+    """What the sweep counts, on the detector's result (services/detector.py ``DetectResult``)."""
+
+    items: int
+    stopped_early: bool
+    backlog: int
+    degraded: bool
+    missed_recorded: int
+    catchups_started: int
+    jobs_caught_up: int
+    recovery_conflicts: int
+    leases_rechecked: int
+
+
+Result = TypeVar("Result", bound=Tally)
 Entries = Callable[[int], Iterator[Item]]
 
 
-class DueSweep:
+class DueSweep(Generic[Result]):
+    """One sweep of ``due`` (the module's docstring). It reuses the detector's own steps unchanged:
+    ``check_run``, the check of a run with a lease (``OTHER``); ``after_recovery``, what follows a
+    recovery's write (events, metrics, a failed run's dead letter, pause on failure, the run
+    waiting behind); ``job_error``, the per-item error report."""
+
     def __init__(
         self,
         store: Store,
@@ -90,9 +102,9 @@ class DueSweep:
         dead_letters: DeadLetters,
         repair: Callable[[str], object],
         entries: Entries,
-        check_run: CheckRun,
-        after_recovery: AfterRecovery,
-        job_error: JobError,
+        check_run: Callable[[Item, int, int, Result], Item | None],
+        after_recovery: Callable[[Item, Item, Update, int, int, Result], Item | None],
+        job_error: Callable[[Result, str, Exception], None],
     ) -> None:
         self._store = store
         self._telemetry = telemetry
@@ -108,7 +120,7 @@ class DueSweep:
         self._after_recovery = after_recovery
         self._job_error = job_error
 
-    def sweep(self, result: DetectResult, budget_left: Callable[[], bool], leases_only: bool) -> None:
+    def sweep(self, result: Result, budget_left: Callable[[], bool], leases_only: bool) -> None:
         now = self._clock.now_ms()
         # As the lease sweep: an entry counts as lapsed only after the skew allowance.
         expired_before = now - self._cfg.clock_skew_allowance_ms
@@ -173,7 +185,7 @@ class DueSweep:
         expired_before: int,
         degraded: bool,
         leases_only: bool,
-        result: DetectResult,
+        result: Result,
         budget_left: Callable[[], bool],
     ) -> list[Item]:
         """HC7: the entry's item read again, and a head's or claimed run's successor key."""
@@ -204,7 +216,7 @@ class DueSweep:
         return []  # MOVED; TRIGGERS: the trigger's; CLOSED: its change closed it
 
     def _settle(
-        self, head: Item, now: int, degraded: bool, result: DetectResult, budget_left: Callable[[], bool]
+        self, head: Item, now: int, degraded: bool, result: Result, budget_left: Callable[[], bool]
     ) -> list[Item]:
         job_id = str(head["job_id"])
         item = self._store.get(JOBS, {"job_id": job_id})
@@ -239,7 +251,7 @@ class DueSweep:
         return settled.to_dispatch
 
     def _redispatch(
-        self, run: Item, judgement: DueJudgement, definition: Item | None, now: int, result: DetectResult
+        self, run: Item, judgement: DueJudgement, definition: Item | None, now: int, result: Result
     ) -> list[Item]:
         """The lost dispatch of a claimed run: a new token, a dispatch lease from now, sent again
         (or failed for good after ``MAX_REDISPATCHES``, ended as cancelled if a newer run asked it
@@ -259,7 +271,7 @@ class DueSweep:
         sent = self._after_recovery(run, after, update, now, judgement.lease_until, result)
         return [] if sent is None else [sent]
 
-    def _recheck(self, run: Item, judgement: DueJudgement, result: DetectResult) -> None:
+    def _recheck(self, run: Item, judgement: DueJudgement, result: Result) -> None:
         assert judgement.lease_until is not None
         try:
             self._store.update(recheck_claimed_op(run, judgement.lease_until))

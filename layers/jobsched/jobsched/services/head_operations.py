@@ -11,9 +11,10 @@ state that does not decide (no state, or one that left ``next-run`` before the s
 head, and "no head" is today's path under both shapes. So with the switch off nothing here is
 reached, and no read is added (the wave's rule: switch off = today).
 
-Finding the head (HC12): the state first, then one strongly consistent Query of the job's runs
-partition (HC5's order: a change that heads a new life either shows its head or moves the
-state's version), and the head is the unstarted occurrence whose successor key holds nothing.
+Finding the head (HC12): the state first, then the store's strongly consistent Query of the job's
+occurrence items (HC5's order: a change that heads a new life either shows its head or moves the
+state's version), and ``core.occurrences.find_head``: the timed ``scheduled`` item whose successor
+key holds nothing. A read showing none or several where one is expected is read again.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from typing import Any
 from jobsched.core.claim_shape import ClaimShape, job_shape
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.head import epoch_of, is_end_marker, is_unstarted_occurrence, next_key
-from jobsched.core.head_change import CHAIN_END, EPOCH, RUNS_CLAIMED, THROUGH
+from jobsched.core.head import epoch_of, is_end_marker
+from jobsched.core.head_change import CHAIN_END, EPOCH, THROUGH
+from jobsched.core.occurrences import find_head, occurrence_key_range
 from jobsched.core.run import RunStatus, run_key
+from jobsched.core.state import JobStatus
 from jobsched.core.transitions.head_adhoc import (
     BackfillStep,
     JoinRetry,
@@ -70,21 +73,26 @@ class JobRead:
         return None if self.state is None else status_as_read(self.state, self.head, self.end_marker)
 
 
-def occurrence_items(store: Store, job_id: str, consistent: bool = True) -> list[Item]:
-    """The job's runs partition (HC12's Query). Every item is read: markers and cancelled heads
-    of older epochs are few, and a head may sit behind a long history of records."""
-    return list(query_all(store, "runs-of-job", job_id, consistent=consistent))
+def occurrence_items(store: Store, job_id: str) -> list[Item]:
+    """HC12's strongly consistent Query of the job's occurrence items (every epoch's timed items,
+    markers, end markers; no manual run): the store's ``OccurrenceQuery.occurrence_items``. A
+    store wrapper that does not forward it (ports.py: the protocol stands beside ``Store``) is
+    read the same way through the runs table's key, keeping the same range."""
+    read = getattr(store, "occurrence_items", None)
+    if read is not None:
+        return list(read(job_id))
+    low, high = occurrence_key_range(job_id)
+    return [
+        item
+        for item in query_all(store, "runs-of-job", job_id, consistent=True)
+        if low <= str(item["run_id"]) <= high
+    ]
 
 
 def head_of(items: Sequence[Mapping[str, Any]]) -> Item | None:
-    """The head among a job's items: an unstarted occurrence whose successor key holds nothing
-    (``core/head.is_head``). H1 says one at most; should a read show two (a write landed between
-    pages), the newest epoch's is the one a change made last."""
-    ids = {str(item["run_id"]) for item in items}
-    heads = [dict(item) for item in items if is_unstarted_occurrence(item) and next_key(item) not in ids]
-    if not heads:
-        return None
-    return max(heads, key=lambda item: (epoch_of(item), int(item["scheduled_at"])))
+    """The job's head among its items (``core.occurrences.find_head``): None when it has none, and
+    when the read shows several (it overlapped a change's transaction): the caller reads again."""
+    return find_head(items).head
 
 
 def live_end_marker(state: Mapping[str, Any] | None, items: Sequence[Mapping[str, Any]]) -> Item | None:
@@ -95,12 +103,12 @@ def live_end_marker(state: Mapping[str, Any] | None, items: Sequence[Mapping[str
     return None
 
 
-def read_job(store: Store, job_id: str, consistent: bool = True, state: Item | None = None) -> JobRead:
-    """The state (``state``: as the caller just read it), then the job's items (this order:
-    head_finish.py's docstring)."""
+def read_job(store: Store, job_id: str, state: Item | None = None) -> JobRead:
+    """The state (strongly consistent; ``state``: as the caller just read it), then the job's
+    occurrence items (this order: head_finish.py's docstring, HC5)."""
     if state is None:
-        state = store.get(STATE, {"job_id": job_id}, consistent=consistent)
-    items = occurrence_items(store, job_id, consistent) if is_successor_job(state) else []
+        state = store.get(STATE, {"job_id": job_id})
+    items = occurrence_items(store, job_id) if is_successor_job(state) else []
     return JobRead(state, items, head_of(items), live_end_marker(state, items))
 
 
@@ -110,9 +118,12 @@ def read_job(store: Store, job_id: str, consistent: bool = True, state: Item | N
 def head_view(read: JobRead) -> Item:
     """What ``Operations.get``'s view takes from a successor job (the keys today's state gives, so
     ``show``, ``jobs`` and ``describe`` print them unchanged): the position is the head's instant,
-    the chain end its ``after_run_id``, the last scheduled occurrence its ``through`` and the
-    life's count its ``runs_before`` (§0, "Where the state's attributes go"). Without a head (paused,
-    finished, invalid) the state holds what the change that closed the head copied there."""
+    the chain end its ``after_run_id``, the last scheduled occurrence its ``through`` (§0, "Where
+    the state's attributes go"). Without a head (paused, finished, invalid) the end marker or the
+    state holds what the last claim or change left there. Only attributes a definition ignores
+    (``core.job.STATE_FIELDS``) enter the view: ``_definition`` and ``describe`` parse it back, so
+    the life's count (``runs_before``) is not shown here, as today's view shows no count.
+    """
     state = read.state or {}
     view: Item = {"status": read.status}
     head = read.head
@@ -121,8 +132,6 @@ def head_view(read: JobRead) -> Item:
         if head.get("after_run_id") is not None:
             view[CHAIN_END] = head["after_run_id"]
         view["last_scheduled_at"] = int(head[THROUGH]) if head.get(THROUGH) is not None else None
-        if head.get("max_runs") is not None:
-            view[RUNS_CLAIMED] = int(head.get("runs_before") or 0)
         return {name: value for name, value in view.items() if value is not None}
     marker = read.end_marker
     chain_end = marker.get("after_run_id") if marker is not None else None
@@ -133,10 +142,6 @@ def head_view(read: JobRead) -> Item:
     through = through if through is not None else state.get(THROUGH, state.get("last_scheduled_at"))
     if through is not None:
         view["last_scheduled_at"] = int(through)
-    count = marker.get(RUNS_CLAIMED) if marker is not None else None
-    count = count if count is not None else state.get(RUNS_CLAIMED)
-    if count is not None:
-        view[RUNS_CLAIMED] = int(count)
     return view
 
 
@@ -188,11 +193,15 @@ class HeadJoins:
     def backfill_plan(self, job_id: str, instants: Sequence[int], now: int) -> JobRead:
         """Check the whole range against the head before anything is written (HC11): an instant at
         or after the head is refused (``BackfillRefused``, its clear message), nothing written."""
-        read = read_job(self._store, job_id)
-        if read.head is not None:
-            for at in instants:
-                backfill_step(read.head, read.items, at, now)
-        return read
+        for _ in range(HEAD_TRIES):
+            read = read_job(self._store, job_id)
+            if read.head is None and _expects_head(read):
+                continue  # the read overlapped a change or a claim (HC12): read again
+            if read.head is not None:
+                for at in instants:
+                    backfill_step(read.head, read.items, at, now)
+            return read
+        raise ValueError(f"job {job_id}: its head could not be read (it kept moving); try again")
 
     def backfill_one(
         self, run: Item, snapshot: Item, digest: str, now: int
@@ -248,6 +257,12 @@ def _step(read: JobRead, at: int, now: int) -> BackfillStep:
     that closed the job's head decided its occurrences), so it stands in a head after ``now``."""
     head = read.head or {"job_id": (read.state or {}).get("job_id"), "scheduled_at": now + 1}
     return backfill_step(head, read.items, at, now)
+
+
+def _expects_head(read: JobRead) -> bool:
+    """An active job whose life has not ended has a head: a read without one missed it."""
+    state = read.state or {}
+    return state.get("status") == JobStatus.ACTIVE.value and read.end_marker is None
 
 
 def _live_epoch(state: Mapping[str, Any] | None) -> int:

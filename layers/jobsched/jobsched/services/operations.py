@@ -220,7 +220,7 @@ class Operations:
         state = self._store.get(STATE, {"job_id": item["job_id"]}, consistent=False)
         view = _view(item, state)
         if is_successor_job(state):
-            read = read_job(self._store, str(item["job_id"]), consistent=False, state=state)
+            read = read_job(self._store, str(item["job_id"]), state=state)
             view = {k: v for k, v in view.items() if k not in STATE_VIEW or k == "status"}
             view.update(head_view(read))
         return view
