@@ -26,9 +26,10 @@ from jobsched.services.reconciler import Reconciler
 MIN5 = 5 * MINUTE
 
 
-@pytest.fixture
-def senv() -> Iterator[Env]:
-    with build("memory", successor=True) as env:
+@pytest.fixture(params=KINDS)
+def senv(request: pytest.FixtureRequest) -> Iterator[Env]:
+    """A successor stack on the in-memory store and on moto (end to end on DynamoDB's semantics)."""
+    with build(request.param, successor=True) as env:
         yield env
 
 
@@ -283,6 +284,8 @@ def test_the_pass_converts_legacy_states_and_counts_them(senv: Env) -> None:
         assert "next_run_at" not in state and state["epoch"] == 2
         assert the_head(senv, job_id)["run_id"] == run_id_for(job_id, next_run_at, 2)
     assert ("LegacyStates", 2, "Count") in senv.telemetry.metrics
+    line = senv.telemetry.named("reconcile.successor_claim")[-1]
+    assert line.fields["legacy_states"] == 2 and line.fields["converted"] == 2
     book = senv.store.get(STATE, dict(BOOKKEEPING_KEY)) or {}
     assert book["legacy_last_pass"] == 2  # the pass completed (two jobs, one page)
     assert reconcile(senv).legacy_states == 0

@@ -6,8 +6,11 @@ A job is **complete** when it will make no more runs and every run it made has e
   ``end`` passed, ``max_runs`` reached: the claim or settle that made the last record moved the
   state to ``finished`` in the same write), and the state follows the job item as it reads now
   (its ``def_hash`` is the item's digest: no change waits to be applied, such as a raised
-  ``max_runs``). A paused job is not finished, so it is never deleted;
-- every run ended: no run of the job is ``pending``, ``running`` or ``buffered``, read from the
+  ``max_runs``). A paused job is not finished, so it is never deleted. Under the successor claim
+  the last claim writes its life's end marker and the state is finished by the finish write, or,
+  if that was lost, by the reconcile pass (services/head_reconciler.py, HC5) before this reads it;
+- every run ended: no run of the job is ``scheduled`` (under the successor claim, a claimed run
+  that has not started: issue 37), ``pending``, ``running`` or ``buffered``, read from the
   job's partition of the runs table with a strongly consistent Query (every run of the job,
   whatever its overlap policy: under ``allow`` a finished run says nothing of the runs before it,
   so the chain's walk would not do).

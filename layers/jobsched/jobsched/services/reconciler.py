@@ -27,6 +27,13 @@ it is above ShardCount the detector also sweeps those shards (expired leases and
 and moves the jobs still indexed there onto the shards the trigger queries
 (docs/deploy.md, "Changing ShardCount"). Every change of the item is one write conditional on
 its version, so two overlapping invocations never both move the cursor.
+
+With the successor claim's migration switch on (the bookkeeping item's ``claim_shape``; issue 37,
+build plan §5 and HC5), each job the pass reads also goes through services/head_reconciler.py: a
+legacy state is converted, and a life whose end marker exists but whose finish write was lost is
+finished. The pass counts the legacy states it met (``LegacyStates``, ``reconcile.successor_claim``)
+and keeps the last whole pass's count on the bookkeeping item for ``jobsched migrate
+successor-claim --check``. With the switch off the pass is today's.
 """
 
 from __future__ import annotations
@@ -149,8 +156,18 @@ class Reconciler:
         self._telemetry.metric("JobsRevalidated", done.revalidated)
         self._telemetry.metric("JobsDeletedAfterCompletion", done.completion.deleted)
         if successor:
+            # The migration's counts (build plan §5): the detector's one-line summary is today's,
+            # so they get their own line while the switch is on.
             self._telemetry.metric("LegacyStates", done.legacy_states)
             self._telemetry.metric("LivesFinished", done.finished)
+            self._telemetry.event(
+                "reconcile.successor_claim",
+                "reconciler",
+                legacy_states=done.legacy_states,
+                converted=done.converted,
+                finished=done.finished,
+                passes_completed=done.passes_completed,
+            )
         return done
 
     # --- dropped shards ---------------------------------------------------------------------------

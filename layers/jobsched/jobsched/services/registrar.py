@@ -6,6 +6,11 @@ harmless. A record whose items already agree (its own report write, a replay) ch
 so its writes cannot start a loop. The rules for each kind of change are ``plan_registration``'s
 (core/state.py); the old timing's occurrences that came due before a change are settled first
 (services/settle.py), so that no edit, pause or delete drops one silently.
+
+Once the stack's migration switch is on (core/claim_shape.py; issue 37), a job under the successor
+claim takes services/head_registrar.py's path instead: one change transaction on its state and its
+head, a legacy state converted first. With the switch off (the default) this module is today's,
+plus one read of the switch per ``apply`` (none for a state that records its epoch).
 """
 
 from __future__ import annotations
@@ -132,6 +137,7 @@ class Registrar:
         self._wake = detector_wake
         # The successor claim's path (issue 37), for jobs whose ``job_shape`` says so.
         self._heads = HeadRegistrar(store, telemetry, clock, cfg, self._definitions, self._dispatcher)
+        self._stack: ClaimShape | None = None  # the migration switch, once read (``_stack_shape``)
 
     def on_stream_record(
         self,
@@ -168,13 +174,13 @@ class Registrar:
         reconcile pass reports a job the stack's allow-lists allow now: no stream record comes)."""
         if not is_job_id(job_id):
             return self._report_only(job_id)
-        stack: ClaimShape | None = None  # the migration switch, read once an invocation
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
-            state = self._store.get(STATE, {"job_id": job_id})
+            state = self._read_state(job_id)
             try:
+                stack = None
                 if state is None or EPOCH not in state or any(a in state for a in INDEX_ATTRIBUTES):
-                    stack = stack or stack_shape(self._store.get(STATE, dict(BOOKKEEPING_KEY)))
+                    stack = self._stack
                 if _successor(state, stack):
                     return self._register_successor(job_id, job, state, deadline_ms, changed_at, report)
                 return self._register(
@@ -184,6 +190,23 @@ class Registrar:
                 continue  # changed under us: read both again
         self._telemetry.event("job.registration_conflict", job_id)
         return Registration.CONFLICT
+
+    def _read_state(self, job_id: str) -> Item | None:
+        """The job's state, strongly consistent. The first read of this registrar's life also reads
+        the stack's migration switch (core/claim_shape.py, the detector's bookkeeping item) in the
+        same request (a BatchGetItem of both keys): a registrar lives one invocation
+        (functions/registrar/app.py; the trigger's and the detector's inline ones), so the switch
+        is read once an invocation, and a switch set meanwhile is read by the next; and the
+        registration makes no more requests than today's."""
+        key = {"job_id": job_id}
+        if self._stack is not None:
+            return self._store.get(STATE, key)
+        found = {
+            str(item["job_id"]): item
+            for item in self._store.batch_get(STATE, [key, dict(BOOKKEEPING_KEY)], consistent=True)
+        }
+        self._stack = stack_shape(found.get(str(BOOKKEEPING_KEY["job_id"])))
+        return found.get(job_id)
 
     def _report_only(self, job_id: str) -> Registration:
         """A job item keyed with no job id (``is_job_id``) is invalid, and gets no state item:
