@@ -153,7 +153,7 @@ def successor_report(seed: int) -> ChaosReport:
 # The legacy chaos's fixed seeds' size (tests/sim/test_chaos.py): 30 jobs, 2 simulated hours, every
 # fault kind at its default rate, with the services' successor paths (h/w2trigger, h/w2detector,
 # h/w2registrar, h/w2ops) merged.
-SEEDS = (1, 2, 3, 4)
+SEEDS = (2, 3, 4, 7)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -172,14 +172,15 @@ def test_a_successor_seed_holds_every_invariant(seed: int) -> None:
 @pytest.mark.timeout(300)
 @pytest.mark.xfail(
     reason="H3 (core/head_invariants.py closed_heads, h/einv) against the rerun of a missed record "
-    "(plan §1 'rerun missed', h/w2ops): seed 7 pauses job-0004-rate5 at 23:00:21, its head of 23:00 "
-    "becomes missed behind a closure marker; a backfill at 23:11 reruns it (the plan allows a missed "
-    "record to be rerun, same id) and it succeeds: H3 says a run behind a closure marker is cancelled "
-    "or missed. Nothing runs twice; one of the two rules must give",
+    "(plan §1 'rerun missed', h/w2ops): seed 1 pauses job-0029-cron at 03:25:30, its head of 03:25 "
+    "becomes missed behind the pause's closure marker; a backfill at 03:40 reruns it (the plan lets "
+    "a missed record be rerun, same id) and it runs: H3 says a run behind a closure marker is "
+    "cancelled or missed. Nothing runs twice; one of the two rules must give (seed 7 at h/w2ops "
+    "6e9ccbd showed the same)",
     strict=True,
 )
-def test_seed_7_a_rerun_of_a_closed_missed_head() -> None:
-    report = successor_report(7)
+def test_seed_1_a_rerun_of_a_closed_missed_head() -> None:
+    report = successor_report(1)
     assert report.invariant_violations == [], report.invariant_violations[:3]
 
 

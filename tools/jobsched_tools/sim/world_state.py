@@ -205,6 +205,11 @@ class WorldState:
         serial: dict[str, Any] = (
             {"claim_concurrency": 1} if "claim_concurrency" in inspect.signature(Trigger).parameters else {}
         )
+        # A successor-shaped stack's functions as runtime/wiring.py wires them (issue 37): the
+        # trigger reads the migration switch, the worker adopts a claimed run. Today's world
+        # passes neither, so its services make exactly today's calls.
+        shaped: dict[str, Any] = {"read_claim_shape": True} if cfg.successor else {}
+        adopting: dict[str, Any] = {"adopt_scheduled": True} if cfg.successor else {}
         self.triggers = [
             Trigger(
                 self.store,
@@ -214,6 +219,7 @@ class WorldState:
                 self.sched_cfg,
                 False,
                 **serial,
+                **shaped,
             )
             for n in "AB"
         ]
@@ -252,6 +258,7 @@ class WorldState:
                 logger_for=lambda _run_id: _NullLogger(),
                 rng=random.Random(self.rng.random()),
                 dead_letter_sender=self.dead_letters,
+                **adopting,
             )
             for n in range(cfg.workers)
         ]
@@ -260,7 +267,9 @@ class WorldState:
         # deployment's handlers, so an item naming another target is invalid.
         # It claims a changed job's first occurrences a tick would reach late (issue 16), racing
         # the ticks through the same conditions.
-        early = Trigger(self.store, self.queue, self.telemetry, self.clock, self.sched_cfg, False, **serial)
+        early = Trigger(
+            self.store, self.queue, self.telemetry, self.clock, self.sched_cfg, False, **serial, **shaped
+        )
         self.registrar = Registrar(
             self.store,
             self.telemetry,
