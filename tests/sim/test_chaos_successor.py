@@ -19,6 +19,7 @@ from jobsched_tools.fakes.memory_store import MemoryStore
 from jobsched_tools.sim import ChaosConfig, ChaosReport, FaultRates, run_chaos, world_state
 from jobsched_tools.sim.lease_store import LeaseIndexedMemoryStore
 from jobsched_tools.sim.ledger import StateMark
+from jobsched_tools.sim.mutants import switched_off
 from jobsched_tools.sim.successor import finished_at_once, live_records
 from jobsched_tools.sim.world import World
 
@@ -221,3 +222,17 @@ def test_the_cli_runs_a_successor_world_reproducibly(capsys: pytest.CaptureFixtu
     assert runs[0] == runs[1]
     assert runs[0]["occurrences_due"] > 50 and runs[0]["invariant_violations"] == []
     assert sum(runs[0]["faults_injected"].values()) > 0
+
+
+@pytest.mark.timeout(300)
+def test_the_successor_claims_condition_switched_off_is_caught() -> None:
+    """``claim_head_op:_successor_absent`` (the claim is one put of the head's successor, only
+    where none is): off, a tick interleaved in another's claim, or a person's manual run inside
+    it, puts the successor over the first claim's: seed 1 (20 jobs, 1 h) reports the overwrite
+    and two live records at an instant. The same seed holds with the part in place."""
+    config = ChaosConfig(seed=1, jobs=20, hours=1, successor=True)
+    assert run_chaos(config).invariant_violations == []
+    with switched_off("claim_head_op:_successor_absent", successor=True):
+        report = run_chaos(config)
+    kinds = {v.split(" ", 1)[0] for v in report.invariant_violations}
+    assert {"record_overwritten", "record_created_twice", "I1prime_one_live_record"} <= kinds, kinds
