@@ -13,16 +13,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from harness import KINDS, MINUTE, T0, Counter, Env, build, job
+from harness import KINDS, MINUTE, T0, Counter, Env, build, job, switch_to_successor
+from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE
 from jobsched.core.head import is_end_marker
 from jobsched.core.head_change import HeadChangePlan, plan_head_change
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import RunKind, RunMessage, RunStatus, run_id_for, run_key
 from jobsched.core.transitions import new_run_item
+from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY, bookkeeping_op
 from jobsched.core.transitions.head_adhoc import NOT_SETTLED, BackfillRefused
 from jobsched.core.transitions.head_change import head_change_ops
 from jobsched.core.transitions.head_claim import claim_head_op, claimed_run_message
-from jobsched.core.writes import JOBS, RUNS, Put, WriteOp
+from jobsched.core.writes import JOBS, RUNS, STATE, Put, WriteOp
 from jobsched.services.head_operations import head_of, occurrence_items
 from jobsched.services.loaded_job import load_job
 from jobsched.services.messages import parse_run_message
@@ -466,9 +468,13 @@ def test_load_job_compares_the_digest_with_the_heads() -> None:
 
 
 def test_a_legacy_job_on_a_successor_stack_is_triggered_as_today() -> None:
-    """A state still in ``next-run`` is legacy: no head is looked for, the state's chain end moves."""
+    """A state still in ``next-run`` is legacy: no head is looked for, the state's chain end moves.
+    (Registered before the switch was set: with it on, the registrar makes a head.)"""
     with build("memory", successor=True) as env:
+        current = env.store.get(STATE, dict(BOOKKEEPING_KEY))
+        env.store.write([bookkeeping_op(current, {CLAIM_SHAPE_ATTRIBUTE: "legacy"}, (), T0)])
         env.ops().register(job())
+        switch_to_successor(env)
         assert "next_run_at" in env.state("j1")
         manual = env.ops().trigger("j1", "r1")
         assert env.state("j1")["latest_run_id"] == manual

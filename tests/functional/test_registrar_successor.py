@@ -189,6 +189,10 @@ class ClaimBeforeChange:
         self.queries += 1
         return self.inner.query(*args, **kwargs)
 
+    def occurrence_items(self, *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
+        return self.inner.occurrence_items(*args, **kwargs)
+
     def write(self, ops: list[WriteOp]) -> None:
         if not self.raced and any(op.label == "change marker" for op in ops):
             self.raced = True
@@ -231,6 +235,20 @@ def test_a_change_settles_the_due_head_first(senv: Env) -> None:
         assert record["status"] in ("missed", "pending", "scheduled"), record
     assert sum(1 for i in found.values() if i["status"] == "missed") >= 1
     assert the_head(senv, "j1")["run_id"] == run_id_for("j1", T0 + 2 * MIN5, 2)
+
+
+def test_a_pause_records_the_due_occurrences_missed_with_its_reason(senv: Env) -> None:
+    """A pause meeting a head due since 00:01 records every occurrence of the old timing up to the
+    pause ``missed``, "job paused before it ran" (today's rule, docs/design.md "What a change to a
+    job does"), and leaves no head."""
+    register_raw(senv, job("j1", "rate(1 minute)").to_item())
+    senv.clock.advance(5 * MINUTE + 10_000)
+    assert edit(senv, "j1", enabled=False) is Registration.PAUSED
+    found = items(senv, "j1")
+    for minute in range(1, 6):
+        record = found[run_id_for("j1", T0 + minute * MINUTE, 1)]
+        assert record["status"] == "missed" and record["reason"] == "job paused before it ran", record
+    assert heads(senv, "j1") == [] and senv.state("j1")["status"] == "paused"
 
 
 def test_a_legacy_state_is_converted_first_then_changed(senv: Env) -> None:

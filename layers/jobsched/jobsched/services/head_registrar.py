@@ -9,7 +9,7 @@ One registration of such a job:
 1. **A legacy state is converted first** (§5: a state still in ``next-run`` once the switch is
    on): ``convert_legacy`` writes core/transitions/head_convert.py's transaction, and the job is
    read again. The reconcile pass calls the same function for the states it walks.
-2. **The job's items are read** (HC12): one strongly consistent Query of its runs partition, after
+2. **The job's items are read** (HC12): one strongly consistent Query of its occurrence keys, after
    the state was read (head_finish's order). The head is the unstarted occurrence whose successor
    key holds nothing; the end marker, if any, is its live life's. Two heads, or an active state
    with none and no end marker: read again (level-triggered).
@@ -24,12 +24,9 @@ One registration of such a job:
    reads again. ``CHANGE_TRIES`` bounds the rounds; then the registrar's own reads-again, then
    the stream record's retry and the reconcile pass (level-triggered).
 
-Gaps, said here so they are not taken for rules: a stop's reason (pause, delete, invalid) for the
-occurrences a ``SettleFirst`` settles needs a settle mode the chunk lacks (the model's rule, the
-misfire policy's fates, stands: core/head_change.py's docstring); the late-record redate
+Gaps, said here so they are not taken for rules: the late-record redate
 (``Registrar._late_record``, HC4) and the reconcile pass's provisional date (``REDATE_FLOOR``) are
-not taken on this path; and HC12's Query reads the whole partition (no newest-first paging yet:
-the store's base-table query takes no bounds).
+not taken on this path; and HC12's read is every occurrence item of the job, paged to the end.
 """
 
 from __future__ import annotations
@@ -40,9 +37,10 @@ from dataclasses import dataclass
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
-from jobsched.core.head import epoch_of, is_end_marker, is_unstarted_occurrence
+from jobsched.core.head import epoch_of, is_end_marker
 from jobsched.core.head_change import EPOCH, HEAD_AT, HeadChangePlan, ReadAgain, SettleFirst, plan_head_change
 from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.occurrences import find_head as find_occurrence_head
 from jobsched.core.run import RunStatus
 from jobsched.core.state import Registration
 from jobsched.core.transitions.head_change import after_lost_change, head_change_ops
@@ -58,7 +56,7 @@ from jobsched.core.writes import STATE, Item
 from jobsched.ports import Store, Telemetry
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
-from jobsched.services.paging import query_all
+from jobsched.services.head_operations import occurrence_items
 
 # Rounds of one change against the claims that land first on its marker's key (each round closes
 # the head the last claim made). More than a few means a claimer is racing every round: the
@@ -87,24 +85,25 @@ class JobItems:
 
 
 def read_job_items(store: Store, job_id: str) -> list[Item]:
-    """Every item of the job's runs partition, strongly consistent (HC12; docs/proposals/
-    successor-claim-build.md §3). Read after the state (head_finish.py's order)."""
-    return list(query_all(store, "runs-of-job", job_id, consistent=True))
+    """The job's occurrence items (every epoch's timed items, markers, end markers), strongly
+    consistent: HC12's Query (h/s1readers' ``OccurrenceQuery.occurrence_items``, through
+    services/head_operations.py, which reads the runs table's key where a store wrapper does not
+    forward it). Read after the state (head_finish.py's order)."""
+    return occurrence_items(store, job_id)
 
 
 def find_head(items: Iterable[Item], state: Item | None) -> JobItems:
-    """The head among a job's items (the unstarted occurrence whose successor key holds nothing:
-    ``core/head.py`` ``is_head``) and the end marker of the state's live epoch (else the newest:
-    ``plan_head_change`` judges whether it ends the live timing)."""
+    """The head among a job's items (core/occurrences.py ``find_head``: several read again) and
+    the end marker of the state's live epoch (else the newest: ``plan_head_change`` judges whether
+    it ends the live timing)."""
     listed = list(items)
-    ids = {str(item["run_id"]) for item in listed}
-    heads = [item for item in listed if is_unstarted_occurrence(item) and str(item["next_key"]) not in ids]
+    reading = find_occurrence_head(listed)
     markers = sorted((item for item in listed if is_end_marker(item)), key=epoch_of)
     live = (state or {}).get(EPOCH, (state or {}).get("version"))
     marker = next((m for m in markers if live is not None and epoch_of(m) == int(live)), None)
     if marker is None and markers:
         marker = markers[-1]
-    return JobItems(heads[0] if len(heads) == 1 else None, marker, ambiguous=len(heads) > 1)
+    return JobItems(reading.head, marker, ambiguous=reading.verdict == "several")
 
 
 def convert_legacy(
@@ -287,10 +286,17 @@ class HeadRegistrar:
             self._definitions.retire(job_id, str(old), now)
 
     def _settle_first(self, job_id: str, planned: SettleFirst) -> None:
-        """Settle the due head up to the change (one chunk), as the detector's settle would, with
-        ``now`` = the settlement's ``until`` (core/head_change.py ``SettleFirst``). A lost chunk
-        (a claim or the detector's settle landed first) changes nothing: the caller reads again."""
-        chunk = settle_head_ops(planned.head, planned.settlement.until, self._cfg)
+        """Settle the due head up to the change (one chunk; core/head_change.py ``SettleFirst``):
+        the occurrences up to the settlement's ``until`` (the change's time), each ``missed`` with
+        the stop's reason (a pause, a delete, an invalid item; w2detector's mode of the chunk) or,
+        for a change that keeps the job running, as the misfire policy decides at ``now`` (today's
+        registrar: late within grace, else the policy). A lost chunk (a claim or the detector's
+        settle landed first) changes nothing: the caller reads again."""
+        settlement = planned.settlement
+        now = self._clock.now_ms()
+        chunk = settle_head_ops(
+            planned.head, now, self._cfg, reason=settlement.reason, until=settlement.until
+        )
         try:
             self._store.write(chunk.ops)
         except ConditionFailed as lost:
