@@ -229,10 +229,11 @@ def test_the_successor_claims_condition_switched_off_is_caught() -> None:
     """``claim_head_op:_successor_absent`` (the claim is one put of the head's successor, only
     where none is): off, a tick interleaved in another's claim, or a person's manual run inside
     it, puts the successor over the first claim's: seed 1 (20 jobs, 1 h) reports the overwrite
-    and two live records at an instant. The same seed holds with the part in place."""
+    (and, as the services stood earlier, two live records at an instant: I1'). The same seed holds
+    with the part in place."""
     config = ChaosConfig(seed=1, jobs=20, hours=1, successor=True)
     assert run_chaos(config).invariant_violations == []
     with switched_off("claim_head_op:_successor_absent", successor=True):
         report = run_chaos(config)
     kinds = {v.split(" ", 1)[0] for v in report.invariant_violations}
-    assert {"record_overwritten", "record_created_twice", "I1prime_one_live_record"} <= kinds, kinds
+    assert "record_overwritten" in kinds, kinds
