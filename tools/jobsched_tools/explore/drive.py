@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobsched.core.clock import Clock
-from jobsched.core.writes import RUNS, STATE
+from jobsched.core.writes import RUNS
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
 from jobsched.services.registrar import Registrar
@@ -53,6 +53,7 @@ class Services:
             claim_concurrency=1,
             registrar=self.registrar_inline,
             claimer_id=name,
+            read_claim_shape=world.read_claim_shape,
         )
         early = Trigger(
             store,
@@ -63,6 +64,7 @@ class Services:
             parallel_queries=False,
             claim_concurrency=1,
             claimer_id=name,
+            read_claim_shape=world.read_claim_shape,
         )
         self.registrar = Registrar(
             store,
@@ -94,6 +96,7 @@ class Services:
             logger_for=lambda _run_id: _LOG,
             rng=random.Random(0),
             dead_letter_sender=world.dead_letter_queue,
+            adopt_scheduled=world.adopt_scheduled,
         )
         from jobsched.services.operations import Operations
 
@@ -189,11 +192,6 @@ def _next_event(world: World, running: list[_Running], next_tick: int, catch_up_
     for run in world.inner.tables[RUNS].values():
         if "check_at" in run:
             times.append(int(run["check_at"]) + cfg.clock_skew_allowance_ms + 1)
-    for state in world.inner.tables[STATE].values():
-        if state.get("status") == "active" and "next_run_at" in state:
-            grace = int((state.get("misfire") or {}).get("grace_seconds", 60))
-            overdue = int(state["next_run_at"]) + min(grace, cfg.trigger_lookback_seconds) * 1000 + 1
-            if overdue <= catch_up_until:
-                times.append(overdue)
+    times += world.overdue_times(catch_up_until)
     later = [t for t in times if t > now]
     return min(later) if later else None

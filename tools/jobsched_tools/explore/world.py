@@ -41,7 +41,9 @@ from jobsched_tools.sim.faults import StateMark
 CRASH, LOST, STALE, DUP = "crash", "lost", "stale", "dup"
 UNANSWERED = "unanswered"  # a dead-letter send the job's queue did not answer (issue 38)
 TAKE = "take:"  # a worker's receive: which queued message (reorder)
-INDEXES = ("next-run", "lease")
+# The indexes a stale read may lag on (``due``: the successor claim's, issue 37; only a successor
+# world's store has it).
+INDEXES = ("next-run", "lease", "due")
 # The writes that move a job past its occurrences without setting its status: only on an active job.
 CLAIMS = ("advance job", "settle occurrences")
 HANDLER_MS = 45_000  # how long each handler of the drive to quiescence runs (heartbeating)
@@ -176,6 +178,11 @@ class World:
         self.records_delivered: list[int] = []
         self.extra_check: Callable[[World], None] | None = None
         self.handler_ms = HANDLER_MS  # how long each handler of the drive runs
+        # The services wired as the functions wire them on a stack migrating to the successor
+        # claim (runtime/wiring.py: the trigger reads the switch, the worker adopts scheduled
+        # runs); off here, so today's world makes exactly today's calls (successor.py sets them).
+        self.read_claim_shape = False
+        self.adopt_scheduled = False
         self.registry = HandlerRegistry()
         self.registry.add("t", lambda _ctx: None)
         self.dead_letter_queue = PointDeadLetters(self)  # every job's own dead-letter queue
@@ -352,6 +359,18 @@ class World:
         ):
             self.ledger.marks.append(mark)
 
+    def overdue_times(self, until: int) -> list[int]:
+        """When the drive's detector next finds an occurrence overdue (up to ``until``): the
+        state's ``next-run`` position plus its misfire grace."""
+        times: list[int] = []
+        for state in self.inner.tables[STATE].values():
+            if state.get("status") == "active" and "next_run_at" in state:
+                grace = int((state.get("misfire") or {}).get("grace_seconds", 60))
+                overdue = int(state["next_run_at"]) + min(grace, self.cfg.trigger_lookback_seconds) * 1000 + 1
+                if overdue <= until:
+                    times.append(overdue)
+        return times
+
     def check_invariants(self) -> None:
         if not self.write_invariants:
             return
@@ -490,7 +509,7 @@ class ExplorerStore:
 
     def _stale(self, table: str) -> MemoryStore:
         """The table with each item one write behind (an index lagging its table)."""
-        view = MemoryStore()
+        view = MemoryStore(extra_indexes=self.inner.extra_indexes)
         rows = dict(self.inner.tables[table])
         for (name, key), before in self.world.previous.items():
             if name != table:

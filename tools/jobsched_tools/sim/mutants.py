@@ -216,6 +216,16 @@ TRANSITIONS_MODULES: tuple[str, ...] = (
 # (tests/unit/test_head_*.py) fails without it instead. S8 lists the modules above and gives their
 # parts catchers; until then ``_transitions_modules`` passes over them.
 SUCCESSOR_PREFIX = "head_"
+# The skip lifted for the parts an explorer set on the successor world catches (issue 37; the
+# product's explorer, explore/sets_successor.py ``MUTANTS``): ``switched_off`` knows them, so
+# the set can run with each off; ``condition_parts`` (every part needs a catcher,
+# tests/sim/test_switches.py) still passes over their modules until S8.
+SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
+    "claim_head_op:_successor_absent",
+    "relink_head_ops:_relink_successor_absent",
+    "redispatch_head_op:_redispatch_status_scheduled",
+    "redispatch_head_op:_redispatch_version",
+)
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and
 # switched the same way (their own ``-> Cond`` helpers, the builders of writes.py). A switch name
@@ -265,6 +275,14 @@ def successor_modules() -> tuple[ModuleType, ...]:
         if module.name.startswith(SUCCESSOR_PREFIX)
     )
     return tuple(importlib.import_module(name) for name in names)
+
+
+def successor_parts() -> dict[str, Part]:
+    """``SUCCESSOR_SWITCHABLE``'s parts, read from the successor modules of core/transitions/
+    (with conditions.py, whose helpers they call)."""
+    conditions = importlib.import_module(TRANSITIONS_MODULES[0])
+    parts = _module_parts((conditions, *successor_modules()))
+    return {name: parts[name] for name in SUCCESSOR_SWITCHABLE}
 
 
 def _source(module: ModuleType) -> ast.Module:
@@ -436,6 +454,8 @@ def switched_off(*switches: str, successor: bool = False) -> Iterator[None]:
     both off: nesting ``switched_off`` would hand the inner part's call to the outer replacement
     from the replacement's own frame, not the write function's, and leave it on."""
     parts = condition_parts(successor)
+    if not successor and any(switch in SUCCESSOR_SWITCHABLE for switch in switches):
+        parts.update(successor_parts())
     for switch in switches:
         if switch not in parts:
             raise ValueError(f"unknown condition part {switch!r}; one of {', '.join(sorted(parts))}")
