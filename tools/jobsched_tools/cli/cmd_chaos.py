@@ -51,12 +51,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Repeatable: the parts are switched off together (a redundant set: tests/sim/test_switches.py "
         "PAIRS)",
     )
+    parser.add_argument(
+        "--successor",
+        action="store_true",
+        help="a successor-shaped stack (issue 37): the due index, the migration switch on, the checks "
+        "read heads and markers (sim/successor.py); --switch then also takes the head_* writes' parts",
+    )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    config = ChaosConfig(seed=args.seed, jobs=args.jobs, hours=args.hours, store=args.store)
+    config = ChaosConfig(
+        seed=args.seed, jobs=args.jobs, hours=args.hours, store=args.store, successor=args.successor
+    )
     from contextlib import ExitStack
 
     with ExitStack() as removed:
@@ -67,14 +75,15 @@ def run(args: argparse.Namespace) -> int:
         if args.switch:
             from jobsched_tools.sim.mutants import condition_parts, switched_off
 
-            unknown = [name for name in args.switch if name not in condition_parts()]
+            known = condition_parts(args.successor)
+            unknown = [name for name in args.switch if name not in known]
             if unknown:
                 print(
                     f"jobsched chaos: no condition part {unknown[0]!r}: see docs/promises.md",
                     file=sys.stderr,
                 )
                 return 2
-            removed.enter_context(switched_off(*args.switch))
+            removed.enter_context(switched_off(*args.switch, successor=args.successor))
         report = run_chaos(config)
     if args.json:
         if report.invariant_violations:

@@ -47,6 +47,13 @@ __all__ = [
 ]
 
 
+# The claim's writes the fault hooks act around (an interleaved tick, a person inside the claim, a
+# crash after it landed): today's claim transaction ("advance job" on the state, "create run") and
+# the successor claim's one put of the head's successor (core/transitions/head_claim.py, issue 37).
+CLAIM_STATE_LABELS = frozenset({"advance job", "claim head", "claim head (end)"})
+CLAIM_LABELS = frozenset({"create run", "claim head", "claim head (end)"})
+
+
 class SimCrash(BaseException):
     """The simulated process dies here. A BaseException, so no service's ``except`` swallows it."""
 
@@ -148,11 +155,11 @@ class FaultyStore(LedgerKeeper):
     def write(self, ops: Sequence[WriteOp]) -> None:
         what = ", ".join(f"{op.label} {_op_key(op)}" for op in ops[:3]) + (" ..." if len(ops) > 3 else "")
         self._before_call(what)
-        if self.interleave is not None and any(op.label == "advance job" for op in ops):
+        if self.interleave is not None and any(op.label in CLAIM_STATE_LABELS for op in ops):
             interleave, self.interleave = self.interleave, None
             interleave()
         if self.before_create is not None:
-            created = next((op for op in ops if op.label == "create run" and isinstance(op, Put)), None)
+            created = next((op for op in ops if op.label in CLAIM_LABELS and isinstance(op, Put)), None)
             if created is not None:
                 before_create, self.before_create = self.before_create, None
                 before_create(str(created.item["job_id"]))
@@ -169,7 +176,7 @@ class FaultyStore(LedgerKeeper):
             raise
         self._record_commits(ops, pre)
         self._observe(ops, runs_before)
-        created = next((op for op in ops if op.label == "create run" and isinstance(op, Put)), None)
+        created = next((op for op in ops if op.label in CLAIM_LABELS and isinstance(op, Put)), None)
         if self.crash_after_create and created is not None:
             self.crash_after_create = False
             self.counts["trigger_crash_mid_claim"] += 1

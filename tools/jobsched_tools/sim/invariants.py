@@ -96,7 +96,9 @@ def segments(marks: list[StateMark], window_end: int) -> list[Segment]:
 
 
 def _segment(mark: StateMark, end: int) -> Segment:
-    return Segment(mark.timing, int(mark.next_run_at or NEVER), mark.at, end)
+    # A successor-shaped state has no next-run entry: its stretch starts at the head its change
+    # made (``head_at``, issue 37 plan §4).
+    return Segment(mark.timing, int(mark.next_run_at or mark.head_at or NEVER), mark.at, end)
 
 
 @cache
@@ -155,6 +157,10 @@ class Checker:
             status = (self.runs.get(run_id) or {}).get("status", "failed")
             if status != "failed":
                 self.violate("dead_letter_for_unfailed", run_id, f"a letter for a {status} run")
+
+    def _record_at(self, job_id: str, instant: int) -> dict[str, Any] | None:
+        """The record of an occurrence (sim/successor.py: its live record over every epoch)."""
+        return self.runs.get(run_id_for(job_id, instant))
 
     def runs_of(self, job_id: str) -> list[dict[str, Any]]:
         return [r for r in self.runs.values() if r["job_id"] == job_id]
@@ -242,7 +248,7 @@ class Checker:
                 for instant in instants:
                     if instant <= at + skew:
                         continue  # due within the clock skew of the write: either way
-                    run = self.runs.get(run_id_for(job_id, instant))
+                    run = self._record_at(job_id, instant)
                     if run is None or run.get("status") == "cancelled":
                         self.violate(
                             "lost_after_write",
@@ -338,7 +344,7 @@ class Checker:
         if worst > definition.misfire.max_catchup:
             return
         self.report.run_all_jobs_checked += 1
-        committed = sum(1 for t in due if self.runs.get(run_id_for(job_id, t), {}).get("status") in COMMITTED)
+        committed = sum(1 for t in due if (self._record_at(job_id, t) or {}).get("status") in COMMITTED)
         if committed != len(due):
             self.violate(
                 "run_all_incomplete",
@@ -471,11 +477,30 @@ def _runnable(item: dict[str, Any] | None) -> JobDefinition | None:
     return definition if definition.enabled and definition.target in KNOWN_TARGETS else None
 
 
+# Of core/invariants.py, those a successor-shaped world keeps (issue 37): the chain's own
+# (tokens, walks, waits). One record per occurrence, reachability, message links and a record
+# beyond the position read today's ids and next-run entry: core/head_invariants.py's I1', I3',
+# H4 and I6' stand for them (sim/successor.py ``pointers``).
+SUCCESSOR_CORE_INVARIANTS = (
+    core_invariants.TOKEN_DECREASED,
+    core_invariants.NO_WALK,
+    core_invariants.SKIPPED_BUFFER_ALL,
+    core_invariants.WAITS_ACYCLIC,
+    core_invariants.WAIT_BEHIND_ENDED,
+    core_invariants.WAIT_UNNAMED,
+)
+
+
 def check(world: ObservedWorld) -> ChaosReport:
     cfg = world.cfg
     report = ChaosReport(cfg.seed, cfg.jobs, cfg.hours, cfg.store, start=iso_z(world.start_ms))
     inner = world.store.inner
-    checker = Checker(
+    checker_class = Checker
+    if cfg.successor:
+        from jobsched_tools.sim.successor import SuccessorChecker
+
+        checker_class = SuccessorChecker
+    checker = checker_class(
         world,
         report,
         runs={str(r["run_id"]): r for r in all_items(inner, RUNS)},
@@ -504,6 +529,7 @@ def check(world: ObservedWorld) -> ChaosReport:
             checker.runs.values(),
             [m.body for m in world.queue.messages()],
             world.store.ledger.tokens,
+            None if not cfg.successor else SUCCESSOR_CORE_INVARIANTS,
         )
     )
     report.core_invariants = dict(sorted(world.store.ledger.core.items()))

@@ -1,6 +1,8 @@
 """The simulation's in-memory store: ``MemoryStore`` with a faster lease-index query and faster
 copies, the same answers (the simulation's runs table grows to tens of thousands of items and
-the detector queries it every minute)."""
+the detector queries it every minute). The ``due`` index of the successor claim (issue 37) shares
+the ``lease`` index's keys (``lease_shard``, ``check_at``), so the same set of entries answers it,
+projected as ``due`` projects (a world built with ``extra_indexes=("due",)``)."""
 
 from __future__ import annotations
 
@@ -32,8 +34,10 @@ class LeaseIndexedMemoryStore(MemoryStore):
     table grows to tens of thousands of items and the detector queries it every minute. Same
     answers as MemoryStore (the items are filtered and ordered by the same rules)."""
 
-    def __init__(self, extra_keys: dict[str, tuple[str, ...]] | None = None) -> None:
-        super().__init__(extra_keys)
+    def __init__(
+        self, extra_keys: dict[str, tuple[str, ...]] | None = None, extra_indexes: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(extra_keys, extra_indexes)
         self._leased: dict[Any, None] = {}  # the runs table's keys (job_id, run_id) of leased runs
 
     def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:  # noqa: ARG002 - always consistent
@@ -106,7 +110,8 @@ class LeaseIndexedMemoryStore(MemoryStore):
         cursor: dict[str, Any] | None = None,
         consistent: bool = False,
     ) -> Page:
-        if index != "lease":
+        fast = index == "lease" or (index == "due" and index in self.extra_indexes)
+        if not fast or consistent:  # MemoryStore answers (or refuses) the others
             return super().query(index, partition, sort_from, sort_to, limit, cursor, consistent)
         pk, sk = INDEX_KEYS[index]
         with self._lock:
@@ -132,8 +137,9 @@ class LeaseIndexedMemoryStore(MemoryStore):
             page = matches[:limit]
             more = len(matches) > limit
             next_cursor = {sk: page[-1][sk], "run_id": page[-1]["run_id"]} if more and page else None
-            projected = INDEX_PROJECTION[index]  # the lease index holds keys only, as on DynamoDB
-            return Page([{k: item[k] for k in projected if k in item} for item in page], next_cursor)
+            # The lease index holds keys only, the due index its INCLUDE list, as on DynamoDB.
+            projected = INDEX_PROJECTION[index]
+            return Page([{k: _copy(item[k]) for k in projected if k in item} for item in page], next_cursor)
 
 
 def _copy(value: Any) -> Any:

@@ -14,10 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched.core import head_invariants
 from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.run import run_key
+from jobsched.core.head_change import HEAD_AT
+from jobsched.core.run import RunStatus, run_key
 from jobsched.core.writes import (
     JOBS,
     RUNS,
@@ -38,7 +40,8 @@ from jobsched.services.paging import query_all
 from jobsched_tools.fakes.memory_store import MemoryStore
 
 EFFECTS = "effects"
-UNFINISHED_STATUSES = frozenset({"pending", "running", "buffered"})
+UNFINISHED_STATUSES = frozenset({"scheduled", "pending", "running", "buffered"})
+MARKERS = (RunStatus.CLOSED.value, RunStatus.END.value)  # the successor claim's markers: not runs
 
 
 def _waits(run: Item) -> list[str]:
@@ -63,6 +66,9 @@ class StateMark:
     # The last occurrence with a record when the mark was made: where a job finished by its
     # max_runs stops being due (its schedule goes on; a finished schedule's has no more).
     last_scheduled_at: int | None = None
+    # The successor claim (issue 37): the instant of the head the state's last change made (the
+    # state's ``head_at``; the state has no ``next_run_at``), the first occurrence of its stretch.
+    head_at: int | None = None
 
 
 @dataclass
@@ -76,6 +82,11 @@ class Ledger:
     states: dict[str, list[StateMark]] = field(default_factory=dict)
     # Writes that created a run record, per run id: more than one means a record was overwritten.
     creations: Counter[str] = field(default_factory=Counter)
+    # The successor claim (issue 37): each occurrence's live records (not markers or cancelled
+    # heads; ``head_invariants.is_live_record``), per (job, instant), over every epoch's id; and
+    # the writes that made a second one live beside one already there, per instant.
+    live_at: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    instant_creations: Counter[str] = field(default_factory=Counter)
     # Violations seen at the moment of a write (kind, key, detail).
     seen: list[tuple[str, str, str]] = field(default_factory=list)
     # Runs in `running` whose overlap policy keeps a slot, per job.
@@ -108,6 +119,12 @@ class LedgerKeeper:
     ledger: Ledger
     on_job_write: Callable[[str], object] | None
     skew_bound_ms: int
+    # The world is successor-shaped (issue 37): the per-instant view of the runs is kept.
+    successor: bool = False
+    head_writes: head_invariants.WriteLedger
+    head_write_slack_ms: int
+    dispatch_lease_ms: int
+    skew_allowance_ms: int
 
     def _run_preimages(self, ops: Sequence[WriteOp]) -> dict[str, Item | None]:
         return {
@@ -135,6 +152,12 @@ class LedgerKeeper:
             elif op.table == JOBS and self.on_job_write is not None:
                 self.on_job_write(str(op.item["job_id"] if isinstance(op, Put) else op.key["job_id"]))
         self.ledger.writes += 1
+        self._observe_runs(ops, runs_before, now)
+        self._check_core(ops, runs_before)
+
+    def _observe_runs(self, ops: Sequence[WriteOp], runs_before: dict[str, Item | None], now: int) -> None:
+        if self.successor:
+            self._note_instants(ops, runs_before)
         for op in ops:
             if op.table != RUNS or isinstance(op, Check):
                 continue
@@ -147,7 +170,6 @@ class LedgerKeeper:
                     self._violate("record_overwritten", run_id, f"{self.actor}'s {op.label} replaced it")
             if after is not None:
                 self._observe_run(run_id, op.label, before, after, now)
-        self._check_core(ops, runs_before)
 
     # Checkable on the items one write touched (the chain's reachability and the messages' links
     # need the whole job and the queue: ``invariants.check`` runs those on the final tables).
@@ -172,13 +194,60 @@ class LedgerKeeper:
             if op.table == STATE and isinstance(op, Update) and not is_snapshot({"job_id": op.key["job_id"]})
         }
         states = [state for state in (self.inner.get(STATE, {"job_id": job}) for job in jobs) if state]
-        self.note_core(
-            core_invariants.check(states, written, None, self.ledger.tokens, self.LOCAL_INVARIANTS)
-        )
+        local = self.SUCCESSOR_LOCAL_INVARIANTS if self.successor else self.LOCAL_INVARIANTS
+        self.note_core(core_invariants.check(states, written, None, self.ledger.tokens, local))
+        if self.successor:
+            self._check_head_write(runs_before)
         self._check_waits(written, runs_before)
         for run in written:  # I9: a named wait is owed its promotion (a read or two, at a wait only)
             before = runs_before.get(str(run["run_id"]))
             self.note_core(core_invariants.owed_promotion(before, run, self._read_run))
+
+    # A successor-shaped world (issue 37): one record per occurrence and a record beyond the
+    # position read today's ids and next-run entry; core/head_invariants.py stands for them.
+    SUCCESSOR_LOCAL_INVARIANTS = (core_invariants.TOKEN_DECREASED, core_invariants.NO_WALK)
+
+    def _check_head_write(self, runs_before: dict[str, Item | None]) -> None:
+        """core/head_invariants.py's checks of one write (I4', H2's claim of a closed head, a live
+        run fenced, a redispatch before its lease, a relink): the runs it wrote, before and after,
+        with their neighbours in the chain (predecessor and successor key), read as they are now
+        (a write changes only its own items)."""
+        before = {run_id: item for run_id, item in runs_before.items() if item is not None}
+        after = {
+            run_id: item
+            for run_id in runs_before
+            for item in (self.inner.get(RUNS, run_key(run_id)),)
+            if item is not None
+        }
+        near = {
+            str(item[name])
+            for item in (*before.values(), *after.values())
+            for name in ("after_run_id", "next_key")
+            if item.get(name) is not None
+        } - set(runs_before)
+        for run_id in sorted(near):
+            try:
+                item = self.inner.get(RUNS, run_key(run_id))
+            except ValueError:
+                continue
+            if item is not None:
+                before[run_id] = after[run_id] = item
+        # ``now`` is the writer's clock in check_write; each actor's is off the world's by up to
+        # ``head_write_slack_ms`` (and the claim's ``claimed_at``, a lease's expiry, are written
+        # in another's clock, which the product's skew allowance covers): a redispatch or a
+        # recovery is early only past that, as ``live_lease_recovered`` judges today's recovery.
+        slack = self.head_write_slack_ms
+        self.note_core(
+            head_invariants.check_write(
+                before,
+                after,
+                self.clock.now_ms() + slack,
+                self.head_writes,
+                dispatch_lease_ms=self.dispatch_lease_ms,
+                skew_ms=self.skew_allowance_ms,
+                changed=list(runs_before),
+            )
+        )
 
     def _check_waits(self, written: Sequence[Item], runs_before: dict[str, Item | None]) -> None:
         """The waits-for relation stays acyclic (``core_invariants.WAITS_ACYCLIC``): a new cycle
@@ -297,8 +366,13 @@ class LedgerKeeper:
             holders.add(run_id)
         elif status != "running":
             holders.discard(run_id)
-        unfinished = status not in ("succeeded", "failed", "skipped", "missed", "cancelled")
-        if unfinished and not all(name in after for name in ("lease_expires_at", "check_at", "lease_shard")):
+        unfinished = status not in ("succeeded", "failed", "skipped", "missed", "cancelled", *MARKERS)
+        leased = all(name in after for name in ("lease_expires_at", "check_at", "lease_shard"))
+        if status == RunStatus.SCHEDULED.value:
+            # The successor claim (issue 37, plan §0): a head or a claimed run not yet started has
+            # its ``due`` entry for a lease (the detector redispatches it from there, HC3).
+            leased = all(name in after for name in ("check_at", "lease_shard"))
+        if unfinished and not leased:
             self._violate("run_without_lease", run_id, f"{status} after {self.actor}'s {label}")
         asked_to_stop = before.get("cancel_requested") if before is not None else None
         if label == "recover run" and asked_to_stop and status == "pending":
@@ -319,14 +393,70 @@ class LedgerKeeper:
         timing = tuple(sorted((state.get("timing") or {}).items()))
         next_run = state.get("next_run_at")
         at = self.clock.now_ms() if dated is None else min(self.clock.now_ms(), int(dated))
-        mark = StateMark(at, str(state.get("status")), timing, next_run, state.get("last_scheduled_at"))
+        head_at = state.get(HEAD_AT)
+        mark = StateMark(
+            at,
+            str(state.get("status")),
+            timing,
+            next_run,
+            state.get("last_scheduled_at"),
+            None if head_at is None else int(head_at),
+        )
+        self._add_mark(job_id, mark)
+
+    def _add_mark(self, job_id: str, mark: StateMark) -> None:
         marks = self.ledger.states.setdefault(job_id, [])
-        if not marks or (marks[-1].status, marks[-1].timing, marks[-1].next_run_at) != (
+        if not marks or (marks[-1].status, marks[-1].timing, marks[-1].next_run_at, marks[-1].head_at) != (
             mark.status,
             mark.timing,
             mark.next_run_at,
+            mark.head_at,
         ):
             marks.append(mark)
+
+    def _note_instants(self, ops: Sequence[WriteOp], runs_before: dict[str, Item | None]) -> None:
+        """The successor claim's per-instant view of one write (issue 37, plan §4 chaos row): every
+        run item it touched is filed under its job and instant while it is a live record, and a
+        write that leaves two live records at one instant (two epochs' ids, or an id re-created)
+        is a record created twice. An end marker it writes finishes the job's stretch at the
+        marker's instant (the life's last head), as today's ``finished`` state does: the state
+        says ``active`` until the finish write (H1: "active, no head, end marker")."""
+        touched: list[tuple[str, int, str]] = []
+        for op in ops:
+            if op.table != RUNS or isinstance(op, Check):
+                continue
+            run_id = str(_run_key(op))
+            parts = head_invariants.id_parts(run_id)
+            if parts is None or parts.instant_ms is None:
+                continue
+            after = self.inner.get(RUNS, run_key(run_id))
+            if parts.kind == "end":
+                if after is not None and runs_before.get(run_id) is None:
+                    self._end_marker(parts.job_id, parts.instant_ms)
+                continue
+            if parts.kind != "timed":
+                continue
+            place = (parts.job_id, parts.instant_ms)
+            live = self.ledger.live_at.setdefault(place, set())
+            was_live = run_id in live
+            if after is not None and head_invariants.is_live_record(after):
+                live.add(run_id)
+                if not was_live:
+                    touched.append((parts.job_id, parts.instant_ms, run_id))
+            else:
+                live.discard(run_id)
+        for job_id, instant, run_id in touched:
+            if len(self.ledger.live_at[(job_id, instant)]) > 1:
+                self.ledger.instant_creations[f"{job_id}@{instant}"] += 1
+                others = sorted(self.ledger.live_at[(job_id, instant)] - {run_id})
+                self._violate("record_created_twice", run_id, f"{self.actor}'s write beside live {others}")
+
+    def _end_marker(self, job_id: str, last_head_at: int) -> None:
+        marks = self.ledger.states.get(job_id) or []
+        if marks and marks[-1].status == "active":
+            last = marks[-1]
+            finished = StateMark(self.clock.now_ms(), "finished", last.timing, None, last_head_at)
+            self._add_mark(job_id, finished)
 
     def _observe_delete(self, table: str, key: Item) -> None:
         if table == JOBS and self.on_job_write is not None:

@@ -13,7 +13,7 @@ from jobsched_tools.sim.faults import EFFECTS
 
 
 @contextmanager
-def moto_store() -> Iterator[DynamoStore]:
+def moto_store(extra_indexes: tuple[str, ...] = ()) -> Iterator[DynamoStore]:
     import boto3
     from moto import mock_aws
 
@@ -25,7 +25,7 @@ def moto_store() -> Iterator[DynamoStore]:
         region = os.environ["AWS_DEFAULT_REGION"]
         dynamodb = boto3.client("dynamodb", region_name=region)
         sqs = boto3.client("sqs", region_name=region)
-        resources = provision(dynamodb, sqs, prefix="chaos")
+        resources = provision(dynamodb, sqs, prefix="chaos", extra_indexes=extra_indexes)
         dynamodb.create_table(
             TableName=EFFECTS,
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],

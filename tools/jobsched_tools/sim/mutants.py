@@ -266,17 +266,22 @@ def _transitions_modules() -> tuple[ModuleType, ...]:
     return tuple(importlib.import_module(name) for name in TRANSITIONS_MODULES)
 
 
-def successor_parts() -> dict[str, Part]:
-    """``SUCCESSOR_SWITCHABLE``'s parts, read from the successor modules of core/transitions/
-    (with conditions.py, whose helpers they call)."""
+def successor_modules() -> tuple[ModuleType, ...]:
+    """The successor claim's modules of core/transitions/ (``SUCCESSOR_PREFIX``), by name."""
     package = transitions.__name__
-    modules = tuple(
-        importlib.import_module(f"{package}.{module.name}")
+    names = sorted(
+        f"{package}.{module.name}"
         for module in pkgutil.iter_modules(transitions.__path__)
         if module.name.startswith(SUCCESSOR_PREFIX)
     )
+    return tuple(importlib.import_module(name) for name in names)
+
+
+def successor_parts() -> dict[str, Part]:
+    """``SUCCESSOR_SWITCHABLE``'s parts, read from the successor modules of core/transitions/
+    (with conditions.py, whose helpers they call)."""
     conditions = importlib.import_module(TRANSITIONS_MODULES[0])
-    parts = _module_parts((conditions, *modules))
+    parts = _module_parts((conditions, *successor_modules()))
     return {name: parts[name] for name in SUCCESSOR_SWITCHABLE}
 
 
@@ -365,10 +370,14 @@ def _part_name(call: ast.Call, helpers: dict[str, str]) -> str:
     return str(attr.value) if isinstance(attr, ast.Constant) else "*"
 
 
-def condition_parts() -> dict[str, Part]:
+def condition_parts(successor: bool = False) -> dict[str, Part]:
     """Every named condition part of core/transitions/ and of ``MORE_MODULES``, by switch name,
-    read from their sources."""
-    parts = _module_parts(_transitions_modules())
+    read from their sources. ``successor``: with the successor claim's modules too (``head_*``,
+    ``SUCCESSOR_PREFIX``), for a successor-shaped chaos run (tests/sim/test_chaos_successor.py)."""
+    modules = _transitions_modules()
+    if successor:
+        modules += successor_modules()
+    parts = _module_parts(modules)
     for module in MORE_MODULES:
         more = _module_parts((module,))
         if clash := sorted(set(more) & set(parts)):
@@ -433,7 +442,7 @@ Site = tuple[set[CodeType], tuple[tuple[int, int], ...]]
 
 
 @contextmanager
-def switched_off(*switches: str) -> Iterator[None]:
+def switched_off(*switches: str, successor: bool = False) -> Iterator[None]:
     """Run the block with condition parts of core/transitions/ or ``MORE_MODULES`` off
     (``condition_parts``): each, built at its lines by its function, is a condition that always
     holds, whoever calls the function (a service, or a write of another module, as recover_op
@@ -444,8 +453,8 @@ def switched_off(*switches: str) -> Iterator[None]:
     replacement per helper or builder, so two parts built by the same one (two ``eq`` parts) are
     both off: nesting ``switched_off`` would hand the inner part's call to the outer replacement
     from the replacement's own frame, not the write function's, and leave it on."""
-    parts = condition_parts()
-    if any(switch in SUCCESSOR_SWITCHABLE for switch in switches):
+    parts = condition_parts(successor)
+    if not successor and any(switch in SUCCESSOR_SWITCHABLE for switch in switches):
         parts.update(successor_parts())
     for switch in switches:
         if switch not in parts:

@@ -140,6 +140,10 @@ class ChaosConfig:
     lambda_timeout_seconds: int = 300
     visibility_timeout_seconds: int = 330
     workers: int = 8  # worker "hosts", each with its own skewed clock
+    # A successor-shaped stack (issue 37, docs/proposals/successor-claim-build.md §4 "chaos"): the
+    # runs table has the ``due`` index and the migration switch (core/claim_shape.py) is on before
+    # the first job registers; the checks read heads, markers and epochs (sim/successor.py).
+    successor: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ import heapq
 import time
 from typing import Any
 
+from jobsched.core.head import MARKER_STATUSES
 from jobsched.core.policies import UNFINISHED
 from jobsched.core.writes import JOBS, RUNS, STATE
-from jobsched.ports import Store
+from jobsched.ports import DUE_INDEX, Store
 from jobsched.services.completion import asks_delete, finished_as_written
 
 from jobsched_tools.sim.invariants import all_items, check
@@ -86,10 +87,16 @@ class World(Workers):
 
         runs = all_items(self.store.inner, RUNS)
         jobs = all_items(self.store.inner, STATE)
-        open_runs = any(
-            r["scheduled_at"] <= self.window_end and r.get("status") not in TERMINAL_STATUSES for r in runs
+        # A successor-shaped world's markers end nothing (they are not runs), and its states have
+        # no next-run entry: a job behind is a head at or before the window's end (open_runs).
+        settled = TERMINAL_STATUSES | MARKER_STATUSES if self.cfg.successor else TERMINAL_STATUSES
+        open_runs = any(r.get("status") not in settled and r["scheduled_at"] <= self.window_end for r in runs)
+        behind = any(
+            j.get("status") == "active"
+            and (not self.cfg.successor or "next_run_at" in j)
+            and j.get("next_run_at", 0) <= self.window_end
+            for j in jobs
         )
-        behind = any(j.get("status") == "active" and j.get("next_run_at", 0) <= self.window_end for j in jobs)
         # A dead letter still owed is paid by the detector's next look (its check_at, at most a
         # minute on): a run that failed just before the drain's check would otherwise end the
         # drain with its debt open (issue 38).
@@ -116,6 +123,6 @@ def run_chaos(cfg: ChaosConfig) -> ChaosReport:
     if cfg.store == "moto":
         from jobsched_tools.sim.moto_store import moto_store
 
-        with moto_store() as store:
+        with moto_store((DUE_INDEX,) if cfg.successor else ()) as store:
             return World(cfg, store).run()
     return World(cfg).run()

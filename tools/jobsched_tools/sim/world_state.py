@@ -19,11 +19,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, TypeVar
 
+from jobsched.core import head_invariants
+from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE, ClaimShape
 from jobsched.core.clock import ManualClock, SkewedClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import QueueError, StoreError
 from jobsched.core.run import RunMessage
-from jobsched.ports import Store
+from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY, bookkeeping_op
+from jobsched.core.writes import STATE
+from jobsched.ports import DUE_INDEX, Store
 from jobsched.services.detector import MissDetector
 from jobsched.services.operations import Operations
 from jobsched.services.registrar import Registrar
@@ -130,8 +134,20 @@ class WorldState:
         # The scenarios' fault coverage per seed (tests/sim, docs/chaos.md) was set at 8 shards;
         # the simulated triggers each claim every shard (trigger groups: test_trigger_fanout.py).
         self.sched_cfg = SchedulerConfig(shard_count=8, trigger_groups=1)
-        inner = store if store is not None else LeaseIndexedMemoryStore(extra_keys={EFFECTS: ("pk",)})
+        due: tuple[str, ...] = (DUE_INDEX,) if cfg.successor else ()
+        inner = (
+            store
+            if store is not None
+            else LeaseIndexedMemoryStore(extra_keys={EFFECTS: ("pk",)}, extra_indexes=due)
+        )
+        if cfg.successor:
+            switch_to_successor(inner, self.clock.now_ms())
         self.store = FaultyStore(inner, self.rng, rates, self.counts, self.clock, self.log)
+        self.store.successor = cfg.successor
+        self.store.head_writes = head_invariants.WriteLedger()
+        self.store.head_write_slack_ms = rates.clock_skew_max_ms + 1000
+        self.store.dispatch_lease_ms = self.sched_cfg.dispatch_lease_seconds * 1000
+        self.store.skew_allowance_ms = self.sched_cfg.clock_skew_allowance_ms
         self.queue = SimQueue(self.clock, cfg.visibility_timeout_seconds, self.rng, rates, self.counts)
         self.telemetry = SimTelemetry(self)
         self.jobs = build_jobs(self.rng, cfg.jobs, self.start_ms, cfg.hours, rates.large_payload_jobs)
@@ -189,6 +205,11 @@ class WorldState:
         serial: dict[str, Any] = (
             {"claim_concurrency": 1} if "claim_concurrency" in inspect.signature(Trigger).parameters else {}
         )
+        # A successor-shaped stack's functions as runtime/wiring.py wires them (issue 37): the
+        # trigger reads the migration switch, the worker adopts a claimed run. Today's world
+        # passes neither, so its services make exactly today's calls.
+        shaped: dict[str, Any] = {"read_claim_shape": True} if cfg.successor else {}
+        adopting: dict[str, Any] = {"adopt_scheduled": True} if cfg.successor else {}
         self.triggers = [
             Trigger(
                 self.store,
@@ -198,6 +219,7 @@ class WorldState:
                 self.sched_cfg,
                 False,
                 **serial,
+                **shaped,
             )
             for n in "AB"
         ]
@@ -236,6 +258,7 @@ class WorldState:
                 logger_for=lambda _run_id: _NullLogger(),
                 rng=random.Random(self.rng.random()),
                 dead_letter_sender=self.dead_letters,
+                **adopting,
             )
             for n in range(cfg.workers)
         ]
@@ -244,7 +267,9 @@ class WorldState:
         # deployment's handlers, so an item naming another target is invalid.
         # It claims a changed job's first occurrences a tick would reach late (issue 16), racing
         # the ticks through the same conditions.
-        early = Trigger(self.store, self.queue, self.telemetry, self.clock, self.sched_cfg, False, **serial)
+        early = Trigger(
+            self.store, self.queue, self.telemetry, self.clock, self.sched_cfg, False, **serial, **shaped
+        )
         self.registrar = Registrar(
             self.store,
             self.telemetry,
@@ -327,6 +352,16 @@ class WorldState:
     def _in(self, stretches: list[tuple[int, int]]) -> bool:
         now = self.clock.now_ms()
         return any(a <= now < b for a, b in stretches)
+
+
+def switch_to_successor(store: Store, now: int) -> None:
+    """Turn the stack's migration switch on (core/claim_shape.py): the ``claim_shape`` attribute of
+    the detector's bookkeeping item, written as the detector writes it (as the functional tests'
+    ``harness.switch_to_successor`` does). Before any job registers, so every job's first
+    registration follows the successor claim (``job_shape`` of no state is the stack's)."""
+    current = store.get(STATE, dict(BOOKKEEPING_KEY))
+    switch = {CLAIM_SHAPE_ATTRIBUTE: ClaimShape.SUCCESSOR.value}
+    store.write([bookkeeping_op(current, switch, (), now)])
 
 
 def _short(fields: dict[str, Any]) -> str:
