@@ -171,16 +171,11 @@ def test_a_successor_seed_holds_every_invariant(seed: int) -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(
-    reason="H3 (core/head_invariants.py closed_heads, h/einv) against the rerun of a missed record "
-    "(plan §1 'rerun missed', h/w2ops): seed 1 pauses job-0029-cron at 03:25:30, its head of 03:25 "
-    "becomes missed behind the pause's closure marker; a backfill at 03:40 reruns it (the plan lets "
-    "a missed record be rerun, same id) and it runs: H3 says a run behind a closure marker is "
-    "cancelled or missed. Nothing runs twice; one of the two rules must give (seed 7 at h/w2ops "
-    "6e9ccbd showed the same)",
-    strict=True,
-)
 def test_seed_1_a_rerun_of_a_closed_missed_head() -> None:
+    """Seed 1 pauses job-0029-cron at 03:25:30: its 03:25 head is decided missed behind the pause's
+    closure marker, and a backfill at 03:40 reruns that record (plan §1 "rerun missed"). H3 lets a
+    rerun of a missed record run (core/head_invariants.py ``closed_heads``); before it did, this seed
+    reported ``H3_closed_head``."""
     report = successor_report(1)
     assert report.invariant_violations == [], report.invariant_violations[:3]
 

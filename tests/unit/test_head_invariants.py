@@ -205,6 +205,16 @@ def test_h3_a_run_behind_a_closure_marker_is_closed() -> None:
     assert found([head(5), marker(10), head(10, epoch=2)])[hi.CLOSED_HEAD] == [rid(5)]
 
 
+def test_h3_a_person_may_rerun_a_closed_heads_missed_record_but_the_head_never_runs_as_claimed() -> None:
+    """A pause decided the due head missed behind its marker; a backfill reruns the record in place
+    (kind ``backfill``, ``missed_reason`` kept: chaos seed 1). The same run with its timed kind,
+    the closed head running as its own claim, is still reported."""
+    rerun = {**head(5), "status": "running", "version": 3, "kind": "backfill", "missed_reason": "job paused"}
+    assert hi.CLOSED_HEAD not in found([rerun, marker(10), head(10, epoch=2)])
+    as_claimed = {**rerun, "kind": "scheduled"}
+    assert found([as_claimed, marker(10), head(10, epoch=2)])[hi.CLOSED_HEAD] == [rid(5)]
+
+
 # H4 ------------------------------------------------------------------------------------------------------
 
 

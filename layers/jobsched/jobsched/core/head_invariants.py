@@ -344,14 +344,24 @@ def unclaimed_messages(messages: Iterable[Item], by_id: Mapping[str, Item]) -> l
 def closed_heads(runs: Mapping[str, Item]) -> list[Violation]:
     """**H3, a closed head never runs** (plan §0 "closure marker", §1 change; model
     ``H3_closed_head``). A run whose successor is a closure marker was closed by the change (or
-    the settle) that put the marker: it is ``cancelled`` or ``missed``."""
+    the settle) that put the marker: it is ``cancelled`` or ``missed``, or a person's rerun of that
+    missed record (plan §1 "rerun missed": the record becomes a ``backfill`` run, same id; chaos
+    seed 1 pauses a job over its due head and a backfill then reruns it). What H3 forbids is the
+    closed head running as its own claim, whose kind stays timed."""
     return [
         Violation(CLOSED_HEAD, run_id, f"{run.get('status')} behind a closure marker")
         for run_id, run in sorted(runs.items())
         if (following := successor(run, runs)) is not None
         and following.get("status") == CLOSED
         and run.get("status") not in (CANCELLED, MISSED)
+        and not _rerun_of_missed(run)
     ]
+
+
+def _rerun_of_missed(run: Item) -> bool:
+    """A missed record a person's backfill reran in place (core/transitions/settle.py
+    ``_rerun_missed``: kind ``backfill``, the record's reason kept as ``missed_reason``)."""
+    return run.get("kind") == RunKind.BACKFILL.value and "missed_reason" in run
 
 
 def _link_target(target_id: object, runs: Mapping[str, Item]) -> str | None:
