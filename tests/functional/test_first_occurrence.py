@@ -4,7 +4,8 @@ same conditional writes, so a racing tick never claims it a second time."""
 
 from __future__ import annotations
 
-from harness import T0, Env, job
+import pytest
+from harness import KINDS, T0, Env, build, job
 from jobsched.core.run import run_id_for
 from jobsched.core.writes import JOBS, Put
 from jobsched.services.registrar import Registrar
@@ -70,3 +71,20 @@ def test_an_early_claim_that_fails_leaves_the_registration_and_the_occurrence_to
     assert env.state("first")["next_run_at"] == T0
     assert [e.correlation_id for e in env.telemetry.named("claim.early_failed")] == ["first"]
     assert env.trigger().tick("t").claimed >= 1 and run_id_for("first", T0) in sent_runs(env)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_successor_jobs_first_occurrence_is_claimed_at_registration_too(kind: str) -> None:
+    """On a stack with the successor claim (issue 37), the registration's new head is claimed at
+    once as today's first occurrences are: its run is sent before any tick, and the claim put
+    its successor (the next head) with ``claimed_at`` the registration's time."""
+    with build(kind, successor=True) as env:
+        env.clock.set(T0 - 20 * SECOND)
+        write_job(env)
+        env.claiming_registrar().apply("first")
+        first = run_id_for("first", T0, 1)
+        assert sent_runs(env) == [first]
+        successor = env.run(run_id_for("first", T0 + 5 * 60 * SECOND, 1))
+        assert successor["claimed_at"] == T0 - 20 * SECOND and successor["after_run_id"] == first
+        assert env.trigger().tick("t").claimed == 0  # a tick after it claims nothing twice
+        assert sent_runs(env) == [first]

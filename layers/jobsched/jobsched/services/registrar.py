@@ -279,19 +279,22 @@ class Registrar:
         )
         if plan.outcome is Registration.INVALID:
             self._telemetry.metric("InvalidJobs", 1)
-        if changed and "next_run_at" in plan.set and self._claim_now is not None:
-            # A new, changed or resumed timing: its first occurrence may come due before the
-            # next tick. Claiming it is a tick's claim, so a failure here only leaves it to the
-            # tick (or the miss detector): it is logged, never raised into the stream record.
-            try:
-                claimed = self._claim_now(job_id)
-                if self._wake is not None and getattr(claimed, "claimed", True):
-                    self._wake.lease_made(job_id)
-            except Exception as exc:  # the registration itself has landed
-                self._telemetry.event(
-                    "claim.early_failed", job_id, error=f"{type(exc).__name__}: {exc}"[:300]
-                )
+        if changed and "next_run_at" in plan.set:
+            self._claim_early(job_id)
         return plan.outcome
+
+    def _claim_early(self, job_id: str) -> None:
+        """A new, changed or resumed timing: its first occurrence may come due before the next
+        tick. Claiming it is a tick's claim, so a failure here only leaves it to the tick (or the
+        miss detector): it is logged, never raised into the stream record."""
+        if self._claim_now is None:
+            return
+        try:
+            claimed = self._claim_now(job_id)
+            if self._wake is not None and getattr(claimed, "claimed", True):
+                self._wake.lease_made(job_id)
+        except Exception as exc:  # the registration itself has landed
+            self._telemetry.event("claim.early_failed", job_id, error=f"{type(exc).__name__}: {exc}"[:300])
 
     def _register_successor(
         self,
@@ -338,6 +341,10 @@ class Registrar:
         )
         if done.outcome is Registration.INVALID:
             self._telemetry.metric("InvalidJobs", 1)
+        if done.written and head_at(done.plan) is not None:
+            # The change made a new head (HC1): claimed at once as today's first occurrences are
+            # (design.md, "First occurrences"), through the trigger's successor claim.
+            self._claim_early(job_id)
         return done.outcome
 
     @property
