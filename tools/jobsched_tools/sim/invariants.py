@@ -491,15 +491,12 @@ SUCCESSOR_CORE_INVARIANTS = (
 )
 
 
-def check(world: ObservedWorld) -> ChaosReport:
+def check(world: ObservedWorld, checker_class: type[Checker] = Checker) -> ChaosReport:
+    """The world's report, by ``checker_class`` (a successor-shaped world's is
+    sim/successor.py's ``SuccessorChecker``: sim/world.py chooses)."""
     cfg = world.cfg
     report = ChaosReport(cfg.seed, cfg.jobs, cfg.hours, cfg.store, start=iso_z(world.start_ms))
     inner = world.store.inner
-    checker_class = Checker
-    if cfg.successor:
-        from jobsched_tools.sim.successor import SuccessorChecker
-
-        checker_class = SuccessorChecker
     checker = checker_class(
         world,
         report,

@@ -19,9 +19,10 @@ from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import DUE_INDEX, Store
 from jobsched.services.completion import asks_delete, finished_as_written
 
-from jobsched_tools.sim.invariants import all_items, check
+from jobsched_tools.sim.invariants import Checker, all_items, check
 from jobsched_tools.sim.report import ChaosReport
 from jobsched_tools.sim.scenario import ChaosConfig
+from jobsched_tools.sim.successor import SuccessorChecker
 from jobsched_tools.sim.workers import Workers
 from jobsched_tools.sim.world_state import MINUTE
 
@@ -73,7 +74,7 @@ class World(Workers):
             while self._heap and self._heap[0].at <= self.clock.now_ms():
                 heapq.heappop(self._heap).action()
         self.clock.set(self.end)
-        report = check(self)
+        report = check(self, SuccessorChecker if self.cfg.successor else Checker)
         report.wall_seconds = round(time.perf_counter() - wall, 2)
         return report
 
