@@ -58,6 +58,14 @@ DUE_PROJECTED: tuple[str, ...] = (
 # (the plan's §5, S3), so "due" is deployed with the claim that reads it (deploy 1 of §5's
 # migration), not before.
 UNDEPLOYED_INDEXES: frozenset[str] = frozenset({DUE_INDEX})
+# The indexes each value of template.yaml's ``ClaimShape`` parameter (core/claim_shape.py
+# ``DeployedShape``) gives the stack's tables. Keyed by the value's string so that ports needs
+# no import of the enum; tests/template holds the template to it under each value.
+DEPLOYED_INDEXES: dict[str, frozenset[str]] = {
+    "legacy": frozenset({"next-run", "lease"}),
+    "migrating": frozenset({"next-run", "lease", DUE_INDEX}),
+    "successor": frozenset({DUE_INDEX}),
+}
 # What each index returns of an item (template.yaml's projections, and the code's own for the
 # UNDEPLOYED_INDEXES; tests/template holds the deployed ones equal to the template's):
 # a query sees these attributes and nothing else, so no reader can rely on one the index drops.

@@ -31,10 +31,33 @@ class ClaimShape(StrEnum):
     SUCCESSOR = "successor"
 
 
-def stack_shape(bookkeeping: Item | None) -> ClaimShape:
-    """The stack's switch, from the detector's bookkeeping item as read (None: never written).
-    An unknown value reads as ``legacy``: code that does not know a later shape keeps claiming
-    the way it knows, and the switch is only ever set by ``jobsched migrate``."""
+class DeployedShape(StrEnum):
+    """Which claim indexes the stack's tables have: template.yaml's ``ClaimShape`` parameter,
+    passed to every function as ``CLAIM_SHAPE`` (ports.DEPLOYED_INDEXES lists each one's indexes).
+
+    - ``legacy``: ``next-run`` and ``lease``; every job claims as before issue 37.
+    - ``migrating``: all three (deploy 1 of the plan's §5 migration); the bookkeeping item's switch
+      decides (``jobsched migrate successor-claim``).
+    - ``successor``: ``due`` only (deploy 2, and a new stack's default); every job claims from its
+      head, and nothing may query ``next-run`` or ``lease``.
+    """
+
+    LEGACY = "legacy"
+    MIGRATING = "migrating"
+    SUCCESSOR = "successor"
+
+
+def stack_shape(bookkeeping: Item | None, deployed: DeployedShape = DeployedShape.MIGRATING) -> ClaimShape:
+    """The stack's switch, from the detector's bookkeeping item as read (None: never written),
+    under the deployed indexes: ``legacy`` and ``successor`` decide it whatever the item says
+    (a stack without ``due`` cannot claim from it; one without ``next-run`` cannot claim from
+    that); ``migrating`` leaves it to the item. An unknown value reads as ``legacy``: code that
+    does not know a later shape keeps claiming the way it knows, and the switch is only ever set
+    by ``jobsched migrate``."""
+    if deployed is DeployedShape.LEGACY:
+        return ClaimShape.LEGACY
+    if deployed is DeployedShape.SUCCESSOR:
+        return ClaimShape.SUCCESSOR
     value = (bookkeeping or {}).get(CLAIM_SHAPE_ATTRIBUTE)
     return ClaimShape.SUCCESSOR if value == ClaimShape.SUCCESSOR.value else ClaimShape.LEGACY
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
+from jobsched.core.claim_shape import DeployedShape
 from jobsched.core.config import SchedulerConfig
 
 # Read as plain values here and validated with their bounds when the SchedulerConfig is built,
@@ -42,6 +43,9 @@ class _RuntimeSettings(BaseModel):
     state_table: str = Field(min_length=3)
     runs_table: str = Field(min_length=3)
     work_queue_url: str = Field(min_length=1)
+    # Which claim indexes the tables have (template.yaml's ClaimShape; core/claim_shape.py). Absent
+    # in the environment: legacy, the shape every stack had before the parameter existed.
+    claim_shape: DeployedShape = DeployedShape.LEGACY
 
     # The trigger's own `live` alias, which a fan-out tick invokes once per other shard group
     # (TriggerGroups > 1); blank in the other functions, which never invoke it.
