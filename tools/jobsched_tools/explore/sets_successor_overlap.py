@@ -463,7 +463,7 @@ REASONS: dict[str, str] = {
     "but a change's close write its successor key too (head_change_ops:_head_version and "
     "_change_marker_absent stop them; another change's close, the state's version); a late-run settle "
     "leaves the head scheduled at a new version, so the pair below is caught by those two alone "
-    "(tests/unit/test_head_change.py)",
+    "(tests/unit/test_head_change.py test_a_close_needs_the_head_still_scheduled)",
     "head_change_ops:_change_new_head_free": "redundant: a new epoch's keys are written only by the change "
     "that makes the epoch, and two changes naming one epoch read one state version, so "
     "_change_state_version stops the second first (build plan HC1; tests/unit/test_head_change.py "
