@@ -141,3 +141,13 @@ def test_the_walk_without_w9_skips_behind_a_finished_run() -> None:
     assert not world.ledger.findings
     world = successor.play(SETS["ovl-overtaker-recovered-skip"], [])
     assert world.runs_by_id()["j@2026-12-01T00:10:00Z#1"]["status"] == "succeeded"
+
+
+def test_edit_stale_page_needs_the_claims_condition() -> None:
+    """HC10's stale page: a claimer holding a page of the head from before the edit meets the
+    change's marker (or the new head's claim) and sends nothing; without the claim's only
+    condition (``claim_head_op:_successor_absent``, caught already by ``claim-stale-change``) its
+    put replaces what the change or the change's claim wrote."""
+    with successor.own_setups(), switched_off("claim_head_op:_successor_absent"):
+        result = successor.explore(SETS["edit-stale-page"], 1, stop_on_first=True)
+    assert "record_overwritten" in result.counts, dict(result.counts)
