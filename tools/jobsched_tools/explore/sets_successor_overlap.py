@@ -7,17 +7,18 @@ legacy conversion on a migrating stack (§5, deploy 1), which the model does not
 (``<base>-<policy>``), with the real worker's walk (services/chain.py, W1-W16) on shape f's chain
 (the head's ``after_run_id`` is the chain's end; an ad-hoc run relinks the head). The model's
 ``oworker`` with a pattern is the product's ``worker_of`` (the first fresh message of a kind:
-``scheduled`` for an occurrence, ``manual`` for an ad-hoc run); its ``finisher`` of a dead holder
-is left out (as in the product's ``waiting-race-*``: the holder's lease lapses instead). What the
+``scheduled`` for an occurrence, ``manual`` for an ad-hoc run); its ``finisher`` of a dead holder is
+left out (as in the product's ``waiting-race-*``: the holder's lease lapses instead). What the
 model's ``invariants_overlap.py`` checks is checked here by the world the sets run in, not written
 again: two runs executing at once (``overlap``, the world's ``exec_start``); more than one run
-waiting (``more_than_one_waits``); a run waiting for itself through others, a walk that met its own
-run or the same run twice and waited on it (``waits_cycle``, core/invariants.py, in
-``successor.STILL_APPLY``); a finished run that never walked (``finished_without_walk``); a skip
-under ``buffer_all`` (``skipped_under_buffer_all``); a skip naming no holder
-(``skipped_without_holder``); a wait nobody owes a promotion (``wait_behind_ended``, I9); a stale
-start (I4', core/head_invariants.py); and after the drive a run left waiting
-(``unfinished_after_drive``).
+waiting (``more_than_one_waits``); a run waiting for itself through others (``waits_cycle``,
+core/invariants.py, in ``successor.STILL_APPLY``: the walk without W4 is caught by it; without W12,
+the walk meeting its own run, the product is equivalent; without W9, meeting a run twice, nothing
+reports the skip it makes: ``WALK_UNCAUGHT``); a finished run that never walked
+(``finished_without_walk``); a skip under ``buffer_all`` (``skipped_under_buffer_all``); a skip
+naming no holder (``skipped_without_holder``); a wait nobody owes a promotion
+(``wait_behind_ended``, I9); a stale start (I4', core/head_invariants.py); and after the drive a run
+left waiting (``unfinished_after_drive``).
 
 **The change** (``CHANGES``): ``edit-stale-page`` (HC10: an edit that keeps the timing is a change:
 the head closed with its marker, a new head at the same instant in the new epoch, while a claimer
