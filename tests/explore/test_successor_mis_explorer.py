@@ -17,16 +17,15 @@ from jobsched.core import head_invariants
 from jobsched.core.head import HeadJob, head_item
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import end_run_id, run_id_for
-from jobsched.core.transitions import head_settle
 from jobsched.core.transitions.head_settle import settle_head_ops
 from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched_tools.explore import successor
 from jobsched_tools.explore.model import CFG, JOB_ID, MINUTE, T0, ActorSet, job_item
 from jobsched_tools.explore.search import Result
-from jobsched_tools.explore.sets_successor import _patched
 from jobsched_tools.explore.sets_successor_mis import (
     CATCHERS,
     CHUNKED,
+    MUTANTS_MIS,
     PAIRS,
     SAME_OUTCOMES,
     SETS_MIS,
@@ -189,19 +188,14 @@ def test_the_outages_settle_in_two_chunks() -> None:
 # --- the extension's checks, each able to fail ---------------------------------------------------------
 
 
-def test_run_once_running_each_chunk_s_latest_breaks_the_policy() -> None:
-    """The model's mutant ``more_follow=False``: a chunk that more chunks follow runs its latest
-    overdue occurrence under ``run_once`` (two runs of one outage): ``policy_fate``."""
-
-    def each_chunk(original: Any) -> Any:
-        def plan(*args: Any, **kwargs: Any) -> Any:
-            return original(*args[:5], more_follow=False)
-
-        return plan
-
-    with successor.own_setups(), _patched(head_settle, "plan_misfire", each_chunk)():
-        result = explore("outage-run-once", 0, stop_on_first=True)
-    assert successor.POLICY_FATE in result.counts, dict(result.counts)
+@pytest.mark.parametrize("name", sorted(MUTANTS_MIS))
+def test_the_model_s_misfire_mutants_are_caught(name: str) -> None:
+    """Each rule of the chunked settle undone (the model's ``MUTANTS_MIS``) breaks the policy in
+    the set the model catches it with; the set holds with the rule (``test_a_mis_set_holds``)."""
+    _switch, mutant, catcher, expected = MUTANTS_MIS[name]
+    with successor.own_setups(), mutant():
+        result = explore(catcher, 0, stop_on_first=True)
+    assert expected in result.counts, dict(result.counts)
 
 
 def _probe(job: tuple[tuple[str, Any], ...]) -> successor.SuccessorWorld:

@@ -20,7 +20,7 @@ where it says "redundant" by the partners it is caught with (``PAIRS``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from typing import Any
@@ -231,6 +231,59 @@ def explore(
     chunks: AbstractContextManager[None] = small_chunks() if name in CHUNKED else nullcontext()
     with chunks:
         return successor.explore(SETS_MIS[name], k, invariants, stop_on_first=stop_on_first)
+
+
+# --- the model's mutants of the misfire rules, as product mutants ----------------------------------
+
+
+@contextmanager
+def _in_settle(name: str, replacement: Callable[[Any], Any]) -> Iterator[None]:
+    """``name`` replaced in core/transitions/head_settle.py alone (the settle's own use of it)."""
+    original = getattr(head_settle, name)
+    setattr(head_settle, name, replacement(original))
+    try:
+        yield
+    finally:
+        setattr(head_settle, name, original)
+
+
+def _each_chunk_alone(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``more_follow=False``: ``run_once`` runs each chunk's latest overdue occurrence, though
+    more chunks of the outage follow (two runs of one outage)."""
+    return lambda *args, **_kwargs: original(*args[:5], more_follow=False)
+
+
+def _catchups_forgotten(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``carry_catchups=False``: a chunk's next head starts the outage's catch-up count again."""
+
+    def item(*args: Any, **kwargs: Any) -> Any:
+        if "catchups" in kwargs:
+            kwargs["catchups"] = 0
+        return original(*args, **kwargs)
+
+    return item
+
+
+# Each: the model's switch, the product's code it undoes, the set that catches it (k=0), and what
+# it reports. The model's other four are not ported: ``resume_after_chunk`` and ``close_end_key``
+# have no seam short of editing the settle (the product refuses a chunk whose end misses the head's
+# successor key, ``settle_head_ops``' ValueError); ``change_settles_first`` is the registrar's
+# ``SettleFirst``; ``refuse_at_head`` undone puts a backfill at the head's successor key, which the
+# same transaction's check reads: DynamoDB refuses it (one item twice).
+MUTANTS_MIS: dict[str, tuple[str, Callable[[], AbstractContextManager[None]], str, str]] = {
+    "run_once runs each chunk's latest (no more_follow)": (
+        "more_follow=False",
+        lambda: _in_settle("plan_misfire", _each_chunk_alone),
+        "outage-run-once",
+        successor.POLICY_FATE,
+    ),
+    "a chunk's head forgets the outage's catch-ups": (
+        "carry_catchups=False",
+        lambda: _in_settle("head_item", _catchups_forgotten),
+        "outage-run-all",
+        successor.POLICY_FATE,
+    ),
+}
 
 
 # --- the parts: each one's catcher, or why it has none ------------------------------------------------
