@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from jobsched.core import head_invariants
 from jobsched.core.head import HeadJob, head_item
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import end_run_id, run_id_for
+from jobsched.core.transitions import head_finish, head_settle
 from jobsched.core.transitions.head_settle import settle_head_ops
 from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched_tools.explore import successor
@@ -24,7 +27,6 @@ from jobsched_tools.explore.model import CFG, JOB_ID, MINUTE, T0, ActorSet, job_
 from jobsched_tools.explore.search import Result
 from jobsched_tools.explore.sets_successor_mis import (
     CATCHERS,
-    CHUNKED,
     MUTANTS_MIS,
     PAIRS,
     SAME_OUTCOMES,
@@ -103,7 +105,7 @@ def test_a_redundant_part_is_caught_with_its_partners(parts: tuple[str, ...]) ->
     assert expected in result.counts, (parts, name, dict(result.counts))
 
 
-def _outcomes(name: str, k: int, parts: tuple[str, ...]) -> set[str]:
+def _outcomes(name: str, k: int, chunk: int | None, parts: tuple[str, ...]) -> set[str]:
     """Every final state (the job's runs and state after the drive) the set reaches at ``k``,
     with ``parts`` switched off."""
     found: set[str] = set()
@@ -114,31 +116,45 @@ def _outcomes(name: str, k: int, parts: tuple[str, ...]) -> set[str]:
         found.add(json.dumps([runs, state], default=repr, sort_keys=True))
 
     actor_set = dataclasses.replace(SETS_MIS[name], check=record)
-    with successor.own_setups(), switched_off(*parts), small_chunks() if name in CHUNKED else _nothing():
+    with successor.own_setups(), switched_off(*parts), small_chunks(chunk) if chunk else nullcontext():
         result = successor.explore(actor_set, k)
     assert dict(result.counts) == {}, _firsts(result)
     return found
 
 
-class _nothing:
-    def __enter__(self) -> None:
-        return None
+@contextmanager
+def _counted(part: str) -> Iterator[list[int]]:
+    """How many times ``part``'s condition is built (its helper, in its write function's module)."""
+    function, helper = part.split(":")
+    module = head_finish if function == "finish_life_ops" else head_settle
+    original, built = getattr(module, helper), [0]
 
-    def __exit__(self, *_: object) -> None:
-        return None
+    def counting(*args: Any) -> Any:
+        built[0] += 1
+        return original(*args)
+
+    setattr(module, helper, counting)
+    try:
+        yield built
+    finally:
+        setattr(module, helper, original)
 
 
-@pytest.mark.parametrize(
-    ("part", "name", "k"),
-    [(part, name, k) for part, sets in sorted(SAME_OUTCOMES.items()) for name, k in sets],
-)
-def test_a_part_that_never_fails_changes_no_explored_outcome(part: str, name: str, k: int) -> None:
-    """``UNCAUGHT``'s "never fails": in a set that reaches the part's write (the settle's records
-    and next head in an outage raced by a late claim; the finish write against a raise, a settle,
-    a late claim), every final state with the part switched off is one reached with it."""
-    with_part = _outcomes(name, k, ())
-    assert len(with_part) > 1  # the set's schedules end in more than one way: races are reached
-    assert _outcomes(name, k, (part,)) == with_part
+REACHED = [(part, *reach) for part, sets in sorted(SAME_OUTCOMES.items()) for reach in sets]
+
+
+@pytest.mark.parametrize(("part", "name", "k", "chunk"), REACHED)
+def test_a_part_that_never_fails_changes_no_explored_outcome(
+    part: str, name: str, k: int, chunk: int | None
+) -> None:
+    """``UNCAUGHT``'s "never fails": in a set whose schedules build the part (the settle's later
+    records and next head in an outage raced by a late claim; the finish write against a raise,
+    a settle, a late claim), every final state with the part switched off is one reached with it."""
+    with _counted(part) as built:
+        with_part = _outcomes(name, k, chunk, ())
+    assert built[0] > 0, f"{name} never builds {part}"
+    assert len(with_part) > 1  # the set's schedules end in more than one way
+    assert _outcomes(name, k, chunk, (part,)) == with_part
 
 
 def _last_head(policy: str = "skip") -> dict[str, Any]:
