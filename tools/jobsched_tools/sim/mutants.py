@@ -234,6 +234,18 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     "head_change_ops:_change_new_head_free",
     "_state_op:_state_unchanged",
     "convert_legacy_ops:_run_is_new",
+    # Misfire, max_runs and backfill (w3mis): explore/sets_successor_mis.py ``CATCHERS``, or
+    # ``UNCAUGHT`` with the reason no set catches the part alone (``PAIRS``: with its partners).
+    "finish_life_ops:_state_as_read",
+    "finish_life_ops:_end_marker_written",
+    "backfill_with_head_ops:_backfill_record_absent",
+    "adhoc_run_with_head_ops:_adhoc_run_absent",
+    "settle_head_ops:_settle_successor_absent",
+    "settle_head_ops:_missed_absent",
+    "settle_head_ops:_next_head_absent",
+    "_closed_end_key:_settle_successor_absent",
+    "_decide_head:_head_scheduled",
+    "_decide_head:_head_version",
 )
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and
