@@ -21,6 +21,7 @@ from jobsched_tools.explore.sets_successor_reads import (
     MODEL_SETS,
     MUTANTS,
     PAIRS,
+    RECOVERY_LATE,
     SETS,
     UNCAUGHT,
 )
@@ -129,6 +130,16 @@ def test_an_eventually_consistent_get_may_answer_one_write_behind() -> None:
     assert versions == [None, 2, 1, 2]
 
 
+def test_a_detector_that_leaves_a_lapsed_lease_is_late(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``recovery_late`` (the ``sweeper``'s check) fails when the sweep does not recover the dead
+    worker's run: its lease ended at 00:05:30, swept at 00:05:40."""
+    from jobsched.services.detector import MissDetector
+
+    monkeypatch.setattr(MissDetector, "_recover", lambda *_args: None)
+    result = successor.explore(SETS["two-detectors"], 0, stop_on_first=True)
+    assert RECOVERY_LATE in result.counts, dict(result.counts)
+
+
 def test_the_checks_ported_from_the_model_can_fail() -> None:
     """``finished_in_due`` and ``retry_before_backoff`` (core/head_invariants.py)."""
     ended = {"job_id": JOB_ID, "run_id": "j@manual:x", "status": "succeeded", "check_at": 5}
@@ -138,3 +149,11 @@ def test_the_checks_ported_from_the_model_can_fail() -> None:
     retry = {"status": "pending", "retry_at": 60_000}
     assert head_invariants.retried_early("x", retry, 57_000, 2_000)
     assert head_invariants.retried_early("x", retry, 58_000, 2_000) == []
+    running = {"status": "running", "lease_expires_at": 30_000, "check_at": 20_000}
+    assert head_invariants.hidden_lease("x", running, {**running, "check_at": 30_000}) == []
+    assert head_invariants.hidden_lease("x", running, {**running, "check_at": 30_001})
+    # A start keeps the claim's check_at (written on another clock): not judged.
+    assert (
+        head_invariants.hidden_lease("x", {**running, "check_at": 40_000}, {**running, "check_at": 40_000})
+        == []
+    )

@@ -15,7 +15,12 @@ from jobsched.core.head import HEAD_CHECK_DELAY_MS
 from jobsched.core.run import RunStatus
 from jobsched.core.transitions.head_adhoc import relink_head_ops
 from jobsched.core.transitions.head_claim import claim_head_op
-from jobsched.core.transitions.head_recover import DueVerdict, judge_due_entry, recheck_claimed_op, redispatch_head_op
+from jobsched.core.transitions.head_recover import (
+    DueVerdict,
+    judge_due_entry,
+    recheck_claimed_op,
+    redispatch_head_op,
+)
 from jobsched.core.transitions.start import start_op
 from jobsched.core.writes import Item
 from jobsched_tools.explore.sets_successor_reads import ALONE, PAIRS, UNCAUGHT

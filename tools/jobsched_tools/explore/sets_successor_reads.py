@@ -34,21 +34,23 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from jobsched.core import head_invariants
 from jobsched.core.run import RunStatus, run_key
-from jobsched.core.writes import RUNS
+from jobsched.core.transitions import recover
+from jobsched.core.writes import RUNS, Item, Update
 from jobsched.services.messages import RunMessage, parse_run_message
 from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
 from jobsched.services.worker_overlap import OverlapSettler
 
 from jobsched_tools.explore.drive import QUIET_LOG, Services
-from jobsched_tools.explore.model import ActorSet, ActorSpec, by_name
+from jobsched_tools.explore.model import CFG, ActorSet, ActorSpec, by_name
 from jobsched_tools.explore.sched import Call
-from jobsched_tools.explore.sets_successor import SECOND, TEN, Mutant, _a, _set, at, retime
+from jobsched_tools.explore.sets_successor import SECOND, TEN, Mutant, _a, _patched, _set, at, retime
 from jobsched_tools.explore.successor import SUCCESSOR_PROGRAMS
-from jobsched_tools.explore.world import Budget, OffsetClock, World
+from jobsched_tools.explore.world import STALE, Budget, OffsetClock, World
 
 # --- the programs the model's actors need ---------------------------------------------------------
 
@@ -140,7 +142,43 @@ def lose(world: World, _svc: Services, _spec: ActorSpec) -> None:
         world.mq.delete(taken[0])
 
 
-PROGRAMS = {"long": long, "visible_worker": visible_worker, "lose": lose}
+RECOVERY_LATE = "recovery_late"
+
+
+def sweeper(world: World, svc: Services, spec: ActorSpec) -> None:
+    """The detector, with the model's ``recovery_late`` after its sweep (the promise: a crashed
+    run is recovered within a lease plus the skew allowance): a run running when the actor began
+    and unchanged since (its token and lease as then), whose lease ended at or before the sweep's
+    now minus the allowance, is still running after a sweep whose ``due`` page did not lag. The
+    runs are read when the actor begins, before its first call: unchanged from then to the end of
+    the sweep, a run was as read when the sweep's page was. Only a run whose entry was due by the
+    sweep's clock is judged: the explored actors' clocks are apart (an actor at 00:05 may start a
+    run another redispatched at 00:05:40, which keys its entry there), and a write that keys an
+    entry after the lease is ``lease_hidden``'s."""
+    skew = world.cfg.clock_skew_allowance_ms
+    began = {
+        str(run["run_id"]): (run.get("version"), run.get("lease_expires_at"))
+        for run in world.inner.tables[RUNS].values()
+        if run.get("status") == RunStatus.RUNNING.value
+    }
+    stale = world.used[STALE]
+    svc.detector.run(spec.name)
+    now = svc.clock.now_ms()
+    if world.used[STALE] != stale:
+        return  # a lagging page may miss the entry: the next sweep's
+    for run in world.inner.tables[RUNS].values():
+        run_id, lease = str(run["run_id"]), run.get("lease_expires_at")
+        if (
+            run.get("status") == RunStatus.RUNNING.value
+            and lease is not None
+            and int(lease) + skew <= now
+            and int(run.get("check_at", now)) + skew <= now
+            and began.get(run_id) == (run.get("version"), lease)
+        ):
+            world.find(RECOVERY_LATE, run_id, f"swept at {now}, leased to {lease}, still running")
+
+
+PROGRAMS = {"long": long, "visible_worker": visible_worker, "lose": lose, "sweeper": sweeper}
 for _kind, _program in PROGRAMS.items():
     SUCCESSOR_PROGRAMS.setdefault(_kind, _program)
 
@@ -170,8 +208,8 @@ MODEL_SETS = by_name(
         "long-run-heartbeats",
         (
             _a("workerA", "long", arg=(BEATS, 45 * SECOND)),
-            _a("detector", "detector", 36 * SECOND),
-            _a("detector-again", "detector", 50 * SECOND),
+            _a("detector", "sweeper", 36 * SECOND),
+            _a("detector-again", "sweeper", 50 * SECOND),
         ),
         at(5),
         setup="claimed",
@@ -182,7 +220,7 @@ MODEL_SETS = by_name(
         "late-heartbeat-recover",
         (
             _a("workerA", "long", arg=((30 * SECOND,), 35 * SECOND)),
-            _a("detector", "detector", 36 * SECOND),
+            _a("detector", "sweeper", 36 * SECOND),
             _a("workerB", "worker", 40 * SECOND),
         ),
         at(5),
@@ -195,8 +233,8 @@ MODEL_SETS = by_name(
         "two-detectors",
         (
             _a("workerA", "long", arg=(None, 0)),
-            _a("detectorA", "detector", 40 * SECOND),
-            _a("detectorB", "detector", 40 * SECOND),
+            _a("detectorA", "sweeper", 40 * SECOND),
+            _a("detectorB", "sweeper", 40 * SECOND),
             _a("workerB", "worker", 40 * SECOND),
         ),
         at(5),
@@ -412,6 +450,18 @@ def _adopts_pending(original: Callable[..., Any]) -> Callable[..., Any]:
     return adopted
 
 
+def _recheck_ahead(original: Callable[[Item], Update]) -> Callable[[Item], Update]:
+    """The model's ``recheck_ahead``: the detector's recheck of a renewed lease (core/transitions/
+    recover.py ``recheck_op``, which the ``due`` sweep runs for a running run) keys the entry a
+    lease past the lease it read, not at it."""
+
+    def recheck(run: Item) -> Update:
+        op = original(run)
+        return replace(op, set={"check_at": int(run["lease_expires_at"]) + CFG.lease_seconds * 1000})
+
+    return recheck
+
+
 @contextmanager
 def _adopt_pending() -> Iterator[None]:
     original = OverlapSettler.__dict__["_adopted"]
@@ -431,6 +481,13 @@ MUTANTS: dict[str, Mutant] = {
             _adopt_pending,
             "adopt-retry",
             head_invariants.RETRY_EARLY,
+        ),
+        Mutant(
+            "the recheck keys the entry a lease past the lease",
+            "ReadsProtocol(recheck_ahead=True)",
+            _patched(recover, "recheck_op", _recheck_ahead),
+            "long-run-heartbeats",
+            head_invariants.LEASE_HIDDEN,
         ),
     )
 }

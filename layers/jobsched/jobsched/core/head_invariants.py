@@ -83,6 +83,7 @@ ADHOC_BEHIND_CLAIMED = "adhoc_behind_claimed"
 LIVE_RUN_FENCED = "live_run_fenced"
 REDISPATCHED_EARLY = "redispatched_early"
 RETRY_EARLY = "retry_before_backoff"
+LEASE_HIDDEN = "lease_hidden"
 ALL_WRITE = (
     STALE_START,
     STARTED_TWICE,
@@ -93,6 +94,7 @@ ALL_WRITE = (
     LIVE_RUN_FENCED,
     REDISPATCHED_EARLY,
     RETRY_EARLY,
+    LEASE_HIDDEN,
 )
 
 SCHEDULED = RunStatus.SCHEDULED.value
@@ -642,6 +644,7 @@ def check_write(
             found += live_fenced(run_id, was, now_is, now)
             found += redispatched(run_id, was, now_is, after, now, dispatch_lease_ms + skew_ms)
             found += relinked(run_id, was, now_is, after)
+            found += hidden_lease(run_id, was, now_is)
     return found + claimed_closed(after, ledger)
 
 
@@ -727,6 +730,21 @@ def retried_early(run_id: str, was: Item | None, now: int, skew_ms: int) -> list
     if now + skew_ms >= int(was["retry_at"]):
         return []
     return [Violation(RETRY_EARLY, run_id, f"started at {now}, its backoff ends at {was['retry_at']}")]
+
+
+def hidden_lease(run_id: str, was: Item, now_is: Item) -> list[Violation]:
+    """**``lease_hidden``** (model ``lease_hidden``, tools/jobsched_tools/successor/model_reads.py;
+    README: a dead worker's lease lapses within seconds and the miss detector recovers the run). A
+    write that keys a running run's ``due`` entry (moves its ``check_at``: the detector's recheck)
+    keys it at or before the run's lease's end, so the detector, sweeping below now minus the skew
+    allowance, meets it within the lease plus that allowance. Judged at the write that moves
+    ``check_at`` only: a start keeps the claim's ``check_at``, which another actor's clock wrote."""
+    if now_is.get("status") != RUNNING or was.get("check_at") == now_is.get("check_at"):
+        return []
+    lease = now_is.get("lease_expires_at")
+    if lease is None or (now_is.get("check_at") is not None and int(now_is["check_at"]) <= int(lease)):
+        return []
+    return [Violation(LEASE_HIDDEN, run_id, f"due at {now_is.get('check_at')}, leased to {lease}")]
 
 
 def live_fenced(run_id: str, was: Item, now_is: Item, now: int) -> list[Violation]:
