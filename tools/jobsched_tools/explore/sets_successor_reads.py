@@ -2,8 +2,10 @@
 (tools/jobsched_tools/successor/sets_reads.py, model_reads.py, writes_reads.py), ported to the
 product's explorer on a successor-shaped stack (``successor.py``), as ``sets_successor.py`` ports
 the 23 base sets: the real services, the model's names, times and fault budgets where the product
-has the same fault, and core/head_invariants.py's checks (the model's ``finished_in_due`` and
-``retry_before_backoff`` are ported there, ``DUE_LEFT`` and ``RETRY_EARLY``).
+has the same fault, and core/head_invariants.py's checks (the model's ``finished_in_due``,
+``retry_before_backoff`` and ``lease_hidden`` are ported there: ``DUE_LEFT``, ``RETRY_EARLY``,
+``LEASE_HIDDEN``; its ``recovery_late`` judges a sweep's time, so it is the ``sweeper``'s, here).
+``MUTANTS`` are the model's two of this extension (``READS_MUTANTS``), as product mutants.
 
 What the port changes, and why:
 
@@ -18,11 +20,13 @@ What the port changes, and why:
 - **adoption**: the model's ``adopt-recovered`` (a recovered run's message comes again after its
   backoff) is ``adopt-retry``: the product's recovery of a dead worker sends its message at once
   (no backoff), and its retry after a failed attempt is the ``pending`` run whose message waits out
-  its backoff (``retry_at``), which HC3's adoption must not start early (``ADOPT_PENDING``);
+  its backoff (``retry_at``), which HC3's adoption must not start early (``MUTANTS``);
 - **the head's condition parts** (``sim/mutants.py`` ``SUCCESSOR_SWITCHABLE``, this file's block):
   ``CATCHERS`` catch a part switched off alone; the parts no set can catch alone have their reason
-  in ``UNCAUGHT`` (the form of tests/sim/test_switches.py), backed by a set of ``PAIRS`` that
-  catches them together with the part that makes them redundant (test_successor_reads.py).
+  in ``UNCAUGHT`` (the form of tests/sim/test_switches.py) and the set that reaches their race
+  (``ALONE``), and a redundant one a set of ``PAIRS`` that catches it together with the part that
+  makes it redundant (tests/explore/test_successor_reads.py; tests/unit/test_head_reads_parts.py
+  shows each reason on the store).
 
 Times: the job is ``rate(5 minutes)`` registered at 00:00; set-up "claimed" is 00:05 claimed at
 00:04 (its message queued). The product's leases: a worker's 30 s (``lease_seconds``), a claimed
@@ -38,17 +42,17 @@ from dataclasses import replace
 from typing import Any
 
 from jobsched.core import head_invariants
-from jobsched.core.run import RunStatus, run_key
+from jobsched.core.run import RunMessage, RunStatus, run_key
 from jobsched.core.transitions import recover
 from jobsched.core.writes import RUNS, Item, Update
-from jobsched.services.messages import RunMessage, parse_run_message
+from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
 from jobsched.services.worker_overlap import OverlapSettler
 
 from jobsched_tools.explore.drive import QUIET_LOG, Services
-from jobsched_tools.explore.model import CFG, ActorSet, ActorSpec, by_name
+from jobsched_tools.explore.model import CFG, SECOND, ActorSet, ActorSpec, by_name
 from jobsched_tools.explore.sched import Call
-from jobsched_tools.explore.sets_successor import SECOND, TEN, Mutant, _a, _patched, _set, at, retime
+from jobsched_tools.explore.sets_successor import TEN, Mutant, _a, _patched, _set, at, retime
 from jobsched_tools.explore.successor import SUCCESSOR_PROGRAMS
 from jobsched_tools.explore.world import STALE, Budget, OffsetClock, World
 
@@ -57,7 +61,9 @@ from jobsched_tools.explore.world import STALE, Budget, OffsetClock, World
 
 def _take(world: World, visible_at: int | None = None) -> tuple[str, dict[str, Any]] | None:
     """Receive the oldest fresh message (a scheduling point); ``visible_at``: only one visible
-    at that instant (SQS holds a delayed message, a retry's backoff, until then)."""
+    at that instant (SQS holds a delayed message, a retry's backoff, until then). The queue dates
+    a message on the world's base clock: an actor acting ``offset`` later sees one due that much
+    later, so a set using it keeps its senders at the base time."""
     option = world.store._point(Call("receive", "receive"))
     if option != "ok":
         return None
