@@ -36,9 +36,11 @@ run's dispatch lease 30 s from its start (its instant) or its claim, the skew al
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from types import ModuleType
 from typing import Any
 
 from jobsched.core import head_invariants
@@ -52,7 +54,7 @@ from jobsched.services.worker_overlap import OverlapSettler
 from jobsched_tools.explore.drive import QUIET_LOG, Services
 from jobsched_tools.explore.model import CFG, SECOND, ActorSet, ActorSpec, by_name
 from jobsched_tools.explore.sched import Call
-from jobsched_tools.explore.sets_successor import TEN, Mutant, _a, _patched, _set, at, retime
+from jobsched_tools.explore.sets_successor import TEN, WINDOW_END, Mutant, at, retime
 from jobsched_tools.explore.successor import SUCCESSOR_PROGRAMS
 from jobsched_tools.explore.world import STALE, Budget, OffsetClock, World
 
@@ -196,6 +198,10 @@ BEATS = (10 * SECOND, 20 * SECOND, 30 * SECOND, 40 * SECOND)
 RETRY = (("retry", {"max_attempts": 2, "backoff_seconds": 60, "jitter": False}),)
 
 
+def _a(name: str, kind: str, offset_ms: int = 0, arg: object = None) -> ActorSpec:
+    return ActorSpec(name, kind, offset_ms, arg)
+
+
 def _reads(
     name: str,
     actors: tuple[ActorSpec, ...],
@@ -205,8 +211,18 @@ def _reads(
     note: str = "",
     **more: Any,
 ) -> ActorSet:
-    base = _set(name, actors, when=when, setup=setup, budget=budget, note=note)
-    return ActorSet(**{**base.__dict__, **more})
+    """A set as ``sets_successor`` writes the model's: the window to 00:10, one crash unless the
+    budget says otherwise; ``more``: the job's other fields (``overlap``, ``job``)."""
+    return ActorSet(
+        name,
+        actors,
+        setup=setup,
+        at=when,
+        window_end=WINDOW_END,
+        budget=budget if budget is not None else Budget(crashes=1),
+        note=note,
+        **more,
+    )
 
 
 MODEL_SETS = by_name(
@@ -469,13 +485,30 @@ def _recheck_ahead(original: Callable[[Item], Update]) -> Callable[[Item], Updat
 
 
 @contextmanager
-def _adopt_pending() -> Iterator[None]:
-    original = OverlapSettler.__dict__["_adopted"]
-    OverlapSettler._adopted = _adopts_pending(original)  # type: ignore[method-assign]
+def _replaced(owner: Any, name: str, replacement: Callable[[Any], Any]) -> Iterator[None]:
+    """``name`` of ``owner`` (a class, or a module and every ``jobsched.`` module that imported it
+    by name) replaced for the block: a mutant changes the product's own code on purpose, as
+    sim/mutants.py does, so it names what it replaces by its name."""
+    original = getattr(owner, name)
+    holders = [owner]
+    if isinstance(owner, ModuleType):
+        holders += [
+            m
+            for n, m in sorted(sys.modules.items())
+            if n.startswith("jobsched.") and m is not owner and vars(m).get(name) is original
+        ]
+    raw = owner.__dict__[name]
+    for holder in holders:
+        setattr(holder, name, replacement(original if holder is not owner else raw))
     try:
         yield
     finally:
-        OverlapSettler._adopted = original  # type: ignore[method-assign]
+        for holder in holders:
+            setattr(holder, name, original if holder is not owner else raw)
+
+
+# The worker's adoption (HC3), a method of the product's worker: the mutant replaces it by name.
+ADOPTION = "_adopted"
 
 
 MUTANTS: dict[str, Mutant] = {
@@ -484,14 +517,14 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "adoption of a pending run (a retry)",
             "ReadsProtocol(adopt_pending=True)",
-            _adopt_pending,
+            lambda: _replaced(OverlapSettler, ADOPTION, _adopts_pending),
             "adopt-retry",
             head_invariants.RETRY_EARLY,
         ),
         Mutant(
             "the recheck keys the entry a lease past the lease",
             "ReadsProtocol(recheck_ahead=True)",
-            _patched(recover, "recheck_op", _recheck_ahead),
+            lambda: _replaced(recover, "recheck_op", _recheck_ahead),
             "long-run-heartbeats",
             head_invariants.LEASE_HIDDEN,
         ),
