@@ -1,159 +1,129 @@
-"""The successor model's reads / heartbeats / detectors / adoption extension on the product's
-explorer (issue 37; tools/jobsched_tools/explore/sets_successor_reads.py): each set holds on the
-real services of a successor-shaped stack; the model's adoption mutant is caught; and each of the
-head's condition parts this extension covers is caught switched off (alone, ``CATCHERS``, or with
-the part that makes it redundant, ``PAIRS``), or reaches its race and breaks nothing alone
-(``UNCAUGHT``, ``ALONE``; tests/unit/test_head_reads_parts.py shows why on the store)."""
+"""Shape f's model extended to eventually consistent reads, long runs (heartbeats, the recheck),
+two detectors and worker adoption (docs/proposals/successor-model.md, "Reads, heartbeats,
+detectors, adoption"): every set holds at k=2; each new condition part removed alone (or with its
+named partners) is caught; the extension's mutants are caught; adoption starts a stale-page claim
+at its instant, where the base rule waits for the redispatch.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from jobsched.core import head_invariants
-from jobsched.core.writes import RUNS, Put, Update
-from jobsched_tools.explore import successor
-from jobsched_tools.explore.model import JOB_ID, ActorSet
-from jobsched_tools.explore.search import Step, play_script
-from jobsched_tools.explore.sets_successor import SETS as BASE_SETS
-from jobsched_tools.explore.sets_successor_reads import (
-    ALONE,
-    BOUNDS,
-    CATCHERS,
-    MODEL_SETS,
-    MUTANTS,
-    PAIRS,
-    RECOVERY_LATE,
-    SETS,
-    UNCAUGHT,
-)
-from jobsched_tools.explore.world import LAG, Budget
-from jobsched_tools.sim.mutants import SUCCESSOR_SWITCHABLE, successor_parts, switched_off
-
-EVERY = {**BASE_SETS, **SETS}
-# The head's parts this extension accounts for (the brief of issue 37's wave 3, w3reads).
-PARTS = (
-    "recheck_claimed_op:_run_token",
-    "recheck_claimed_op:_run_status",
-    "redispatch_head_op:_lease_as_read",
-    "redispatch_head_op:_not_asked_to_stop",
-    "relink_head_ops:_head_scheduled",
-    "relink_head_ops:_head_version",
-)
+from jobsched_tools.successor.search import explore, play
+from jobsched_tools.successor.sets import at
+from jobsched_tools.successor.sets_reads import READS_MUTANTS, READS_SETS
+from jobsched_tools.successor.writes import Protocol
 
 
-def _found(name: str, k: int, *parts: str) -> dict[str, int]:
-    with successor.own_setups(), switched_off(*parts):
-        result = successor.explore(EVERY[name], k, stop_on_first=True)
-    assert result.schedules > 0
-    return dict(result.counts)
+@pytest.mark.parametrize("name", sorted(READS_SETS))
+def test_every_reads_set_holds_at_k2(name: str) -> None:
+    result = explore(READS_SETS[name], 2)
+    assert result.schedules > 0 and not result.truncated
+    assert dict(result.counts) == {}, [f.headline() for f in result.first.values()]
 
 
-def test_the_model_s_reads_sets_are_ported_by_name_but_one() -> None:
-    from jobsched_tools.successor.sets_reads import READS_SETS
-
-    # stale-entry-committed: a detector whose GetItem lags (the product's detector reads strongly);
-    # adopt-recovered is adopt-retry (the product's pending run that waits out a backoff is a retry).
-    ported = (set(READS_SETS) - {"stale-entry-committed", "adopt-recovered"}) | {"adopt-retry"}
-    assert sorted(MODEL_SETS) == sorted(ported)
-
-
-@pytest.mark.parametrize("name", sorted(SETS))
-def test_a_reads_set_holds(name: str) -> None:
-    result = successor.explore(SETS[name], BOUNDS[name])
-    assert result.schedules > 0
-    firsts = {check: finding.headline() for check, finding in result.first.items()}
-    assert dict(result.counts) == {}, firsts
-
-
-@pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_the_model_s_adoption_mutant_is_caught(name: str) -> None:
-    mutant = MUTANTS[name]
-    with successor.own_setups(), mutant.apply():
-        result = successor.explore(EVERY[mutant.catcher], 1, stop_on_first=True)
-    assert successor.NOT_SUCCESSOR not in result.counts
-    assert mutant.expected in result.counts, dict(result.counts)
-
-
-def test_every_part_of_the_extension_is_switchable_and_accounted_for() -> None:
-    assert set(PARTS) <= set(SUCCESSOR_SWITCHABLE)
-    assert set(PARTS) <= set(successor_parts())
-    paired = {part for pair in PAIRS for part in pair}
-    for part in PARTS:
-        assert part in CATCHERS or part in UNCAUGHT, part
-    for part, reason in UNCAUGHT.items():
-        assert part in ALONE, f"{part}: no set shown to reach its race"
-        if "redundant" in reason:
-            assert part in paired, f"{part}: a redundancy without its pair"
-
-
-@pytest.mark.parametrize("part", sorted(CATCHERS))
-def test_a_part_switched_off_alone_is_caught(part: str) -> None:
-    name, k, expected = CATCHERS[part]
-    assert _found(name, k) == {}, "the catcher fails with the part on"
-    assert expected in _found(name, k, part)
-
-
-@pytest.mark.parametrize("pair", sorted(PAIRS), ids=" + ".join)
-def test_redundant_parts_switched_off_together_are_caught(pair: tuple[str, ...]) -> None:
-    name, k, expected = PAIRS[pair]
-    assert expected in _found(name, k, *pair)
-
-
-@pytest.mark.parametrize("part", sorted(ALONE))
-def test_an_uncaught_part_alone_breaks_nothing_where_its_race_is_reached(part: str) -> None:
-    assert _found(ALONE[part], 1, part) == {}
-
-
-def test_an_eventually_consistent_get_may_answer_one_write_behind() -> None:
-    """``Budget.lag``: the trigger's eventually consistent GetItem of a successor (services/
-    head_trigger.py) may miss the item's last write (absent, if that write created it); a strongly
-    consistent one never does, and the budget bounds how many lag."""
-    world = successor.build(ActorSet("probe", (), budget=Budget(crashes=0, lag=1)), ())
-    key = {"job_id": JOB_ID, "run_id": "j@manual:x"}
-    answers: list[object] = []
-
-    def reader() -> None:
-        world.store.write([Put(RUNS, {**key, "status": "pending", "version": 1}, (), "put")])
-        answers.append(world.store.get(RUNS, key, consistent=False))
-        world.store.update(Update(RUNS, key, (), "bump", set={"version": 2}))
-        answers.append(world.store.get(RUNS, key, consistent=True))
-        answers.append(world.store.get(RUNS, key, consistent=False))
-        answers.append(world.store.get(RUNS, key, consistent=False))
-
-    world.sched.add("reader", reader)
-    script: list[Step] = [
-        ("reader", "through", "get runs", LAG),
-        ("reader", "through", "get runs"),
-        ("reader", "through", "get runs", LAG),
+def test_a_stale_successor_read_costs_only_a_failed_put() -> None:
+    """tickB's eventually consistent read says "absent" after tickA's claim: its put fails on
+    ``claim.successor_absent`` (a unit spent), and nothing else happens."""
+    script = [
+        ("tickA", "rest", ""),
+        ("tickB", "through", "(eventual)", "lag"),
+        ("tickB", "rest", ""),
     ]
-    play_script(world, script)
-    versions = [None if a is None else a["version"] for a in answers]  # type: ignore[index]
-    assert versions == [None, 2, 1, 2]
+    world = play(READS_SETS["eventual-tick-tick"], script)
+    assert world.ledger.races == {"claim.successor_absent": 1}
+    assert world.ledger.findings == []
 
 
-def test_a_detector_that_leaves_a_lapsed_lease_is_late(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``recovery_late`` (the ``sweeper``'s check) fails when the sweep does not recover the dead
-    worker's run: its lease ended at 00:05:30, swept at 00:05:40."""
-    from jobsched.services.detector import MissDetector
-
-    monkeypatch.setattr(MissDetector, "_recover", lambda *_args: None)
-    result = successor.explore(SETS["two-detectors"], 0, stop_on_first=True)
-    assert RECOVERY_LATE in result.counts, dict(result.counts)
-
-
-def test_the_checks_ported_from_the_model_can_fail() -> None:
-    """``finished_in_due`` and ``retry_before_backoff`` (core/head_invariants.py)."""
-    ended = {"job_id": JOB_ID, "run_id": "j@manual:x", "status": "succeeded", "check_at": 5}
-    assert [v.invariant for v in head_invariants.due_entries_left({"x": ended})] == [head_invariants.DUE_LEFT]
-    owed = {**ended, "status": "failed", "dead_letter": "pending"}
-    assert head_invariants.due_entries_left({"x": owed}) == []
-    retry = {"status": "pending", "retry_at": 60_000}
-    assert head_invariants.retried_early("x", retry, 57_000, 2_000)
-    assert head_invariants.retried_early("x", retry, 58_000, 2_000) == []
-    running = {"status": "running", "lease_expires_at": 30_000, "check_at": 20_000}
-    assert head_invariants.hidden_lease("x", running, {**running, "check_at": 30_000}) == []
-    assert head_invariants.hidden_lease("x", running, {**running, "check_at": 30_001})
-    # A start keeps the claim's check_at (written on another clock): not judged.
-    assert (
-        head_invariants.hidden_lease("x", {**running, "check_at": 40_000}, {**running, "check_at": 40_000})
-        == []
+def test_a_stale_absent_makes_the_settle_fail_on_the_successor() -> None:
+    """The detector's lagging read of the successor says "absent" after a late claim: the settle
+    it then tries fails on ``settle.successor_absent``; without that part it closes a claimed run."""
+    script = [
+        ("tick", "rest", ""),
+        ("detector", "through", "00:10:00Z#1 (eventual)", "lag"),
+        ("detector", "rest", ""),
+    ]
+    world = play(READS_SETS["eventual-settle"], script)
+    assert world.ledger.races["settle.successor_absent"] == 1
+    assert world.ledger.findings == []
+    mutant = play(
+        READS_SETS["eventual-settle"], script, Protocol(dropped=frozenset({"settle.successor_absent"}))
     )
+    assert "H2_claimed_closed" in {f.check for f in mutant.ledger.findings}
+
+
+def test_a_stale_present_entry_of_a_committed_run_is_stopped_by_its_status() -> None:
+    """The index page and the detector's read of the run both show it running at its old lease,
+    after its commit: the recovery fails on ``recover.status_running`` alone (a commit moves no
+    token and no lease); without it, a committed run is recovered."""
+    script = [
+        ("workerA", "rest", ""),
+        ("detector", "through", "query due", "stale"),
+        ("detector", "through", "(eventual)", "lag"),
+        ("detector", "rest", ""),
+    ]
+    world = play(READS_SETS["stale-entry-committed"], script)
+    assert world.ledger.races["recover.status_running"] == 1
+    assert world.ledger.findings == []
+    mutant = play(
+        READS_SETS["stale-entry-committed"], script, Protocol(dropped=frozenset({"recover.status_running"}))
+    )
+    assert "recovered_not_running" in {f.check for f in mutant.ledger.findings}
+
+
+@pytest.mark.parametrize(
+    ("part", "name", "check"),
+    [
+        ("recover.lease_as_read", "long-run-heartbeats", "recovered_while_fresh"),
+        ("recover.status_running", "stale-entry-committed", "recovered_not_running"),
+        ("recheck.status_running", "long-run-heartbeats", "finished_in_due"),
+    ],
+)
+def test_a_reads_part_removed_alone_is_caught(part: str, name: str, check: str) -> None:
+    assert check in explore(READS_SETS[name], 2, Protocol(dropped=frozenset({part}))).counts
+
+
+@pytest.mark.parametrize(
+    ("parts", "name", "check"),
+    [
+        # Two detectors: the second one's recovery of the run the first recovered and workerB
+        # started. The new start moved the lease, so the lease part stops it too.
+        (("recover.version", "recover.lease_as_read"), "two-detectors", "recovered_while_fresh"),
+        (("heartbeat.version", "heartbeat.owner"), "late-heartbeat-recover", "lease_cut"),
+    ],
+)
+def test_a_reads_part_is_caught_with_its_partners(parts: tuple[str, ...], name: str, check: str) -> None:
+    assert check in explore(READS_SETS[name], 2, Protocol(dropped=frozenset(parts))).counts
+
+
+@pytest.mark.parametrize("mutant", sorted(READS_MUTANTS))
+def test_the_reads_mutants_are_caught(mutant: str) -> None:
+    proto, name, check = READS_MUTANTS[mutant]
+    assert check in explore(READS_SETS[name], 2, proto).counts
+
+
+def test_adoption_starts_a_stale_page_claim_at_its_instant() -> None:
+    """HC3: the ad-hoc run relinks the head (version 2), then the claimer's stale page claims it
+    and sends version 1. The adopting worker starts it at 00:05; the base rule deletes the message
+    and the run waits for the redispatch, which the head's entry (at its instant) allows only
+    after 00:05 plus the skew allowance: here the 00:05:10 sweep."""
+    actor_set = READS_SETS["adopt-vs-redispatch"]
+    script = [("worker", "rest", ""), ("detector", "rest", "")]
+    run_id = "j@2026-12-01T00:05:00Z#1"
+    adopted = play(actor_set, script)
+    plain_actors = tuple(
+        dataclasses.replace(a, kind="plain") if a.kind == "adopter" else a for a in actor_set.actors
+    )
+    waited = play(dataclasses.replace(actor_set, actors=plain_actors), script)
+    assert adopted.ledger.findings == [] and waited.ledger.findings == []
+    assert adopted.runs()[run_id]["started_at"] == at(5)
+    assert waited.runs()[run_id]["started_at"] == at(5, 10)
+    assert waited.ledger.races["start.version"] >= 1
+
+
+def test_two_detectors_race_the_recovery_token() -> None:
+    """The part the base model could not exercise (one detector a schedule) stops a write here,
+    with the status and lease parts it is partnered with."""
+    races = set(explore(READS_SETS["two-detectors"], 2).races)
+    assert {"recover.version", "recover.status_running", "recover.lease_as_read"} <= races

@@ -25,7 +25,7 @@ What the port changes, and why:
   ``CATCHERS`` catch a part switched off alone; the parts no set can catch alone have their reason
   in ``UNCAUGHT`` (the form of tests/sim/test_switches.py) and the set that reaches their race
   (``ALONE``), and a redundant one a set of ``PAIRS`` that catches it together with the part that
-  makes it redundant (tests/explore/test_successor_reads.py; tests/unit/test_head_reads_parts.py
+  makes it redundant (tests/explore/test_successor_explorer_reads.py; tests/unit/test_head_reads_parts.py
   shows each reason on the store).
 
 Times: the job is ``rate(5 minutes)`` registered at 00:00; set-up "claimed" is 00:05 claimed at
