@@ -246,6 +246,14 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     "_closed_end_key:_settle_successor_absent",
     "_decide_head:_head_scheduled",
     "_decide_head:_head_version",
+    # w3reads (issue 37): the reads / heartbeats / detectors / adoption extension's parts,
+    # explore/sets_successor_reads.py (CATCHERS, or a reason in UNCAUGHT backed by PAIRS).
+    "recheck_claimed_op:_run_token",
+    "recheck_claimed_op:_run_status",
+    "redispatch_head_op:_lease_as_read",
+    "redispatch_head_op:_not_asked_to_stop",
+    "relink_head_ops:_head_scheduled",
+    "relink_head_ops:_head_version",
 )
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and
