@@ -23,16 +23,32 @@ join the chain by relinking it, in the same transaction:
 
 The records all lie before the head (I6), their last one's successor key is unused (H2), and the
 relink and the records are one write (I3).
+
+A job without a head (an ``at()`` job or an ended timing the pass applied after its last
+occurrence: ``finished``) keeps its chain's end on the state while it has none (every change
+copies the closed head's there, core/head_change.py ``CHAIN_END``): its redate is today's
+(``register.redate_ops``) in the state's epoch, the records joining the state's ``latest_run_id``
+and raising its ``through`` (``redate_without_head_ops``).
+
+**The provisional date** (``with_redate_floor``): the reconcile pass applies a change whose stream
+record it never saw, dated when it first saw the difference; a change that starts a timing where
+none ran (a new, resumed, fixed or re-created job, as today's ``registrar._with_floor``) records
+``redate_floor`` on the state in the change's own transaction, the earliest the person can have
+written it, so the record, if it comes late rather than never, dates it again. Any other change
+drops it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from jobsched.core.head import epoch_of, is_record
+from jobsched.core.head_change import CHAIN_END, THROUGH, HeadChangePlan
 from jobsched.core.limits import DYNAMODB_MAX_TRANSACTION_ITEMS
 from jobsched.core.run import parse_run_id, run_id_for
+from jobsched.core.state import JobStatus, Registration
 from jobsched.core.transitions.conditions import RunItem, StateItem, _run_is_new, _state_unchanged
 from jobsched.core.transitions.head_adhoc import relink_head_ops
 from jobsched.core.transitions.register import REDATE_FLOOR
@@ -97,3 +113,62 @@ def redate_with_head_ops(
     ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run in chunk]
     ops += relink_head_ops(head, end, "redate", through=upto)
     return ops
+
+
+def redate_without_head_ops(
+    state: StateItem, records: list[RunItem], dated_at: int | None, upto: int, now: int
+) -> list[WriteOp]:
+    """One chunk of the redate of a job without a head (see the module's docstring): the state,
+    conditional on its version (``_state_unchanged``), dated as ``redate_with_head_ops`` dates it,
+    its chain's end (``latest_run_id``) moved behind the chunk's runs and its ``through`` raised to
+    the chunk's last instant; each record at its key in the state's epoch (``epoch``, else its
+    version), ``attribute_not_exists`` (``_run_is_new``)."""
+    if len(records) > REDATE_CHUNK_RECORDS:
+        raise ValueError(f"a redate chunk holds at most {REDATE_CHUNK_RECORDS} records, not {len(records)}")
+    epoch = int(state.get("epoch", state["version"]))
+    for record in records:
+        if record["run_id"] != run_id_for(str(state["job_id"]), int(record["scheduled_at"]), epoch):
+            raise ValueError(f"{record['run_id']}: a redate's record takes the state's epoch ({epoch})")
+    chunk = [dict(record) for record in records]
+    sets: Item = {
+        "version": int(state["version"]) + 1,
+        "updated_at": now,
+        THROUGH: max(upto, int(state.get(THROUGH) or 0)),
+    }
+    end = link_runs(state.get(CHAIN_END), chunk)
+    if end is not None:
+        sets[CHAIN_END] = end
+    remove: tuple[str, ...] = ()
+    if dated_at is not None:
+        sets["changed_at"] = dated_at
+        remove = (REDATE_FLOOR,)
+    else:
+        sets[REDATE_FLOOR] = upto
+    ops: list[WriteOp] = [
+        Update(
+            STATE,
+            {"job_id": state["job_id"]},
+            condition=(_state_unchanged(state),),
+            label="redate a reconciled change",
+            set=sets,
+            remove=remove,
+        )
+    ]
+    ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run in chunk]
+    return ops
+
+
+def with_redate_floor(plan: HeadChangePlan, provisional: bool) -> HeadChangePlan:
+    """The change, with the reconcile pass's mark that its date is provisional (``REDATE_FLOOR``:
+    the earliest the change can have been made: the last registration's read of the job item, or
+    the last occurrence decided) when it starts a timing where none ran (the state read is absent
+    or not active) and schedules or finishes the job; any other change drops the mark."""
+    state = plan.state
+    starts = state is None or state.get("status") != JobStatus.ACTIVE.value
+    if provisional and starts and plan.outcome in (Registration.SCHEDULED, Registration.FINISHED):
+        before = state or {}
+        floor = max(int(before.get(name) or 0) for name in ("registered_at", THROUGH, "last_scheduled_at"))
+        return replace(plan, state_set={**plan.state_set, REDATE_FLOOR: floor})
+    if plan.writes and state is not None and REDATE_FLOOR in state and REDATE_FLOOR not in plan.state_remove:
+        return replace(plan, state_remove=(*plan.state_remove, REDATE_FLOOR))
+    return plan
