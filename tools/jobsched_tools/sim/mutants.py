@@ -225,6 +225,8 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     "relink_head_ops:_relink_successor_absent",
     "redispatch_head_op:_redispatch_status_scheduled",
     "redispatch_head_op:_redispatch_version",
+    # w3redate: explore/sets_successor_redate.py ``redate-across-epochs`` (HC4's late-record redate).
+    "redate_with_head_ops:_run_is_new",
 )
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and

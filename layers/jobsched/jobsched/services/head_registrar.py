@@ -407,7 +407,8 @@ class HeadRegistrar:
                 kept = [run for run, op in zip(kept, puts, strict=True) if op is not lost.op]
                 continue
             written = [dict(op.item) for op in puts if isinstance(op, Put)]
-            moved = _after(head, ops[-2]) if head is not None else None  # the relink
+            relink = ops[1 + len(kept) :][:1]  # none when no run joins
+            moved = _after(head, relink[0]) if head is not None and relink else head
             return _after(state, ops[0]), moved, written
 
     def _retire(self, job_id: str, state: Item | None, plan: HeadChangePlan, now: int) -> None:

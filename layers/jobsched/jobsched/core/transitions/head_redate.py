@@ -17,9 +17,14 @@ join the chain by relinking it, in the same transaction:
 - none at an instant that already holds a live record of any epoch (the old timing ran it before
   the change was applied): ``redate_records`` drops them, from the job's items read with the head
   (HC12). No writer puts a record at a past instant without moving the head's version or that
-  key, so the relink's part holds that read (I1');
-- the head relinked behind the chunk's last run, as the ad-hoc run's (``head_adhoc.relink_head_ops``:
-  its three parts), its ``through`` raised to the chunk's last instant.
+  key (a backfill takes the head's epoch too: ``head_adhoc.backfill_run_id``), so the relink's
+  part and ``_run_is_new`` hold that read (I1');
+- when a run joins (a chunk with a ``pending`` record), the head relinked behind the chunk's last
+  run, as the ad-hoc run's (``head_adhoc.relink_head_ops``: its three parts), its ``through``
+  raised to the chunk's last instant. A chunk of ``missed`` records alone (or none: all dropped)
+  leaves the head as it is: no run joins the chain, and a write that moved only the head's token
+  would read as a redispatch (``head_invariants.redispatched``) and stop nothing the records'
+  own parts do not.
 
 The records all lie before the head (I6), their last one's successor key is unused (H2), and the
 relink and the records are one write (I3).
@@ -111,7 +116,8 @@ def redate_with_head_ops(
         )
     ]
     ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run in chunk]
-    ops += relink_head_ops(head, end, "redate", through=upto)
+    if end != head.get("after_run_id"):
+        ops += relink_head_ops(head, end, "redate", through=upto)
     return ops
 
 
