@@ -32,7 +32,8 @@ tick made) is claimed by one claimer only (``TakenHeads``).
 
 A legacy state met in ``next-run`` while the switch is on is converted (``convert_legacy_ops``, one
 transaction, §5) and its new head is claimed in the same tick. The registrar's first claim of a
-successor job (``claim_now``) finds the job's head by reading its runs partition (HC12).
+successor job (``claim_now``) finds the job's head by reading its occurrence items (HC12's Query
+of its occurrence keys, the store's ``occurrence_items``: its manual runs are not read).
 
 Per-item isolation as today's claims: one head's or job's error (a bug, a throttle, a transient
 error after its retries) is counted and logged, and the tick goes on.
@@ -53,10 +54,10 @@ from jobsched.core.head import (
     ends_life,
     epoch_of,
     head_check_at,
-    is_unstarted_occurrence,
     next_key,
 )
 from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.occurrences import find_head as find_occurrence_head
 from jobsched.core.run import run_key
 from jobsched.core.state import JobStatus, state_misfire
 from jobsched.core.timing import is_overdue
@@ -78,7 +79,7 @@ from jobsched.core.writes import JOBS, RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry
 from jobsched.services.head_registrar import find_head, read_job_items
 from jobsched.services.loaded_job import load_job
-from jobsched.services.paging import merge_oldest_first, query_all, shard_pages
+from jobsched.services.paging import merge_oldest_first, shard_pages
 
 
 class _Budget(Protocol):
@@ -288,14 +289,12 @@ class HeadClaims:
         )
 
     def _find_head(self, job_id: str) -> Item | None:
-        """HC12: the job's head, from one strongly consistent Query of its runs partition: the
+        """HC12: the job's head, from one strongly consistent Query of its occurrence keys (the
+        store's ``occurrence_items``: every epoch's timed items and markers, no manual run): the
         unstarted occurrence whose successor key holds nothing. None when there is none (paused,
         finished) or the read is torn (two: a write landed between its pages); level-triggered,
         the tick then finds the head in the ``due`` index."""
-        items = list(query_all(self._store, "runs-of-job", job_id, consistent=True))
-        keys = {str(item["run_id"]) for item in items}
-        heads = [item for item in items if is_unstarted_occurrence(item) and next_key(item) not in keys]
-        return heads[0] if len(heads) == 1 else None
+        return find_occurrence_head(read_job_items(self._store, job_id)).head
 
     # --- the chain of one job's claims ---------------------------------------------------------
 
