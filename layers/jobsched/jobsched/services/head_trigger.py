@@ -150,11 +150,12 @@ def is_head_entry(entry: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class _Definition:
-    """A job's definition as loaded for its heads: the snapshot a message carries and its digest."""
+    """A job's definition as loaded for its heads: the snapshot a message carries and its digest.
+    (Not its ``max_runs``: the head carries it, and the ``due`` index projects it, so the claim
+    decides from the entry alone whether its run is the life's last: ports.py ``DUE_PROJECTED``.)"""
 
     snapshot: Item
     digest: str
-    max_runs: int | None = None
 
 
 @dataclass
@@ -376,7 +377,6 @@ class HeadClaims:
         definition = self._definition(head, definitions)
         if definition is None:
             return self._apply_change(head, definitions, result)
-        head = _with_limit(head, definition)
         put = claim_head_op(head, tick.now, claimer, self._cfg)
         try:
             self._store.write([put])
@@ -489,7 +489,7 @@ class HeadClaims:
             definition = JobDefinition.from_item(item)
         except InvalidJob:
             return None
-        return _Definition(definition.to_item(), definition.definition_hash(), definition.max_runs)
+        return _Definition(definition.to_item(), definition.definition_hash())
 
     def _send(self, head: Item, definition: _Definition | None, runs: list[Item]) -> None:
         """N's message, from N as the claim read it, with the definition of N's digest. Sent by the
@@ -517,13 +517,3 @@ class HeadClaims:
         self._telemetry.event(
             "job.error", job_id, actor="trigger", error=f"{type(exc).__name__}: {exc}"[:500]
         )
-
-
-def _with_limit(head: Item, definition: _Definition) -> Item:
-    """The head with its job's ``max_runs``: the ``due`` index does not project it (§0's list), and
-    the head the claim makes must carry it (its ``next_key``, its count). The definition whose
-    digest is the head's ``def_hash`` (checked before) is the one the head was made from, so its
-    limit is the head's."""
-    if definition.max_runs is None or "max_runs" in head:
-        return head
-    return {**head, "max_runs": definition.max_runs}
