@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from harness import KINDS, MINUTE, T0, Env, build, job, register_raw
+from jobsched.core.clock import ms_to_dt
 from jobsched.core.head import is_end_marker
 from jobsched.core.run import run_id_for
-from jobsched.core.writes import JOBS, RUNS
+from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import Store
 from jobsched.services.head_registrar import read_job_items
+from jobsched.services.operations import Operations
 from jobsched.services.trigger import Trigger
 
 SECOND = 1000
@@ -34,6 +36,10 @@ class Watched:
     def get(self, table: str, key: Any, consistent: bool = True) -> Any:
         self.gets.append(table)
         return self._inner.get(table, key, consistent)
+
+    def occurrence_items(self, job_id: str) -> Any:
+        self.queries.append("occurrence_items")
+        return self._inner.occurrence_items(job_id)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -82,3 +88,24 @@ def test_the_last_run_of_a_life_is_decided_from_the_due_entry(kind: str) -> None
             env.store.get(RUNS, {"job_id": "twice", "run_id": run_id_for("twice", T0 + 15 * MINUTE, 1)})
             is None
         )
+
+
+# --- the backfill's reads ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("successor", [False, True], ids=["legacy", "successor"])
+def test_a_backfill_reads_the_state_once_before_its_writes(successor: bool) -> None:
+    """The backfill reads the job item and, once, strongly, its state (which path, today's or the
+    head's): the definition is the job item's (``JobDefinition.from_item`` ignores the state's
+    attributes a view merges in), so no view of the job is read before it."""
+    with build("memory", successor=successor) as env:
+        env.clock.set(T0)
+        register_raw(env, job("b", "rate(5 minutes)").to_item())
+        env.clock.set(T0 + 60 * MINUTE)
+        watched = Watched(env.store)
+        ops = Operations(watched, env.queue, env.telemetry, env.clock, env.cfg)
+        empty = ops.backfill("b", ms_to_dt(T0 + 5 * MINUTE + SECOND), ms_to_dt(T0 + 6 * MINUTE))
+        assert empty.created == [] and empty.rerun == []
+        assert watched.gets.count(STATE) == 1, watched.gets
+        # The successor path reads the job's items once, with the head it checks the range against.
+        assert watched.queries == (["occurrence_items"] if successor else []), watched.queries
