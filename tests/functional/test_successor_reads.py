@@ -1,7 +1,8 @@
-"""The successor trigger's reads (issue 37): the registrar's first claim (``claim_now``) reads the
-job's occurrence items alone (HC12's ``occurrence_items``, not its whole runs partition), and a
-claim decides from the ``due`` entry alone whether its run is the life's last (the index projects
-``max_runs``: ports.py ``DUE_PROJECTED``), with no read of the job item for it."""
+"""Reads on the successor path (issue 37): the registrar's first claim (``claim_now``) reads the
+job's occurrence items alone (HC12's ``occurrence_items``, not its whole runs partition); a claim
+decides from the ``due`` entry alone whether its run is the life's last (the index projects
+``max_runs``: ports.py ``DUE_PROJECTED``), with no read of the job item for it; and a backfill
+reads the job's state once, on either shape."""
 
 from __future__ import annotations
 
