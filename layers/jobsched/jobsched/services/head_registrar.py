@@ -349,7 +349,9 @@ class HeadRegistrar:
             following = schedule.next_after(following)
         if not instants:
             return False
-        epoch = epoch_of(head) if head is not None else int(state.get(EPOCH, state["version"]))
+        epoch = (
+            epoch_of(head) if head is not None else int(state[EPOCH] if EPOCH in state else state["version"])
+        )
         misfire = state_misfire(state)
         snapshot = definition.to_item()
         request = SettleRequest(

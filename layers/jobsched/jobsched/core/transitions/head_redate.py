@@ -131,7 +131,7 @@ def redate_without_head_ops(
     version), ``attribute_not_exists`` (``_run_is_new``)."""
     if len(records) > REDATE_CHUNK_RECORDS:
         raise ValueError(f"a redate chunk holds at most {REDATE_CHUNK_RECORDS} records, not {len(records)}")
-    epoch = int(state.get("epoch", state["version"]))
+    epoch = int(state["epoch"] if "epoch" in state else state["version"])
     for record in records:
         if record["run_id"] != run_id_for(str(state["job_id"]), int(record["scheduled_at"]), epoch):
             raise ValueError(f"{record['run_id']}: a redate's record takes the state's epoch ({epoch})")
