@@ -156,3 +156,29 @@ def test_a_change_s_own_record_leaves_no_floor(senv: Env) -> None:
     put(senv, job("floor", "cron(0 1 * * ? *)").to_item())
     senv.claiming_registrar().apply("floor")
     assert REDATE_FLOOR not in senv.state("floor")
+
+
+def test_a_late_record_of_the_same_item_written_before_a_pause_dates_nothing(senv: Env) -> None:
+    """Found by successor chaos with ``stream_late`` (seed 1): a person writes the job item again
+    (A, unchanged), pauses it (B) and resumes it (A again), and the pass applies the resume
+    before its record. A's first record, late, carries the item as it reads now, but was made
+    before the pause was read: it is of an earlier write, and the occurrences of the pause must
+    not be recorded (clamped to the floor, as today's path does, it recorded 00:02 and 00:03;
+    00:01 was claimed at registration, before the pause)."""
+    senv.clock.set(T0)
+    put(senv, job("aba", "rate(1 minute)").to_item())
+    senv.claiming_registrar().apply("aba")
+    senv.clock.set(T0 + 10 * SECOND)
+    first = put(senv, job("aba", "rate(1 minute)").to_item())  # the same item again: its record is late
+    senv.clock.set(T0 + 30 * SECOND)
+    put(senv, job("aba", "rate(1 minute)", enabled=False).to_item())
+    senv.claiming_registrar().apply("aba")  # the pause, from its own record
+    senv.clock.set(T0 + 3 * MINUTE + 30 * SECOND)
+    put(senv, job("aba", "rate(1 minute)").to_item())  # resumed; its record is late too
+    reconciled_first(senv, T0 + 3 * MINUTE + 40 * SECOND)
+    assert senv.state("aba")["status"] == "active"
+    senv.clock.advance(10 * SECOND)
+    late_record(senv, "aba", first)
+    for minute in (2, 3):
+        assert records_at(senv, "aba", T0 + minute * MINUTE) == [], minute  # paused then
+    successor_invariants_hold(senv)

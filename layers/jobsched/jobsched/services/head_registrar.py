@@ -67,6 +67,7 @@ from jobsched.core.transitions.head_redate import (
     redate_with_head_ops,
     redate_without_head_ops,
     with_redate_floor,
+    written_before_the_change,
 )
 from jobsched.core.transitions.head_settle import settle_head_ops
 from jobsched.core.transitions.register import REDATE_FLOOR
@@ -333,6 +334,8 @@ class HeadRegistrar:
         floor, dated = state.get(REDATE_FLOOR), state.get("changed_at")
         if floor is None or not isinstance(dated, int) or definition.max_runs is not None:
             return False
+        if written_before_the_change(state, changed_at):
+            return False  # an earlier write of the same item (today's path clamps it to the floor)
         status = state.get("status")
         if status not in (JobStatus.ACTIVE.value, JobStatus.FINISHED.value):
             return False

@@ -60,6 +60,9 @@ from jobsched.core.transitions.register import REDATE_FLOOR
 from jobsched.core.transitions.settle import link_runs
 from jobsched.core.writes import RUNS, STATE, Item, Put, Update, WriteOp
 
+# The registration read the person's write came after, beside ``REDATE_FLOOR`` (which an earlier
+# chunk moves on): ``written_before_the_change``.
+REDATE_AFTER = "redate_after"
 # A chunk's records: the transaction also holds the state, the head and the check at its successor.
 REDATE_CHUNK_RECORDS = DYNAMODB_MAX_TRANSACTION_ITEMS - 3
 
@@ -102,7 +105,7 @@ def redate_with_head_ops(
     remove: tuple[str, ...] = ()
     if dated_at is not None:
         sets["changed_at"] = dated_at
-        remove = (REDATE_FLOOR,)
+        remove = tuple(name for name in (REDATE_FLOOR, REDATE_AFTER) if name in state)
     else:
         sets[REDATE_FLOOR] = upto
     ops: list[WriteOp] = [
@@ -147,7 +150,7 @@ def redate_without_head_ops(
     remove: tuple[str, ...] = ()
     if dated_at is not None:
         sets["changed_at"] = dated_at
-        remove = (REDATE_FLOOR,)
+        remove = tuple(name for name in (REDATE_FLOOR, REDATE_AFTER) if name in state)
     else:
         sets[REDATE_FLOOR] = upto
     ops: list[WriteOp] = [
@@ -165,16 +168,30 @@ def redate_without_head_ops(
 
 
 def with_redate_floor(plan: HeadChangePlan, provisional: bool) -> HeadChangePlan:
-    """The change, with the reconcile pass's mark that its date is provisional (``REDATE_FLOOR``:
-    the earliest the change can have been made: the last registration's read of the job item, or
-    the last occurrence decided) when it starts a timing where none ran (the state read is absent
-    or not active) and schedules or finishes the job; any other change drops the mark."""
+    """The change, with the reconcile pass's mark that its date is provisional when it starts a
+    timing where none ran (the state read is absent or not active) and schedules or finishes the
+    job: ``REDATE_FLOOR``, the earliest the change can have been made (the last registration's
+    read of the job item, or the last occurrence decided), and ``REDATE_AFTER``, that read alone
+    (a record of a write made before it is of an earlier write, ``written_before_the_change``).
+    Any other change drops both."""
     state = plan.state
     starts = state is None or state.get("status") != JobStatus.ACTIVE.value
     if provisional and starts and plan.outcome in (Registration.SCHEDULED, Registration.FINISHED):
         before = state or {}
-        floor = max(int(before.get(name) or 0) for name in ("registered_at", THROUGH, "last_scheduled_at"))
-        return replace(plan, state_set={**plan.state_set, REDATE_FLOOR: floor})
-    if plan.writes and state is not None and REDATE_FLOOR in state and REDATE_FLOOR not in plan.state_remove:
-        return replace(plan, state_remove=(*plan.state_remove, REDATE_FLOOR))
+        read = int(before.get("registered_at") or 0)
+        floor = max(read, *(int(before.get(name) or 0) for name in (THROUGH, "last_scheduled_at")))
+        return replace(plan, state_set={**plan.state_set, REDATE_FLOOR: floor, REDATE_AFTER: read})
+    if plan.writes and state is not None:
+        marks = tuple(n for n in (REDATE_FLOOR, REDATE_AFTER) if n in state and n not in plan.state_remove)
+        if marks:
+            return replace(plan, state_remove=(*plan.state_remove, *marks))
     return plan
+
+
+def written_before_the_change(state: StateItem, changed_at: int) -> bool:
+    """Whether a stream record made at ``changed_at`` (its ``ApproximateCreationDateTime``, whole
+    seconds) is of a write made before the registration read the change the pass applied came
+    after (``REDATE_AFTER``): an earlier write, whose item the person wrote again since (a pause
+    and a resume bring the same digest back). Its record dates nothing."""
+    after = state.get(REDATE_AFTER)
+    return after is not None and changed_at + 1000 <= int(after)
