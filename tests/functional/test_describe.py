@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from harness import KINDS, MINUTE, T0, Env, build, job, register_raw
+from jobsched.core.clock import iso_z as ms_to_iso
 from jobsched.core.job import RetryPolicy
 from jobsched.core.timing import start_at_ms
 from jobsched.core.transitions import pause_on_failure_op
@@ -141,3 +142,30 @@ def test_the_cli_screen_and_json_carry_the_same_data(
     assert "status: active" in screen and "none" in screen  # no runs yet
     code, _ = _cli(capsys, resources, "describe", "absent")
     assert code == 2
+
+
+@pytest.fixture(params=KINDS)
+def senv(request: pytest.FixtureRequest) -> Iterator[Env]:
+    with build(request.param, successor=True) as built:
+        yield built
+
+
+def test_a_successor_job_s_next_starts_are_its_runs_starts(senv: Env) -> None:
+    """Under the successor claim (issue 37) an occurrence's run id carries the head's epoch, and
+    the offset in ``jitter_seconds`` is a digest of that id: describe predicts each start from the
+    id the claim will write, so the start a claimed run's message gets is the one it showed."""
+    senv.clock.set(T0)
+    register_raw(senv, job("j", "rate(15 minutes)", jitter_seconds=600).to_item())
+    ops = senv.ops()
+    runs = ops.runs("j", 10)
+    assert [run["run_id"] for run in runs] == ["j@2026-12-01T00:15:00Z#1"]  # the head, epoch 1
+    predicted = {n["instant"]: n["jitter_ms"] for n in describe(ops.get("j"), runs, T0, 3)["next"]}
+    assert len(predicted) == 3
+    senv.clock.set(T0 + 14 * MINUTE + 50_000)
+    senv.trigger().tick("tick")  # claims the head, 00:15
+    sent = [parse_run_message(message.body) for message in senv.queue.sent]
+    assert sent and all(message.run_id.endswith("#1") for message in sent)
+    for message in sent:
+        start = start_at_ms(message.run_id, message.scheduled_at, message.definition)
+        instant = ms_to_iso(message.scheduled_at)
+        assert predicted[instant] == start - message.scheduled_at, message.run_id

@@ -14,8 +14,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobsched.core.job import InvalidJob, JobDefinition
-from jobsched.core.occurrences import CLAIM, SHOWN_EPOCH
-from jobsched.core.run import run_id_for
+from jobsched.core.occurrences import CLAIM, SHOWN_EPOCH, Claim
+from jobsched.core.run import parse_run_id, run_id_for
 from jobsched.core.timing import start_at_ms
 
 from jobsched_tools.deployment import add_target_options
@@ -86,12 +86,24 @@ def run_summary(run: dict[str, Any], jitter_seconds: int = 0) -> dict[str, Any]:
     return summary
 
 
+def head_epoch(runs: list[dict[str, Any]]) -> int | None:
+    """The epoch of a successor job's head among its runs as ``Operations.runs`` lists them (the
+    ``scheduled`` run not claimed yet; None: no head listed, a job on today's claim). Every
+    occurrence from the head on is claimed in its epoch, so its run id, and the offset in
+    ``jitter_seconds`` hashed from that id, carry it (core/run.py ``run_id_for``)."""
+    for run in runs:
+        if run.get(CLAIM) == Claim.NEXT.value:
+            return parse_run_id(str(run["run_id"])).epoch
+    return None
+
+
 def upcoming(
-    definition: JobDefinition, view: dict[str, Any], now_ms: int, count: int
+    definition: JobDefinition, view: dict[str, Any], now_ms: int, count: int, epoch: int | None = None
 ) -> list[dict[str, Any]]:
     """The next ``count`` occurrences from the job's position (its next unclaimed instant), or
     from now when it has none: each instant, its run's start (the instant plus the run's offset
-    in ``jitter_seconds``), in UTC and in the job's zone. None when the job is not scheduling."""
+    in ``jitter_seconds``, from the run's id: in ``epoch``, a successor job's head's), in UTC and
+    in the job's zone. None when the job is not scheduling."""
     if str(view.get("status", "active")) not in ("active", "unregistered") or not definition.enabled:
         return []
     schedule = definition.compiled_schedule()
@@ -102,7 +114,7 @@ def upcoming(
     item = definition.to_item()
     for instant in schedule.occurrences(after, datetime(2200, 1, 1, tzinfo=UTC), count):
         ms = int(instant.timestamp() * 1000)
-        start = start_at_ms(run_id_for(definition.job_id, ms), ms, item)
+        start = start_at_ms(run_id_for(definition.job_id, ms, epoch), ms, item)
         found.append(
             {
                 "instant": _iso(ms),
@@ -116,10 +128,16 @@ def upcoming(
 
 
 def describe(
-    view: dict[str, Any], runs: list[dict[str, Any]], now_ms: int, next_count: int
+    view: dict[str, Any],
+    runs: list[dict[str, Any]],
+    now_ms: int,
+    next_count: int,
+    epoch: int | None = None,
 ) -> dict[str, Any]:
     """The describe data of one job: ``view`` as ``Operations.get`` gives it (the job item with
-    its state merged in), ``runs`` newest first."""
+    its state merged in), ``runs`` newest first. ``epoch``: a successor job's head's (default: as
+    ``runs`` lists it, ``head_epoch``)."""
+    epoch = epoch if epoch is not None else head_epoch(runs)
     try:
         definition: JobDefinition | None = JobDefinition.from_item(view)
     except InvalidJob:
@@ -136,7 +154,7 @@ def describe(
         "definition": definition.model_dump(mode="json") if definition is not None else None,
         "state": state,
         "recent_runs": [run_summary(run, definition.jitter_seconds if definition else 0) for run in runs],
-        "next": upcoming(definition, view, now_ms, next_count) if definition is not None else [],
+        "next": upcoming(definition, view, now_ms, next_count, epoch) if definition is not None else [],
         "timezone": definition.timezone if definition is not None else view.get("timezone"),
     }
 
@@ -190,8 +208,9 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 
     ops = operations(args)
     view = ops.get(args.job_id)
-    runs = ops.runs(args.job_id, args.runs)
-    data = describe(view, runs, SystemClock().now_ms(), args.next)
+    # At least one run is read: a successor job's head is its newest (its epoch keys the next runs).
+    runs = ops.runs(args.job_id, max(args.runs, 1))
+    data = describe(view, runs[: max(args.runs, 0)], SystemClock().now_ms(), args.next, head_epoch(runs))
     print(json.dumps(data, default=str, sort_keys=True) if args.json else render(data))
     return 0
 

@@ -53,7 +53,7 @@ from jobsched.core.transitions.head_finish import ends_live_life
 from jobsched.core.writes import JOBS, RUNS, STATE, Item, Put, Update, WriteOp
 from jobsched.services.worker import Started
 
-from jobsched_tools.explore.build import bind_program
+from jobsched_tools.explore.build import RESUME_SEEN_AT, RESUMED_AT, bind_program
 from jobsched_tools.explore.checks import (
     ADHOC,
     COMMITTED,
@@ -64,7 +64,7 @@ from jobsched_tools.explore.checks import (
     persons_last_word,
 )
 from jobsched_tools.explore.drive import Services, quiesce
-from jobsched_tools.explore.model import CFG, JOB_ID, MINUTE, T0, ActorSet, ActorSpec, job_item
+from jobsched_tools.explore.model import CFG, JOB_ID, MINUTE, SECOND, T0, ActorSet, ActorSpec, job_item
 from jobsched_tools.explore.programs import PROGRAMS
 from jobsched_tools.explore.search import Result, Step, finish_once, play_script, search
 from jobsched_tools.explore.world import Budget, ExplorerStore, ExplorerTables, OffsetClock, World
@@ -207,7 +207,7 @@ class SuccessorWorld(World):
 # --- the set-ups ------------------------------------------------------------------------------------
 
 _SETUPS: dict[tuple[str, str, str, str], tuple[Any, ...]] = {}
-SETUPS = ("registered", "claimed", "paused", "settled")
+SETUPS = ("registered", "claimed", "paused", "settled", "resumed-reconciled")
 
 
 @contextmanager
@@ -271,6 +271,8 @@ def _setup(world: SuccessorWorld, actor_set: ActorSet) -> None:
             world.after_write([])
         if actor_set.setup in SETUP_STEPS:
             SETUP_STEPS[actor_set.setup](world, drive)
+        if actor_set.setup == "resumed-reconciled":
+            _resumed_reconciled(world, drive)
         cached = (copy.deepcopy(world.inner.tables), world.mq.snapshot(), list(world.ledger.marks))
         _SETUPS[key] = cached
         world.trace.clear()
@@ -283,6 +285,26 @@ def _setup(world: SuccessorWorld, actor_set: ActorSet) -> None:
         world.mq.restore(messages, seq)
         world.ledger.marks = list(marks)
     world.runs_before = copy.deepcopy(world.runs_by_id())
+
+
+def _resumed_reconciled(world: SuccessorWorld, drive: Services) -> None:
+    """The redate's set-up (HC4; build.py's "resumed-reconciled" on a successor stack): paused at
+    00:01 (applied: the head 00:05#1 cancelled, its marker at 00:10#1), resumed at 00:04:30 with
+    its stream record late; the reconcile pass sees the difference at 00:05:10 and applies it at
+    00:06:15, dated 00:05:10 (``redate_floor``): the new head is 00:10 in the resume's epoch, and
+    00:05, due after the person's write, waits for the record to date the change (``late_record``
+    with ``RESUMED_AT``)."""
+    key = {"job_id": JOB_ID}
+    world.clock.set(T0 + MINUTE)
+    world.inner.update(Update(JOBS, key, (), "person updates job", set={"enabled": False}))
+    drive.registrar.apply(JOB_ID)
+    world.after_write([])
+    world.clock.set(RESUMED_AT)
+    world.inner.update(Update(JOBS, key, (), "person updates job", set={"enabled": True}))
+    for at in (RESUME_SEEN_AT, RESUME_SEEN_AT + MINUTE + 5 * SECOND):
+        world.clock.set(at)
+        drive.detector.run("setup")
+        world.after_write([])
 
 
 def change(world: World, svc: Services, spec: ActorSpec) -> None:

@@ -254,6 +254,8 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     "redispatch_head_op:_not_asked_to_stop",
     "relink_head_ops:_head_scheduled",
     "relink_head_ops:_head_version",
+    # w3redate: explore/sets_successor_redate.py ``redate-across-epochs`` (HC4's late-record redate).
+    "redate_with_head_ops:_run_is_new",
 )
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and

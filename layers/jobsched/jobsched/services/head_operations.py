@@ -190,11 +190,15 @@ class HeadJoins:
         except (ConditionFailed, ValueError):
             return
 
-    def backfill_plan(self, job_id: str, instants: Sequence[int], now: int) -> JobRead:
+    def backfill_plan(
+        self, job_id: str, instants: Sequence[int], now: int, state: Item | None = None
+    ) -> JobRead:
         """Check the whole range against the head before anything is written (HC11): an instant at
-        or after the head is refused (``BackfillRefused``, its clear message), nothing written."""
+        or after the head is refused (``BackfillRefused``, its clear message), nothing written.
+        ``state``: as the caller just read it (strongly), for the first read of the job."""
         for _ in range(HEAD_TRIES):
-            read = read_job(self._store, job_id)
+            read = read_job(self._store, job_id, state=state)
+            state = None  # a read again reads the state again too
             if read.head is None and _expects_head(read):
                 continue  # the read overlapped a change or a claim (HC12): read again
             if read.head is not None:

@@ -24,9 +24,17 @@ One registration of such a job:
    reads again. ``CHANGE_TRIES`` bounds the rounds; then the registrar's own reads-again, then
    the stream record's retry and the reconcile pass (level-triggered).
 
-Gaps, said here so they are not taken for rules: the late-record redate
-(``Registrar._late_record``, HC4) and the reconcile pass's provisional date (``REDATE_FLOOR``) are
-not taken on this path; and HC12's read is every occurrence item of the job, paged to the end.
+5. **The reconcile pass's provisional date** (``provisional``): a change the pass applied, dated
+   when it first saw it, that starts a timing where none ran records ``redate_floor`` in its own
+   transaction (core/transitions/head_redate.py ``with_redate_floor``); **the late record** of
+   that change (HC4), when it comes, finds the plan unchanged and dates it exactly: the
+   occurrences between the person's write and the pass's date are settled behind the head
+   (``redate_with_head_ops``; a job without a head: ``redate_without_head_ops``), as today's
+   ``Registrar._late_record`` settles them behind the job's place. A claim or a change since the
+   read fails the chunk: the registrar reads again.
+
+Gap, said here so it is not taken for a rule: HC12's read is every occurrence item of the job,
+paged to the end.
 """
 
 from __future__ import annotations
@@ -34,15 +42,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from jobsched.core.clock import Clock
+from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.head import epoch_of, is_end_marker
 from jobsched.core.head_change import EPOCH, HEAD_AT, HeadChangePlan, ReadAgain, SettleFirst, plan_head_change
 from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.limits import chunks_by_size, item_size
 from jobsched.core.occurrences import find_head as find_occurrence_head
 from jobsched.core.run import RunStatus
-from jobsched.core.state import Registration
+from jobsched.core.state import STREAM_RETENTION_MS, JobStatus, Registration, state_misfire, state_schedule
+from jobsched.core.timing import effective_grace_ms
 from jobsched.core.transitions.head_change import after_lost_change, head_change_ops
 from jobsched.core.transitions.head_convert import (
     convert_legacy_ops,
@@ -51,12 +61,22 @@ from jobsched.core.transitions.head_convert import (
     is_legacy,
     legacy_recorded,
 )
+from jobsched.core.transitions.head_redate import (
+    REDATE_CHUNK_RECORDS,
+    redate_records,
+    redate_with_head_ops,
+    redate_without_head_ops,
+    with_redate_floor,
+    written_before_the_change,
+)
 from jobsched.core.transitions.head_settle import settle_head_ops
-from jobsched.core.writes import STATE, Item
+from jobsched.core.transitions.register import REDATE_FLOOR
+from jobsched.core.writes import STATE, Item, Put, Update, WriteOp
 from jobsched.ports import Store, Telemetry
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.head_operations import occurrence_items
+from jobsched.services.settle import CHUNK_BYTES, MAX_PER_PASS, Settler, SettleRequest
 
 # Rounds of one change against the claims that land first on its marker's key (each round closes
 # the head the last claim made). More than a few means a claimer is racing every round: the
@@ -168,6 +188,7 @@ class HeadRegistrar:
         self._cfg = cfg
         self._definitions = definitions
         self._dispatcher = dispatcher
+        self._settler = Settler(store, telemetry, cfg)  # the late record's fates (today's rule)
 
     def register(
         self,
@@ -178,10 +199,14 @@ class HeadRegistrar:
         invalid_reason: str,
         changed_at: int | None,
         budget_left: Callable[[], bool],
+        provisional: bool = False,
+        written: str | None = None,
     ) -> HeadRegistration:
         """Bring a successor job's state and head in line with its job item (as read by the
-        caller with ``state``). Raises ``ReadJobAgain`` (read both items again),
-        ``SettleIncomplete`` (out of time while settling), ``ConditionFailed`` (a conversion lost)."""
+        caller with ``state``). ``provisional`` and ``written``: the reconcile pass's date and a
+        stream record's image digest, as ``Registrar.apply`` takes them (the module's step 5).
+        Raises ``ReadJobAgain`` (read both items again), ``SettleIncomplete`` (out of time while
+        settling), ``ConditionFailed`` (a conversion lost)."""
         while True:
             now = self._clock.now_ms()
             if state is not None and is_legacy(state):
@@ -211,7 +236,18 @@ class HeadRegistrar:
                     raise SettleIncomplete(f"job {job_id}: the old timing's backlog is not settled yet")
                 self._settle_first(job_id, planned)
                 continue  # the head the settle left is after the change: plan against it
-            return self._write(job_id, state, planned, definition, digest, invalid_reason, changed_at, now)
+            if (
+                planned.outcome is Registration.UNCHANGED
+                and state is not None
+                and definition is not None
+                and changed_at is not None
+                and written == digest == state.get("def_hash")
+            ):
+                redated = self._late_record(job_id, state, found.head, definition, changed_at, now)
+                return HeadRegistration(planned, written=redated)
+            return self._write(
+                job_id, state, planned, definition, digest, invalid_reason, changed_at, now, provisional
+            )
 
     def _plan(
         self,
@@ -242,12 +278,14 @@ class HeadRegistrar:
         invalid_reason: str,
         changed_at: int | None,
         now: int,
+        provisional: bool = False,
     ) -> HeadRegistration:
         """Write the change; after a lost condition, plan again against what the loss showed
         (``after_lost_change``), at most ``CHANGE_TRIES`` rounds."""
         for _ in range(CHANGE_TRIES):
             if not plan.writes:
                 return HeadRegistration(plan, written=False)
+            plan = with_redate_floor(plan, provisional)
             if definition is not None:
                 # Kept before the state names it, as today (services/registrar.py
                 # ``_switch_definition``): every run claimed under its digest finds it.
@@ -277,6 +315,106 @@ class HeadRegistrar:
             self._retire(job_id, state, plan, now)
             return HeadRegistration(plan, written=True)
         raise ReadJobAgain(f"job {job_id}: claims landed first {CHANGE_TRIES} times")
+
+    def _late_record(
+        self,
+        job_id: str,
+        state: Item,
+        head: Item | None,
+        definition: JobDefinition,
+        changed_at: int,
+        now: int,
+    ) -> bool:
+        """The stream record of a change the reconcile pass applied first (HC4; the module's step
+        5): today's ``Registrar._late_record`` rules (only with the pass's ``redate_floor``, never
+        before it, not for ``max_runs`` jobs, whose count is the claims'), its records at their
+        keys in the head's epoch (the state's, without a head), none at an instant that holds a
+        live record already (``redate_records``: the job's items as read with the head), written
+        behind the head in chunks (``_redate_chunk``). Returns whether anything was written."""
+        floor, dated = state.get(REDATE_FLOOR), state.get("changed_at")
+        if floor is None or not isinstance(dated, int) or definition.max_runs is not None:
+            return False
+        if written_before_the_change(state, changed_at):
+            return False  # an earlier write of the same item (today's path clamps it to the floor)
+        status = state.get("status")
+        if status not in (JobStatus.ACTIVE.value, JobStatus.FINISHED.value):
+            return False
+        if status == JobStatus.ACTIVE.value and head is None:
+            raise ReadJobAgain(f"job {job_id}: an active state read without a head")
+        at = max(min(changed_at, now), int(floor), now - STREAM_RETENTION_MS)
+        schedule = state_schedule(state)
+        # Up to the pass's date, and before the head (its instant and after are its timing's).
+        until = min(dated, int(head["scheduled_at"]) - 1) if head is not None else dated
+        instants: list[int] = []
+        following = schedule.next_after(ms_to_dt(at))
+        while following is not None and dt_to_ms(following) <= until and len(instants) < MAX_PER_PASS:
+            instants.append(dt_to_ms(following))
+            following = schedule.next_after(following)
+        if not instants:
+            return False
+        epoch = (
+            epoch_of(head) if head is not None else int(state[EPOCH] if EPOCH in state else state["version"])
+        )
+        misfire = state_misfire(state)
+        snapshot = definition.to_item()
+        request = SettleRequest(
+            schedule=schedule,
+            misfire=misfire,
+            snapshot=snapshot,
+            def_hash=str(state["def_hash"]),
+            overdue_before=now - effective_grace_ms(misfire.grace_seconds, self._cfg),
+            late_until=dated,
+        )
+        made = self._settler.records_for(state, request, instants, now, epoch)
+        records = redate_records(made, read_job_items(self._store, job_id))
+        chunks = chunks_by_size(records, item_size, REDATE_CHUNK_RECORDS, CHUNK_BYTES) or [[]]
+        for index, chunk in enumerate(chunks):
+            dated_at = at if index == len(chunks) - 1 else None
+            upto = int(chunk[-1]["scheduled_at"]) if chunk else instants[-1]
+            state, head, written = self._redate_chunk(job_id, state, head, chunk, dated_at, upto, now)
+            pending = [run for run in written if run["status"] == RunStatus.PENDING.value]
+            if pending and self._dispatcher is not None:
+                self._dispatcher.dispatch([{**run, "definition": snapshot} for run in pending])
+            if len(written) > len(pending):
+                self._telemetry.metric("MissedRuns", len(written) - len(pending))
+        self._telemetry.event("job.redated", job_id, changed_at=at, was=dated, occurrences=len(instants))
+        return True
+
+    def _redate_chunk(
+        self,
+        job_id: str,
+        state: Item,
+        head: Item | None,
+        chunk: list[Item],
+        dated_at: int | None,
+        upto: int,
+        now: int,
+    ) -> tuple[Item, Item | None, list[Item]]:
+        """Write one chunk of a redate: the state and the head as it left them, and the records
+        written. A record that exists already (a backfill made it since the read) is dropped and
+        the chunk written again; any other lost part means the state or the head moved (a change,
+        a claim, an ad-hoc run, another redate): ``ReadJobAgain`` (the plan is then unchanged, and
+        the redate runs again from what it reads)."""
+        kept = list(chunk)
+        while True:
+            if head is not None:
+                ops = redate_with_head_ops(state, head, kept, dated_at, upto, now)
+            else:
+                ops = redate_without_head_ops(state, kept, dated_at, upto, now)
+            puts = ops[1 : 1 + len(kept)]
+            try:
+                self._store.write(ops)
+            except ConditionFailed as lost:
+                if not any(op is lost.op for op in puts):
+                    raise ReadJobAgain(
+                        f"job {job_id}: {lost.op.label}: lost to a write since the read"
+                    ) from lost
+                kept = [run for run, op in zip(kept, puts, strict=True) if op is not lost.op]
+                continue
+            written = [dict(op.item) for op in puts if isinstance(op, Put)]
+            relink = ops[1 + len(kept) :][:1]  # none when no run joins
+            moved = _after(head, relink[0]) if head is not None and relink else head
+            return _after(state, ops[0]), moved, written
 
     def _retire(self, job_id: str, state: Item | None, plan: HeadChangePlan, now: int) -> None:
         """The definition the change replaced expires after the runs still under it (as today)."""
@@ -316,6 +454,13 @@ class HeadRegistrar:
             missed=missed,
             reason=planned.settlement.reason,
         )
+
+
+def _after(item: Item, op: WriteOp) -> Item:
+    """``item`` as the update ``op`` left it."""
+    if not isinstance(op, Update):
+        return item
+    return {name: value for name, value in {**item, **op.set}.items() if name not in op.remove}
 
 
 def head_at(plan: HeadChangePlan) -> int | None:

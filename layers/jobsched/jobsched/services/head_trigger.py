@@ -32,7 +32,8 @@ tick made) is claimed by one claimer only (``TakenHeads``).
 
 A legacy state met in ``next-run`` while the switch is on is converted (``convert_legacy_ops``, one
 transaction, §5) and its new head is claimed in the same tick. The registrar's first claim of a
-successor job (``claim_now``) finds the job's head by reading its runs partition (HC12).
+successor job (``claim_now``) finds the job's head by reading its occurrence items (HC12's Query
+of its occurrence keys, the store's ``occurrence_items``: its manual runs are not read).
 
 Per-item isolation as today's claims: one head's or job's error (a bug, a throttle, a transient
 error after its retries) is counted and logged, and the tick goes on.
@@ -53,10 +54,10 @@ from jobsched.core.head import (
     ends_life,
     epoch_of,
     head_check_at,
-    is_unstarted_occurrence,
     next_key,
 )
 from jobsched.core.job import InvalidJob, JobDefinition
+from jobsched.core.occurrences import find_head as find_occurrence_head
 from jobsched.core.run import run_key
 from jobsched.core.state import JobStatus, state_misfire
 from jobsched.core.timing import is_overdue
@@ -78,7 +79,7 @@ from jobsched.core.writes import JOBS, RUNS, STATE, Item
 from jobsched.ports import Store, Telemetry
 from jobsched.services.head_registrar import find_head, read_job_items
 from jobsched.services.loaded_job import load_job
-from jobsched.services.paging import merge_oldest_first, query_all, shard_pages
+from jobsched.services.paging import merge_oldest_first, shard_pages
 
 
 class _Budget(Protocol):
@@ -149,11 +150,12 @@ def is_head_entry(entry: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class _Definition:
-    """A job's definition as loaded for its heads: the snapshot a message carries and its digest."""
+    """A job's definition as loaded for its heads: the snapshot a message carries and its digest.
+    (Not its ``max_runs``: the head carries it, and the ``due`` index projects it, so the claim
+    decides from the entry alone whether its run is the life's last: ports.py ``DUE_PROJECTED``.)"""
 
     snapshot: Item
     digest: str
-    max_runs: int | None = None
 
 
 @dataclass
@@ -288,14 +290,12 @@ class HeadClaims:
         )
 
     def _find_head(self, job_id: str) -> Item | None:
-        """HC12: the job's head, from one strongly consistent Query of its runs partition: the
+        """HC12: the job's head, from one strongly consistent Query of its occurrence keys (the
+        store's ``occurrence_items``: every epoch's timed items and markers, no manual run): the
         unstarted occurrence whose successor key holds nothing. None when there is none (paused,
         finished) or the read is torn (two: a write landed between its pages); level-triggered,
         the tick then finds the head in the ``due`` index."""
-        items = list(query_all(self._store, "runs-of-job", job_id, consistent=True))
-        keys = {str(item["run_id"]) for item in items}
-        heads = [item for item in items if is_unstarted_occurrence(item) and next_key(item) not in keys]
-        return heads[0] if len(heads) == 1 else None
+        return find_occurrence_head(read_job_items(self._store, job_id)).head
 
     # --- the chain of one job's claims ---------------------------------------------------------
 
@@ -377,7 +377,6 @@ class HeadClaims:
         definition = self._definition(head, definitions)
         if definition is None:
             return self._apply_change(head, definitions, result)
-        head = _with_limit(head, definition)
         put = claim_head_op(head, tick.now, claimer, self._cfg)
         try:
             self._store.write([put])
@@ -490,7 +489,7 @@ class HeadClaims:
             definition = JobDefinition.from_item(item)
         except InvalidJob:
             return None
-        return _Definition(definition.to_item(), definition.definition_hash(), definition.max_runs)
+        return _Definition(definition.to_item(), definition.definition_hash())
 
     def _send(self, head: Item, definition: _Definition | None, runs: list[Item]) -> None:
         """N's message, from N as the claim read it, with the definition of N's digest. Sent by the
@@ -518,13 +517,3 @@ class HeadClaims:
         self._telemetry.event(
             "job.error", job_id, actor="trigger", error=f"{type(exc).__name__}: {exc}"[:500]
         )
-
-
-def _with_limit(head: Item, definition: _Definition) -> Item:
-    """The head with its job's ``max_runs``: the ``due`` index does not project it (§0's list), and
-    the head the claim makes must carry it (its ``next_key``, its count). The definition whose
-    digest is the head's ``def_hash`` (checked before) is the one the head was made from, so its
-    limit is the head's."""
-    if definition.max_runs is None or "max_runs" in head:
-        return head
-    return {**head, "max_runs": definition.max_runs}

@@ -355,7 +355,10 @@ class Operations:
                 f"({self._cfg.history_retention_days} days), so an occurrence older than that may "
                 "have run and lost its record, and would run again. Backfill from the horizon on"
             )
-        definition = self._definition(job_id)
+        # The job item's definition (no view of the job: a definition ignores the state's
+        # attributes a view merges in), and one strong read of the state, which decides the path.
+        definition = _parsed(job_id, self._store.get(JOBS, {"job_id": job_id}))
+        state = self._store.get(STATE, {"job_id": job_id})
         schedule = definition.compiled_schedule()
         occurrences = list(schedule.occurrences(start, end, limit=MAX_BACKFILL + 1))
         if len(occurrences) > MAX_BACKFILL:
@@ -363,9 +366,10 @@ class Operations:
         snapshot, digest = definition.to_item(), definition.definition_hash()
         # A job of the successor claim joins each run through its head, and the whole range is
         # checked against the head before anything is written (HC11: head_operations.py).
-        successor = is_successor_job(self._store.get(STATE, {"job_id": job_id}))
+        successor = is_successor_job(state)
         if successor:
-            self._heads.backfill_plan(job_id, [dt_to_ms(occurrence) for occurrence in occurrences], now)
+            instants = [dt_to_ms(occurrence) for occurrence in occurrences]
+            self._heads.backfill_plan(job_id, instants, now, state=state)
         created: list[str] = []
         rerun: list[str] = []
         existed: list[str] = []
@@ -453,11 +457,18 @@ class Operations:
         raise ValueError(f"{run['run_id']}: the job's chain kept moving; try again")
 
     def _definition(self, job_id: str) -> JobDefinition:
-        item = self.get(job_id)
-        try:
-            return JobDefinition.from_item(item)
-        except InvalidJob as exc:
-            raise ValueError(f"job {job_id} is invalid: {'; '.join(exc.reasons)}") from exc
+        return _parsed(job_id, self.get(job_id))
+
+
+def _parsed(job_id: str, item: Item | None) -> JobDefinition:
+    """The definition of a job item (or a view of it): ``JobNotFound`` without one, a clear
+    ``ValueError`` when it is invalid."""
+    if item is None:
+        raise JobNotFound(job_id)
+    try:
+        return JobDefinition.from_item(item)
+    except InvalidJob as exc:
+        raise ValueError(f"job {job_id} is invalid: {'; '.join(exc.reasons)}") from exc
 
 
 # What a registration is, by the status it left on the job's state item.

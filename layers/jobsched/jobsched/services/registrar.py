@@ -182,7 +182,9 @@ class Registrar:
                 if state is None or EPOCH not in state or any(a in state for a in INDEX_ATTRIBUTES):
                     stack = self._stack
                 if _successor(state, stack):
-                    return self._register_successor(job_id, job, state, deadline_ms, changed_at, report)
+                    return self._register_successor(
+                        job_id, job, state, deadline_ms, changed_at, report, provisional, written
+                    )
                 return self._register(
                     job_id, job, state, deadline_ms, changed_at, provisional, written, report
                 )
@@ -304,10 +306,13 @@ class Registrar:
         deadline_ms: int | None,
         changed_at: int | None,
         report: bool | None,
+        provisional: bool = False,
+        written: str | None = None,
     ) -> Registration:
         """A job under the successor claim (core/claim_shape.py ``job_shape``; issue 37, build plan
-        §1 "change", HC1, HC2, HC5, HC10, HC12): its change is one transaction on the state and its
-        head (services/head_registrar.py). The report on the job item is today's."""
+        §1 "change", HC1, HC2, HC4, HC5, HC10, HC12): its change is one transaction on the state
+        and its head (services/head_registrar.py), the pass's provisional date and a late record's
+        redate as today's. The report on the job item is today's."""
         now = self._clock.now_ms()
         definition, reasons = self._parse(job)
         digest = definition_digest(job) if job is not None else None
@@ -319,6 +324,8 @@ class Registrar:
             "; ".join(reasons or [])[:200],
             changed_at,
             lambda: self._budget(deadline_ms)(0),
+            provisional=provisional,
+            written=written,
         )
         if done.outcome is Registration.ABSENT:
             return Registration.ABSENT

@@ -137,13 +137,22 @@ class Settler:
         done.complete = not truncated
         return done
 
-    def records_for(self, state: Item, request: SettleRequest, instants: list[int], now: int) -> list[Item]:
+    def records_for(
+        self, state: Item, request: SettleRequest, instants: list[int], now: int, epoch: int | None = None
+    ) -> list[Item]:
         """The records of ``instants`` under the request's rule, unwritten: for a writer that
-        settles occurrences behind the job's place (the registrar's late record, ``redate_ops``)."""
-        return self._records(state, request, instants, False, now)
+        settles occurrences behind the job's place (the registrar's late record, ``redate_ops``;
+        ``epoch``: at their keys in that epoch, the successor claim's redate, HC4)."""
+        return self._records(state, request, instants, False, now, epoch)
 
     def _records(
-        self, state: Item, request: SettleRequest, instants: list[int], truncated: bool, now: int
+        self,
+        state: Item,
+        request: SettleRequest,
+        instants: list[int],
+        truncated: bool,
+        now: int,
+        epoch: int | None = None,
     ) -> list[Item]:
         missed = [t for t in instants if t < request.overdue_before]
         late = [t for t in instants if t >= request.overdue_before]
@@ -168,7 +177,7 @@ class Settler:
             records.append(
                 new_run_item(
                     job_id,
-                    run_id_for(job_id, fate.scheduled_at),
+                    run_id_for(job_id, fate.scheduled_at, epoch),
                     fate.scheduled_at,
                     request.snapshot if fate.status is RunStatus.PENDING else None,
                     request.def_hash,
@@ -179,6 +188,8 @@ class Settler:
                     reason=fate.reason,
                 )
             )
+            if epoch is not None:
+                records[-1]["epoch"] = epoch
         return records
 
     def _write_chunk(

@@ -17,28 +17,52 @@ join the chain by relinking it, in the same transaction:
 - none at an instant that already holds a live record of any epoch (the old timing ran it before
   the change was applied): ``redate_records`` drops them, from the job's items read with the head
   (HC12). No writer puts a record at a past instant without moving the head's version or that
-  key, so the relink's part holds that read (I1');
-- the head relinked behind the chunk's last run, as the ad-hoc run's (``head_adhoc.relink_head_ops``:
-  its three parts), its ``through`` raised to the chunk's last instant.
+  key (a backfill takes the head's epoch too: ``head_adhoc.backfill_run_id``), so the relink's
+  part and ``_run_is_new`` hold that read (I1');
+- when a run joins (a chunk with a ``pending`` record), the head relinked behind the chunk's last
+  run, as the ad-hoc run's (``head_adhoc.relink_head_ops``: its three parts), its ``through``
+  raised to the chunk's last instant. A chunk of ``missed`` records alone (or none: all dropped)
+  leaves the head as it is: no run joins the chain, and a write that moved only the head's token
+  would read as a redispatch (``head_invariants.redispatched``) and stop nothing the records'
+  own parts do not.
 
 The records all lie before the head (I6), their last one's successor key is unused (H2), and the
 relink and the records are one write (I3).
+
+A job without a head (an ``at()`` job or an ended timing the pass applied after its last
+occurrence: ``finished``) keeps its chain's end on the state while it has none (every change
+copies the closed head's there, core/head_change.py ``CHAIN_END``): its redate is today's
+(``register.redate_ops``) in the state's epoch, the records joining the state's ``latest_run_id``
+and raising its ``through`` (``redate_without_head_ops``).
+
+**The provisional date** (``with_redate_floor``): the reconcile pass applies a change whose stream
+record it never saw, dated when it first saw the difference; a change that starts a timing where
+none ran (a new, resumed, fixed or re-created job, as today's ``registrar._with_floor``) records
+``redate_floor`` on the state in the change's own transaction, the earliest the person can have
+written it, so the record, if it comes late rather than never, dates it again. Any other change
+drops it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from jobsched.core.head import epoch_of, is_record
+from jobsched.core.head_change import CHAIN_END, THROUGH, HeadChangePlan
 from jobsched.core.limits import DYNAMODB_MAX_TRANSACTION_ITEMS
 from jobsched.core.run import parse_run_id, run_id_for
+from jobsched.core.state import JobStatus, Registration
 from jobsched.core.transitions.conditions import RunItem, StateItem, _run_is_new, _state_unchanged
 from jobsched.core.transitions.head_adhoc import relink_head_ops
 from jobsched.core.transitions.register import REDATE_FLOOR
 from jobsched.core.transitions.settle import link_runs
 from jobsched.core.writes import RUNS, STATE, Item, Put, Update, WriteOp
 
+# The registration read the person's write came after, beside ``REDATE_FLOOR`` (which an earlier
+# chunk moves on): ``written_before_the_change``.
+REDATE_AFTER = "redate_after"
 # A chunk's records: the transaction also holds the state, the head and the check at its successor.
 REDATE_CHUNK_RECORDS = DYNAMODB_MAX_TRANSACTION_ITEMS - 3
 
@@ -81,7 +105,7 @@ def redate_with_head_ops(
     remove: tuple[str, ...] = ()
     if dated_at is not None:
         sets["changed_at"] = dated_at
-        remove = (REDATE_FLOOR,)
+        remove = tuple(name for name in (REDATE_FLOOR, REDATE_AFTER) if name in state)
     else:
         sets[REDATE_FLOOR] = upto
     ops: list[WriteOp] = [
@@ -95,5 +119,79 @@ def redate_with_head_ops(
         )
     ]
     ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run in chunk]
-    ops += relink_head_ops(head, end, "redate", through=upto)
+    if end != head.get("after_run_id"):
+        ops += relink_head_ops(head, end, "redate", through=upto)
     return ops
+
+
+def redate_without_head_ops(
+    state: StateItem, records: list[RunItem], dated_at: int | None, upto: int, now: int
+) -> list[WriteOp]:
+    """One chunk of the redate of a job without a head (see the module's docstring): the state,
+    conditional on its version (``_state_unchanged``), dated as ``redate_with_head_ops`` dates it,
+    its chain's end (``latest_run_id``) moved behind the chunk's runs and its ``through`` raised to
+    the chunk's last instant; each record at its key in the state's epoch (``epoch``, else its
+    version), ``attribute_not_exists`` (``_run_is_new``)."""
+    if len(records) > REDATE_CHUNK_RECORDS:
+        raise ValueError(f"a redate chunk holds at most {REDATE_CHUNK_RECORDS} records, not {len(records)}")
+    epoch = int(state["epoch"] if "epoch" in state else state["version"])
+    for record in records:
+        if record["run_id"] != run_id_for(str(state["job_id"]), int(record["scheduled_at"]), epoch):
+            raise ValueError(f"{record['run_id']}: a redate's record takes the state's epoch ({epoch})")
+    chunk = [dict(record) for record in records]
+    sets: Item = {
+        "version": int(state["version"]) + 1,
+        "updated_at": now,
+        THROUGH: max(upto, int(state.get(THROUGH) or 0)),
+    }
+    end = link_runs(state.get(CHAIN_END), chunk)
+    if end is not None:
+        sets[CHAIN_END] = end
+    remove: tuple[str, ...] = ()
+    if dated_at is not None:
+        sets["changed_at"] = dated_at
+        remove = tuple(name for name in (REDATE_FLOOR, REDATE_AFTER) if name in state)
+    else:
+        sets[REDATE_FLOOR] = upto
+    ops: list[WriteOp] = [
+        Update(
+            STATE,
+            {"job_id": state["job_id"]},
+            condition=(_state_unchanged(state),),
+            label="redate a reconciled change",
+            set=sets,
+            remove=remove,
+        )
+    ]
+    ops += [Put(RUNS, run, condition=(_run_is_new(),), label=f"record {run['run_id']}") for run in chunk]
+    return ops
+
+
+def with_redate_floor(plan: HeadChangePlan, provisional: bool) -> HeadChangePlan:
+    """The change, with the reconcile pass's mark that its date is provisional when it starts a
+    timing where none ran (the state read is absent or not active) and schedules or finishes the
+    job: ``REDATE_FLOOR``, the earliest the change can have been made (the last registration's
+    read of the job item, or the last occurrence decided), and ``REDATE_AFTER``, that read alone
+    (a record of a write made before it is of an earlier write, ``written_before_the_change``).
+    Any other change drops both."""
+    state = plan.state
+    starts = state is None or state.get("status") != JobStatus.ACTIVE.value
+    if provisional and starts and plan.outcome in (Registration.SCHEDULED, Registration.FINISHED):
+        before = state or {}
+        read = int(before.get("registered_at") or 0)
+        floor = max(read, *(int(before.get(name) or 0) for name in (THROUGH, "last_scheduled_at")))
+        return replace(plan, state_set={**plan.state_set, REDATE_FLOOR: floor, REDATE_AFTER: read})
+    if plan.writes and state is not None:
+        marks = tuple(n for n in (REDATE_FLOOR, REDATE_AFTER) if n in state and n not in plan.state_remove)
+        if marks:
+            return replace(plan, state_remove=(*plan.state_remove, *marks))
+    return plan
+
+
+def written_before_the_change(state: StateItem, changed_at: int) -> bool:
+    """Whether a stream record made at ``changed_at`` (its ``ApproximateCreationDateTime``, whole
+    seconds) is of a write made before the registration read the change the pass applied came
+    after (``REDATE_AFTER``): an earlier write, whose item the person wrote again since (a pause
+    and a resume bring the same digest back). Its record dates nothing."""
+    after = state.get(REDATE_AFTER)
+    return after is not None and changed_at + 1000 <= int(after)

@@ -1,0 +1,59 @@
+"""``redate-across-epochs`` (HC4; explore/sets_successor_redate.py) on the product's explorer's
+successor world: a resume's late stream record, after the reconcile pass applied the resume, puts
+00:05 in the head's epoch beside the pause's cancelled head, against the head's claim, a backfill
+of the same key and its own duplicate. The sets hold at k=1; the redate's record part switched off
+(``redate_with_head_ops:_run_is_new``, sim/mutants.py ``SUCCESSOR_SWITCHABLE``) is caught, and so
+is the successor registrar without its redate (00:05 lost)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+import pytest
+from jobsched.services.head_registrar import HeadRegistrar
+from jobsched_tools.explore import successor
+from jobsched_tools.explore.sets_successor_redate import REDATE_SETS
+from jobsched_tools.sim.mutants import SUCCESSOR_SWITCHABLE, successor_parts, switched_off
+
+RUN_IS_NEW = "redate_with_head_ops:_run_is_new"
+
+
+@pytest.mark.parametrize("name", sorted(REDATE_SETS))
+def test_redate_set_holds(name: str) -> None:
+    result = successor.explore(REDATE_SETS[name], 1)
+    assert result.schedules > 10
+    firsts = {check: finding.headline() for check, finding in result.first.items()}
+    assert dict(result.counts) == {}, firsts
+
+
+@contextmanager
+def _no_successor_redate() -> Iterator[None]:
+    """The successor registrar as wave 2 left it: a late record dates nothing."""
+    original = HeadRegistrar._late_record
+    HeadRegistrar._late_record = lambda *_args, **_kwargs: False  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        HeadRegistrar._late_record = original  # type: ignore[method-assign]
+
+
+# Each mutant: what it does, the set that catches it, and what that set reports.
+MUTANTS: dict[str, tuple[Callable[[], AbstractContextManager[None]], str, str]] = {
+    RUN_IS_NEW: (lambda: switched_off(RUN_IS_NEW), "redate-across-epochs", "record_overwritten"),
+    "no successor redate": (_no_successor_redate, "redate-across-epochs-run", "lost_occurrence"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_redate_across_epochs_catches(name: str) -> None:
+    apply, catcher, expected = MUTANTS[name]
+    with successor.own_setups(), apply():
+        result = successor.explore(REDATE_SETS[catcher], 1, stop_on_first=True)
+    assert successor.NOT_SUCCESSOR not in result.counts
+    assert expected in result.counts, dict(result.counts)
+
+
+def test_the_redate_s_record_part_is_switchable() -> None:
+    assert RUN_IS_NEW in SUCCESSOR_SWITCHABLE
+    assert RUN_IS_NEW in successor_parts()
