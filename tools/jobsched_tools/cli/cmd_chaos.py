@@ -57,13 +57,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a successor-shaped stack (issue 37): the due index, the migration switch on, the checks "
         "read heads and markers (sim/successor.py); --switch then also takes the head_* writes' parts",
     )
+    parser.add_argument(
+        "--lease-seconds",
+        type=int,
+        default=30,
+        help="LeaseSeconds and DispatchLeaseSeconds of the simulated stack (default 30, at least 5)",
+    )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config = ChaosConfig(
-        seed=args.seed, jobs=args.jobs, hours=args.hours, store=args.store, successor=args.successor
+        seed=args.seed,
+        jobs=args.jobs,
+        hours=args.hours,
+        store=args.store,
+        successor=args.successor,
+        lease_seconds=args.lease_seconds,
     )
     from contextlib import ExitStack
 

@@ -144,6 +144,9 @@ class ChaosConfig:
     # runs table has the ``due`` index and the migration switch (core/claim_shape.py) is on before
     # the first job registers; the checks read heads, markers and epochs (sim/successor.py).
     successor: bool = False
+    # LeaseSeconds and DispatchLeaseSeconds (a successor head's check delay follows the dispatch
+    # lease, HC7); the heartbeat is at most half of it (``SchedulerConfig``'s rule).
+    lease_seconds: int = 30
 
 
 @dataclass(frozen=True)
