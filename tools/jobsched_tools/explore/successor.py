@@ -206,7 +206,7 @@ class SuccessorWorld(World):
 
 # --- the set-ups ------------------------------------------------------------------------------------
 
-_SETUPS: dict[tuple[str, str, str, str], tuple[Any, ...]] = {}
+_SETUPS: dict[tuple[str, str, str, str, str], tuple[Any, ...]] = {}
 SETUPS = ("registered", "claimed", "paused", "settled", "resumed-reconciled")
 
 
