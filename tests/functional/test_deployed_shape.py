@@ -227,3 +227,19 @@ def test_the_functions_take_the_claim_from_the_claim_shape_variable(
         trigger = app.trigger()
         assert trigger._heads.stack_shape("inv") is expected
         assert app.detector()._due_sweep is (expected is ClaimShape.SUCCESSOR)
+
+
+def test_jobsched_top_on_a_successor_stack_reads_due_alone(succ: Env) -> None:
+    """``jobsched top`` on a successor stack: the heads due soon and the runs with a lease, both
+    from ``due`` (the tables lack ``next-run`` and ``lease``)."""
+    from jobsched_tools.ops.top import snapshot
+
+    succ.ops().register(job("soon", "rate(5 minutes)"))
+    succ.ops().register(job("running", "rate(5 minutes)"))
+    succ.clock.advance(5 * MINUTE)
+    assert succ.trigger().tick("t1").claimed == 2
+    store = recorded(succ)
+    status = snapshot(succ.store, succ.cfg.shard_count, succ.clock.now_ms(), 600, DeployedShape.SUCCESSOR)
+    assert set(store.indexes) <= {"due", "runs-of-job"}
+    assert sorted(s["job_id"] for s in status.due_soon) == ["running", "soon"]  # their next heads
+    assert len(status.jobs) == 2
