@@ -243,3 +243,20 @@ def test_jobsched_top_on_a_successor_stack_reads_due_alone(succ: Env) -> None:
     assert set(store.indexes) <= {"due", "runs-of-job"}
     assert sorted(s["job_id"] for s in status.due_soon) == ["running", "soon"]  # their next heads
     assert len(status.jobs) == 2
+
+
+def test_a_successor_stacks_dropped_shards_drain_without_next_run() -> None:
+    """ShardCount lowered on a successor stack: the dropped shards are swept and drained from
+    ``due`` alone (a successor stack has no next-run for the drain's moves of legacy states)."""
+    from harness import default_cfg
+
+    with build("memory", cfg=default_cfg(shard_count=8), shape=DeployedShape.SUCCESSOR) as env:
+        for n in range(8):
+            env.ops().register(job(f"j{n}", "rate(5 minutes)"))
+        env.detector().run("records shard_high")
+        env.cfg = default_cfg(shard_count=2)
+        store = recorded(env)
+        assert env.detector().run("drains").job_errors == 0
+        assert set(store.indexes) <= {"due", "runs-of-job"} and "due" in store.indexes
+        bookkeeping = env.store.get(STATE, dict(BOOKKEEPING_KEY))
+        assert bookkeeping is not None and bookkeeping["shard_high"] == 8
