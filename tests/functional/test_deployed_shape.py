@@ -260,3 +260,15 @@ def test_a_successor_stacks_dropped_shards_drain_without_next_run() -> None:
         assert set(store.indexes) <= {"due", "runs-of-job"} and "due" in store.indexes
         bookkeeping = env.store.get(STATE, dict(BOOKKEEPING_KEY))
         assert bookkeeping is not None and bookkeeping["shard_high"] == 8
+
+
+def test_claim_now_on_a_successor_stack_converts_a_legacy_state_and_claims_its_head(succ: Env) -> None:
+    """``Trigger.claim_now`` meeting a legacy state on a successor stack (no next-run to claim it
+    from): converted, as a migrating stack's tick converts one, and its head claimed."""
+    seed_active(succ, job("old", "rate(1 minute)"), T0 + MINUTE)
+    result = succ.trigger().claim_now("old", "registrar")
+    state = succ.state("old")
+    assert EPOCH in state and "next_run_at" not in state
+    assert result.claimed == 1 and [m.body["run_id"] for m in succ.queue.sent] == [
+        run_id_for("old", T0 + MINUTE, int(state["epoch"]))
+    ]
