@@ -272,3 +272,17 @@ def test_claim_now_on_a_successor_stack_converts_a_legacy_state_and_claims_its_h
     assert result.claimed == 1 and [m.body["run_id"] for m in succ.queue.sent] == [
         run_id_for("old", T0 + MINUTE, int(state["epoch"]))
     ]
+
+
+@pytest.mark.parametrize("shape", list(DeployedShape))
+def test_the_cli_reads_a_stacks_claim_shape_from_its_tables(shape: DeployedShape) -> None:
+    """A CLI target named by its tables (no stack parameters, no local state file): the claim its
+    Operations register with is the one the tables' indexes say, so a job registered from the
+    CLI on a successor stack gets a head, not a next-run position nothing queries."""
+    from jobsched_tools.api import claim_shape_of
+    from jobsched_tools.deployment import Target
+
+    with build("dynamodb", shape=shape) as env:
+        target = Target("t-jobs", env.tables["state"], env.tables["runs"], env.queue_url)
+        assert claim_shape_of(target) is shape
+        assert claim_shape_of(Target("j", "s", "r", "q", claim_shape="legacy")) is DeployedShape.LEGACY
