@@ -255,7 +255,9 @@ def aws_env(
     kind: str,
     extra_indexes: tuple[str, ...] = (),
 ) -> Env:
-    resources = provision(dynamodb, sqs, prefix="t", extra_indexes=extra_indexes)
+    resources = provision(
+        dynamodb, sqs, prefix="t", parameters={"ClaimShape": "legacy"}, extra_indexes=extra_indexes
+    )
     create_effects_table(dynamodb)
     store = DynamoStore(
         dynamodb,

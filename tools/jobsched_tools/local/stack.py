@@ -142,7 +142,9 @@ class LocalStack:
         dynamodb = make_client("dynamodb", self.moto.endpoint_url, REGION)
         sqs = make_client("sqs", self.moto.endpoint_url, REGION)
         with _env(base):
-            self.resources = provision(dynamodb, sqs, self.options.prefix)
+            self.resources = provision(
+                dynamodb, sqs, self.options.prefix, parameters={"ClaimShape": "legacy"}
+            )
         sqs.set_queue_attributes(
             QueueUrl=self.resources.work_queue_url, Attributes={"VisibilityTimeout": LOCAL_VISIBILITY_TIMEOUT}
         )
