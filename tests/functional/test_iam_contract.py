@@ -134,7 +134,7 @@ def contract_stack(template: dict[str, Any], shape: str = "successor") -> Stack:
 # The stack as deployed before the successor claim (ClaimShape legacy: next-run and lease, today's
 # claim) and as a new stack deploys it (successor: due only, every job claimed from its head).
 # migrating grants the union of the two (each grant an Fn::If of an index's presence), which
-# test_migrating_grants_both_shapes holds it to; its calls are either shape's.
+# test_migrating_grants_what_either_shape_needs holds it to: its functions make either shape's calls.
 SHAPES = ("legacy", "successor")
 TEMPLATE = load_template()
 STACKS = {shape: contract_stack(TEMPLATE, shape) for shape in (*SHAPES, "migrating")}
@@ -232,8 +232,8 @@ class Scenario:
         self, recorder: CallRecorder, clock: ManualClock, dynamodb: Any, resources: Any, shape: str
     ) -> None:
         self.recorder, self.clock, self.dynamodb, self.resources = recorder, clock, dynamodb, resources
-        # The switch is on but with ClaimShape legacy (recording()): every job registered here
-        # claims the successor way, whose claim is one PutItem; today's is one TransactWriteItems.
+        # Under ClaimShape successor every job claims from its head, one PutItem a claim; today's
+        # claim (legacy) is one TransactWriteItems.
         self.successor = shape != "legacy"
         self.claim_operation = "PutItem" if self.successor else "TransactWriteItems"
         self.taken: set[str] = set()
@@ -572,11 +572,8 @@ def register_test_handlers() -> None:
 @functools.cache
 def recording(shape: str) -> CallRecorder:
     """Every call of the scenarios on a stack whose tables are indexed for ``shape`` (ClaimShape),
-    its functions told so (CLAIM_SHAPE); with ``successor`` the migration switch is on too, as
-    `jobsched migrate successor-claim` leaves it. Recorded once per shape."""
-    from jobsched.adapters.dynamodb_store import DynamoStore
+    its functions told so (CLAIM_SHAPE), as a deploy makes it. Recorded once per shape."""
     from jobsched.runtime import lambda_context, wiring
-    from jobsched_tools.ops.migrate import switch_on
 
     clock = ManualClock(NOW)
     recorder = CallRecorder(ACCOUNT)
@@ -621,11 +618,6 @@ def recording(shape: str) -> CallRecorder:
             dynamodb = boto3.client("dynamodb", region_name=REGION)
             sqs = boto3.client("sqs", region_name=REGION)
             resources = provision(dynamodb, sqs, prefix=PREFIX, parameters={"ClaimShape": shape})
-            if shape != "legacy":  # the switch on, as `jobsched migrate successor-claim` leaves it
-                store = DynamoStore(
-                    dynamodb, resources.jobs_table, resources.state_table, resources.runs_table
-                )
-                assert switch_on(store, dynamodb, resources.runs_table, NOW)
             dynamodb.create_table(
                 TableName=EFFECTS,
                 KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
@@ -775,3 +767,14 @@ def test_taking_away_a_used_grant_denies_a_recorded_call(shaped: tuple[str, Gran
     assert not denied(calls, statements)
     refused = denied(calls, without(statements, grant))
     assert refused, f"{grant} is used, yet every call is still allowed without it (granted twice?)"
+
+
+def test_migrating_grants_what_either_shape_needs() -> None:
+    """ClaimShape migrating runs today's claim until the switch is set and the successor claim
+    after: each function's role allows every call either recording made, and each of its grants
+    is used by one of them (no grant of neither shape)."""
+    for function in FUNCTIONS:
+        calls = [*recording("legacy").distinct(function), *recording("successor").distinct(function)]
+        statements = STATEMENTS["migrating"][function]
+        assert not denied(calls, statements), function
+        assert unused(grants(function, statements), calls) == [], function
