@@ -61,7 +61,7 @@ def moto_tables() -> Iterator[tuple[Any, Any]]:
     with mock_aws():
         dynamodb = make_client("dynamodb", region="us-east-1")
         sqs = make_client("sqs", region="us-east-1")
-        resources = provision(dynamodb, sqs, prefix="contract")
+        resources = provision(dynamodb, sqs, prefix="contract", parameters={"ClaimShape": "legacy"})
         dynamodb.create_table(
             TableName=EFFECTS,
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
@@ -71,7 +71,9 @@ def moto_tables() -> Iterator[tuple[Any, Any]]:
         # A runs table with the successor claim's index, which template.yaml does not create yet
         # (ports.UNDEPLOYED_INDEXES): made from the template's runs table plus the code's
         # definition, as the plan's deploy 1 will add it.
-        due_spec = with_indexes(table_specs(load_template()), [DUE_INDEX])["RunsTable"]
+        due_spec = with_indexes(table_specs(load_template(), {"ClaimShape": "legacy"}), [DUE_INDEX])[
+            "RunsTable"
+        ]
         dynamodb.create_table(TableName=DUE_RUNS, **due_spec)
         yield dynamodb, resources
 

@@ -36,7 +36,9 @@ def due_resources() -> Iterator[Resources]:
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
         sqs = boto3.client("sqs", region_name="us-east-1")
-        yield provision(dynamodb, sqs, prefix="cli", extra_indexes=("due",))
+        yield provision(
+            dynamodb, sqs, prefix="cli", parameters={"ClaimShape": "legacy"}, extra_indexes=("due",)
+        )
 
 
 def stack_args(resources: Resources) -> list[str]:

@@ -38,7 +38,7 @@ from jobsched.core.limits import item_size
 from jobsched.core.writes import Check, Cond, Delete, Item, Put, Update, WriteOp
 from jobsched.ports import INDEX_TABLE, TABLE_KEY, IndexName, Page, index_definition
 
-from jobsched_tools.emulator.provision import load_template
+from jobsched_tools.emulator.provision import load_template, table_specs
 from jobsched_tools.fakes.memory_store import MemoryStore
 
 KB = 1024
@@ -74,10 +74,11 @@ def template_indexes() -> list[Index]:
 def _template_indexes() -> tuple[Index, ...]:
     # Parsed once per process: template.yaml takes seconds to load, and a benchmark or a test
     # makes many stores (the indexes are frozen dataclasses, safe to share).
+    # Every claim index the template makes: ClaimShape migrating has all three.
     indexes = []
-    resources = load_template()["Resources"]
+    specs = table_specs(load_template(), {"ClaimShape": "migrating"})
     for logical_id, table in LOGICAL_TABLE.items():
-        props = resources[logical_id]["Properties"]
+        props = specs[logical_id]
         table_keys = tuple(k["AttributeName"] for k in props["KeySchema"])
         for gsi in props.get("GlobalSecondaryIndexes", []):
             projection = gsi["Projection"]
