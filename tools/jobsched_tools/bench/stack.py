@@ -104,7 +104,7 @@ class BenchStack:
             self.admin_ddb,
             self.admin_sqs,
             prefix=f"bench-{name}-{uuid.uuid4().hex[:6]}",
-            parameters={"WorkerTimeoutSeconds": "120"},
+            parameters={"WorkerTimeoutSeconds": "120", "ClaimShape": "legacy"},
         )
         if counter is not None:
             counter.attach(self.ddb)
