@@ -541,7 +541,7 @@ def check(world: ObservedWorld, checker_class: type[Checker] = Checker) -> Chaos
             checker.runs.values(),
             [m.body for m in world.queue.messages()],
             world.store.ledger.tokens,
-            None if not cfg.successor else SUCCESSOR_CORE_INVARIANTS,
+            None if not cfg.ends_successor else SUCCESSOR_CORE_INVARIANTS,
         )
     )
     report.core_invariants = dict(sorted(world.store.ledger.core.items()))

@@ -225,6 +225,10 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     "relink_head_ops:_relink_successor_absent",
     "redispatch_head_op:_redispatch_status_scheduled",
     "redispatch_head_op:_redispatch_version",
+    # w3chaos: the conversion of a legacy state (head_convert.py), caught by the chaos world whose
+    # switch turns on mid-run (sim/migration.py; tests/sim/test_chaos_migrating.py).
+    "_state_op:_state_unchanged",
+    "convert_legacy_ops:_run_is_new",
 )
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and
