@@ -27,6 +27,7 @@ from jobsched_tools.sim.invariants import all_items
 from jobsched_tools.sim.lease_store import LeaseIndexedMemoryStore
 from jobsched_tools.sim.mutants import SUCCESSOR_SWITCHABLE, switched_off
 from jobsched_tools.sim.world import World
+from jobsched_tools.sim.world_state import switch_to_successor
 
 SMALL = ChaosConfig(seed=1, jobs=10, hours=1, migrate_midway=True)
 
@@ -69,6 +70,21 @@ def test_the_switch_turned_on_mid_run_holds_every_invariant(seed: int) -> None:
     assert epochs[False] > 20 and epochs[True] > 20, epochs  # legacy ids, then epoch ids
     states = [s for s in all_items(world.store.inner, STATE) if s.get("status") == "active"]
     assert states and all(EPOCH in s and "next_run_at" not in s for s in states)
+
+
+def test_each_step_of_a_migrating_world_reads_the_switch_anew() -> None:
+    """A function invocation reads the switch once (runtime/wiring.py builds its registrar per
+    invocation); the simulation's services live the whole run, so each step forgets the switch its
+    registrar read. Without that, a registrar that read it off before the switch keeps registering
+    today's way after it (this test's second job gets a next-run entry)."""
+    world = World(replace(SMALL, hours=0.25, faults=FaultRates.none()))
+    first, second = world.jobs[0].definition, world.jobs[1].definition
+    world.call("operator", lambda: world.ops.register(first))
+    assert "next_run_at" in (world.store.inner.get(STATE, {"job_id": first.job_id}) or {})
+    switch_to_successor(world.store.inner, world.clock.now_ms())
+    world.call("operator", lambda: world.ops.register(second))
+    state = world.store.inner.get(STATE, {"job_id": second.job_id}) or {}
+    assert EPOCH in state and "next_run_at" not in state, state
 
 
 def test_the_checks_fail_a_world_whose_switch_never_lands(monkeypatch: pytest.MonkeyPatch) -> None:

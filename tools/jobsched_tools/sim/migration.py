@@ -30,7 +30,7 @@ A part of ``World`` (sim/world.py), mixed in over the trigger and the detector (
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,12 +42,13 @@ from jobsched.core.writes import STATE, Update, WriteOp
 from jobsched.ports import DUE_INDEX
 from jobsched.services.definitions import Definitions
 from jobsched.services.head_registrar import convert_legacy
+from jobsched.services.registrar import Registrar
 from jobsched.services.trigger import Trigger
 
 from jobsched_tools.sim.invariants import all_items
 from jobsched_tools.sim.ledger import CONVERSION
 from jobsched_tools.sim.ticks import TriggerAndDetector
-from jobsched_tools.sim.world_state import MINUTE
+from jobsched_tools.sim.world_state import MINUTE, T
 
 # The labels of the writes the moments above land inside: today's claim transaction's state
 # write, and the conversion's (core/transitions/head_convert.py ``_state_op``).
@@ -131,6 +132,22 @@ class Migration(TriggerAndDetector):
         self.store.before_write = self._inside_write
         self.at(when, self._arm_switch)
         self.at(when + LAND_WITHIN_MS, self._switch_if_not_landed)
+
+    def call(self, actor: str, fn: Callable[[], T], key: str = "") -> tuple[bool, T | None]:
+        """``WorldState.call``; on a migrating stack each step is a new invocation of its function,
+        whose registrar reads the switch anew (runtime/wiring.py builds one per invocation; a
+        registrar reads the switch with its first state read, services/registrar.py). The
+        simulation's services live the whole run, so their registrars forget the switch they read:
+        a registration after the switch is the successor claim's, as the product's is, and only
+        this module's stale ticks act on a switch read before it flipped."""
+        if self.cfg.migrate_midway:
+            for registrar in self._registrars():
+                registrar._stack = None
+        return super().call(actor, fn, key)
+
+    def _registrars(self) -> list[Registrar]:
+        services: list[Any] = [*self.triggers, self.detector, self.overloaded_detector, self.ops]
+        return [self.registrar, *(service._registrar for service in services)]
 
     def _arm_switch(self) -> None:
         self._switch_armed = True
