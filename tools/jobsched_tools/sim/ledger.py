@@ -18,6 +18,7 @@ from jobsched.core import head_invariants
 from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed
+from jobsched.core.head import is_end_marker
 from jobsched.core.head_change import EPOCH, HEAD_AT
 from jobsched.core.run import RunStatus, run_key
 from jobsched.core.writes import (
@@ -453,7 +454,10 @@ class LedgerKeeper:
                 continue
             after = self.inner.get(RUNS, run_key(run_id))
             if parts.kind == "end":
-                if after is not None and runs_before.get(run_id) is None:
+                # Only an end marker ends the life: a settle that decides a life's last head
+                # missed closes its end key with a closure marker (``closed``), and the life goes
+                # on to the next head (a miss is no run of ``max_runs``).
+                if after is not None and runs_before.get(run_id) is None and is_end_marker(after):
                     self._end_marker(parts.job_id, parts.instant_ms)
                 continue
             if parts.kind != "timed":
