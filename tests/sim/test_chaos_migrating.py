@@ -87,6 +87,22 @@ def test_each_step_of_a_migrating_world_reads_the_switch_anew() -> None:
     assert EPOCH in state and "next_run_at" not in state, state
 
 
+def test_after_the_switch_the_ticks_claim_every_head_on_time() -> None:
+    """Liveness the misfire policies would hide: in a quiet world the ticks claim every head after
+    the switch, and the detector settles none late (no catch-up, miss or late run). Each tick reads
+    the switch anew (``Migration.call``); a trigger that kept the switch it read before the flip
+    claimed no head after it, and the detector ran every occurrence late under its policy."""
+    world = World(replace(SMALL, seed=2, faults=FaultRates.none()))
+    report = world.run()
+    switched = world.migration.switched_at
+    assert switched is not None and report.invariant_violations == []
+    assert report.migration["head_claims_by_ticks"] > 50
+    late = [
+        e for e in world.entries if e.at > switched and e.what in ("run.catchup", "run.missed", "run.late")
+    ]
+    assert late == [], late[:3]
+
+
 def test_the_checks_fail_a_world_whose_switch_never_lands(monkeypatch: pytest.MonkeyPatch) -> None:
     """The checks can fail: with the operator's write dropped (the switch stays off, every job
     claims as today), the run reports the switch missing, every active job without a head (H1)

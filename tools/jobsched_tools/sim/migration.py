@@ -53,6 +53,7 @@ from jobsched_tools.sim.world_state import MINUTE, T
 # The labels of the writes the moments above land inside: today's claim transaction's state
 # write, and the conversion's (core/transitions/head_convert.py ``_state_op``).
 LEGACY_CLAIM = "advance job"
+HEAD_CLAIMS = frozenset({"claim head", "claim head (end)"})  # the successor claim's (head_claim.py)
 # How long after the switch a tick may still claim under the switch as it read it (a tick reads it
 # once, at its start; a tick's Lambda runs for at most a minute or so).
 STALE_MS = 2 * MINUTE
@@ -88,6 +89,7 @@ class MigrationLog:
     legacy_at_switch: frozenset[str] = frozenset()
     stale_ticks: int = 0
     second_converters: int = 0
+    head_claims_by_ticks: int = 0
     converted_by: dict[str, int] = field(default_factory=dict)
 
     def figures(self, converted: set[str], left: int) -> dict[str, Any]:
@@ -104,6 +106,8 @@ class MigrationLog:
             "legacy_states_left": left,
             "stale_ticks": self.stale_ticks,
             "second_converters": self.second_converters,
+            # Claims of heads the ticks tried after the switch (the successor claim is live).
+            "head_claims_by_ticks": self.head_claims_by_ticks,
         }
 
 
@@ -135,14 +139,19 @@ class Migration(TriggerAndDetector):
 
     def call(self, actor: str, fn: Callable[[], T], key: str = "") -> tuple[bool, T | None]:
         """``WorldState.call``; on a migrating stack each step is a new invocation of its function,
-        whose registrar reads the switch anew (runtime/wiring.py builds one per invocation; a
-        registrar reads the switch with its first state read, services/registrar.py). The
-        simulation's services live the whole run, so their registrars forget the switch they read:
-        a registration after the switch is the successor claim's, as the product's is, and only
-        this module's stale ticks act on a switch read before it flipped."""
+        which reads the switch anew: runtime/wiring.py builds the trigger and the registrar per
+        invocation, and each keeps the switch it read for its life (head_trigger.py
+        ``HeadClaims.stack_shape``: one GetItem; services/registrar.py: with its first state read).
+        The simulation's services live the whole run, so at each step they forget the switch they
+        read: a tick or a registration after the switch takes the successor claim, as the
+        product's do, and only this module's stale ticks act on a switch read before it flipped.
+        (Without it, no tick claimed a head after the switch, and the detector's misfire handling
+        ran every job late: seed 3 reported ``run_all_incomplete``.)"""
         if self.cfg.migrate_midway:
             for registrar in self._registrars():
                 registrar._stack = None
+            for trigger in self.triggers:
+                trigger._heads._shape = None
         return super().call(actor, fn, key)
 
     def _registrars(self) -> list[Registrar]:
@@ -168,6 +177,8 @@ class Migration(TriggerAndDetector):
                 self._interleaved_shaped_tick()
             return
         switched = self.migration.switched_at
+        if switched is not None and self.store.actor.startswith("trigger") and labels & HEAD_CLAIMS:
+            self.migration.head_claims_by_ticks += 1
         converted = next((op for op in ops if op.label == CONVERSION and isinstance(op, Update)), None)
         if switched is None or converted is None or self.clock.now_ms() >= switched + STALE_MS:
             return
