@@ -29,6 +29,7 @@ A part of ``World`` (sim/world.py), mixed in over the trigger and the detector (
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,8 +39,8 @@ from jobsched.core.claim_shape import ClaimShape, stack_shape
 from jobsched.core.clock import iso_z
 from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY
 from jobsched.core.transitions.head_convert import is_legacy
-from jobsched.core.writes import STATE, Update, WriteOp
-from jobsched.ports import DUE_INDEX
+from jobsched.core.writes import RUNS, STATE, Update, WriteOp
+from jobsched.ports import DEPLOYED_INDEXES, INDEX_TABLE
 from jobsched.services.definitions import Definitions
 from jobsched.services.head_registrar import convert_legacy
 from jobsched.services.registrar import Registrar
@@ -69,12 +70,25 @@ SWITCH_BETWEEN = (0.3, 0.6)
 LAND_WITHIN_MS = 3 * MINUTE
 
 
-class _DueIndexActive:
-    """The runs table's DescribeTable as ``switch_on`` reads it (ops/migrate.py
-    ``require_due_index``): the migrating stack has the ``due`` index, ACTIVE."""
+class _MigratingTables:
+    """The tables' DescribeTable as ``switch_on`` reads it (ops/migrate.py): a migrating stack's
+    claim indexes (``ports.DEPLOYED_INDEXES["migrating"]``), each on its table, ACTIVE."""
 
-    def describe_table(self, **_kwargs: Any) -> dict[str, Any]:
-        return {"Table": {"GlobalSecondaryIndexes": [{"IndexName": DUE_INDEX, "IndexStatus": "ACTIVE"}]}}
+    def describe_table(self, TableName: str) -> dict[str, Any]:
+        names = sorted(name for name in DEPLOYED_INDEXES["migrating"] if INDEX_TABLE[name] == TableName)
+        indexes = [{"IndexName": name, "IndexStatus": "ACTIVE"} for name in names]
+        return {"Table": {"GlobalSecondaryIndexes": indexes}}
+
+
+def _switch_arguments(now: int) -> dict[str, Any]:
+    """``switch_on``'s table names and time; the state table's too where it reads both tables'
+    indexes (h/w3runtime's ``deployed_shape``)."""
+    from jobsched_tools.ops.migrate import switch_on
+
+    arguments: dict[str, Any] = {"runs_table": RUNS, "now": now}
+    if "state_table" in inspect.signature(switch_on).parameters:
+        arguments["state_table"] = STATE
+    return arguments
 
 
 @dataclass
@@ -218,7 +232,7 @@ class Migration(TriggerAndDetector):
         try:
             ok, _ = self.call(
                 "operator",
-                lambda: switch_on(self.store, _DueIndexActive(), "runs", self.clock.now_ms()),
+                lambda: switch_on(self.store, _MigratingTables(), **_switch_arguments(self.clock.now_ms())),
                 "migrate",
             )
         finally:
