@@ -225,10 +225,29 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     "relink_head_ops:_relink_successor_absent",
     "redispatch_head_op:_redispatch_status_scheduled",
     "redispatch_head_op:_redispatch_version",
-    # w3chaos: the conversion of a legacy state (head_convert.py), caught by the chaos world whose
-    # switch turns on mid-run (sim/migration.py; tests/sim/test_chaos_migrating.py).
+    # w3overlap (issue 37): the change's and the legacy conversion's parts, caught by the overlap
+    # sets (explore/sets_successor_overlap.py), edit-stale-page and convert-* (HC10, §5).
+    "head_change_ops:_change_state_version",
+    "head_change_ops:_head_scheduled",
+    "head_change_ops:_head_version",
+    "head_change_ops:_change_marker_absent",
+    "head_change_ops:_change_new_head_free",
+    # (w3chaos: chaos --migrate-midway catches these two as well, sim/migration.py;
+    # tests/sim/test_chaos_migrating.py)
     "_state_op:_state_unchanged",
     "convert_legacy_ops:_run_is_new",
+    # Misfire, max_runs and backfill (w3mis): explore/sets_successor_mis.py ``CATCHERS``, or
+    # ``UNCAUGHT`` with the reason no set catches the part alone (``PAIRS``: with its partners).
+    "finish_life_ops:_state_as_read",
+    "finish_life_ops:_end_marker_written",
+    "backfill_with_head_ops:_backfill_record_absent",
+    "adhoc_run_with_head_ops:_adhoc_run_absent",
+    "settle_head_ops:_settle_successor_absent",
+    "settle_head_ops:_missed_absent",
+    "settle_head_ops:_next_head_absent",
+    "_closed_end_key:_settle_successor_absent",
+    "_decide_head:_head_scheduled",
+    "_decide_head:_head_version",
 )
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and
