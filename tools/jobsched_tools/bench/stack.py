@@ -25,7 +25,7 @@ from jobsched.core.state import registered_state
 from jobsched.core.writes import RUNS
 
 from jobsched_tools.emulator.local_moto import MotoProcess
-from jobsched_tools.emulator.provision import Resources, provision
+from jobsched_tools.emulator.provision import Resources, load_template, provision
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -68,6 +68,16 @@ class BenchSettings:
         )
 
 
+def legacy_tables() -> dict[str, str]:
+    """The template parameters that give a phase legacy tables (``next-run`` and ``lease``): the
+    moto phases seed their jobs as legacy states (``scheduled_job``) and run today's claim, so
+    their request counts, CPU, lag and recovery are the legacy claim's. What the shipped shape
+    writes and reads, and its price, is metered on the product's services
+    (bench/stack_shapes.py, bench/shape_figures.py). Empty for a template without ``ClaimShape``,
+    whose tables are legacy's."""
+    return {"ClaimShape": "legacy"} if "ClaimShape" in load_template()["Parameters"] else {}
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100)."""
     if not values:
@@ -104,7 +114,7 @@ class BenchStack:
             self.admin_ddb,
             self.admin_sqs,
             prefix=f"bench-{name}-{uuid.uuid4().hex[:6]}",
-            parameters={"WorkerTimeoutSeconds": "120"},
+            parameters={"WorkerTimeoutSeconds": "120", **legacy_tables()},
         )
         if counter is not None:
             counter.attach(self.ddb)
