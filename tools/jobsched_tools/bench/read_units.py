@@ -95,6 +95,14 @@ class ReadMeter(MeteringStore):
         self.units[(self.reader, f"BatchGetItem {table}")] += self.read_units - before
         return items
 
+    def occurrence_items(self, job_id: str, page_limit: int | None = None) -> list[Item]:
+        # HC12's strongly consistent read of a job's occurrence keys (the successor claim's
+        # registrar and reconcile pass): charged as one page, no entry shares to split.
+        before = self.read_units
+        items = super().occurrence_items(job_id, page_limit)
+        self.units[(self.reader, "Query runs (occurrences)")] += self.read_units - before
+        return items
+
     def query(
         self,
         index: IndexName,
