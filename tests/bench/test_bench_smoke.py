@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 import pytest
-from jobsched_tools.bench import cold_import, fanout, memory, read_units, units
+from jobsched_tools.bench import cold_import, fanout, memory, read_units, stack_shapes, units
 from jobsched_tools.cli.main import main
 
 KEYS = {
@@ -152,6 +152,12 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     assert result["est_read_units_per_run"] == metered
     assert sum(result["est_read_units_per_run_by_reader"].values()) == pytest.approx(metered, abs=1e-3)
     prices, _ = units.load_prices()
+    # The bench meters what ships (issue 37): its headline units are the template's default
+    # shape's, and every shape is priced beside it, from the same meter.
+    assert result["claim_shape"] == stack_shapes.shipped().name
+    assert set(result["by_claim_shape"]) == {shape.name for shape in stack_shapes.SHAPES}
+    shipped = result["by_claim_shape"][result["claim_shape"]]
+    assert shipped["write_units_per_run"] == result["est_write_units_per_run_skip"]
     for mode, key in (
         ("on_demand", "usd_per_million_runs_by_service"),
         ("provisioned", "usd_per_million_runs_provisioned_by_service"),
