@@ -306,8 +306,9 @@ class DynamoStore:
             response = self.client.query(**request)
         except (ClientError, HTTPClientError, BotoConnectionError) as error:
             if not base and isinstance(error, ClientError) and _missing_index(error):
-                # A table made without an index the code defines (ports.UNDEPLOYED_INDEXES: "due"
-                # before the successor claim's deploy) is a setup error, never a transient one.
+                # An index the stack's deployed shape lacks (ports.DEPLOYED_INDEXES: "due" on a
+                # legacy stack, "next-run" and "lease" on a successor one) is a setup error or a
+                # path that should not query it, never a transient error.
                 raise ValueError(
                     f"the {self.table_name(INDEX_TABLE[index])} table has no index {index!r}: {error}"
                 ) from error

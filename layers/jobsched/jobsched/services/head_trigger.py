@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobsched.core.claim_shape import ClaimShape, stack_shape
+from jobsched.core.claim_shape import ClaimShape, DeployedShape, stack_shape
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, Throttled, TransientStoreError
 from jobsched.core.head import (
@@ -174,13 +174,18 @@ class HeadClaims:
         cfg: SchedulerConfig,
         claimer_id: str,
         repair: Callable[[str], object],
+        deployed: DeployedShape = DeployedShape.MIGRATING,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
         self._cfg = cfg
         self._claimer_id = claimer_id
         self._repair = repair
-        self._shape: ClaimShape | None = None
+        self._deployed = deployed
+        # Only a migrating stack's switch is read: legacy and successor decide it alone.
+        self._shape: ClaimShape | None = (
+            None if deployed is DeployedShape.MIGRATING else stack_shape(None, deployed)
+        )
 
     # --- the switch and the due pages ----------------------------------------------------------
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
-from jobsched.core.claim_shape import ClaimShape, job_shape, stack_shape
+from jobsched.core.claim_shape import ClaimShape, DeployedShape, job_shape, stack_shape
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
@@ -107,11 +107,13 @@ class Registrar:
         claim_now: Callable[[str], object] | None = None,
         detector_wake: DetectorWake | None = None,
         allow_lists: AllowLists | None = None,
+        deployed: DeployedShape = DeployedShape.MIGRATING,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
+        self._deployed = deployed  # the stack's claim indexes (template.yaml's ClaimShape)
         self._settler = Settler(store, telemetry, cfg)
         self._definitions = Definitions(store, cfg)
         self._dispatcher = (
@@ -137,7 +139,11 @@ class Registrar:
         self._wake = detector_wake
         # The successor claim's path (issue 37), for jobs whose ``job_shape`` says so.
         self._heads = HeadRegistrar(store, telemetry, clock, cfg, self._definitions, self._dispatcher)
-        self._stack: ClaimShape | None = None  # the migration switch, once read (``_stack_shape``)
+        # The stack's claim: a legacy or successor stack's from its indexes alone; a migrating
+        # stack's switch once read (``_read_state``).
+        self._stack: ClaimShape | None = (
+            None if deployed is DeployedShape.MIGRATING else stack_shape(None, deployed)
+        )
 
     def on_stream_record(
         self,
@@ -205,7 +211,7 @@ class Registrar:
             str(item["job_id"]): item
             for item in self._store.batch_get(STATE, [key, dict(BOOKKEEPING_KEY)], consistent=True)
         }
-        self._stack = stack_shape(found.get(str(BOOKKEEPING_KEY["job_id"])))
+        self._stack = stack_shape(found.get(str(BOOKKEEPING_KEY["job_id"])), self._deployed)
         return found.get(job_id)
 
     def _report_only(self, job_id: str) -> Registration:
