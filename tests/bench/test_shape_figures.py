@@ -140,3 +140,18 @@ def test_a_successor_job_change_is_one_transaction_that_closes_the_head() -> Non
     assert {"change state", "change new head"} <= set(change["register"]["by_write"])
     assert "state/next-run" not in change["retime"]["by_table"]
     assert "runs/due" in change["retime"]["by_table"]
+
+
+def test_an_idle_successor_stack_reads_only_due() -> None:
+    """A tick and a sweep on a stack deployed ``successor`` page `due` and nothing else (its tables
+    have no `next-run` or `lease`, and the meter refuses a query of either, as DynamoDB would);
+    the month of them is priced from the pages' metered units."""
+    idle = figures()["shapes"][SUCCESSOR.name]["idle"]
+    prices, _ = units.load_prices()
+    for stack in idle.values():
+        for actor in ("tick", "sweep"):
+            assert stack[actor]["requests_by_index_or_table"] == ["Query due"], actor
+        month = (stack["tick"]["read_units"] + stack["sweep"]["read_units"]) * shape_figures.MINUTES_PER_MONTH
+        assert stack["read_units_per_month"] == round(month)
+        read_usd = float(prices["dynamodb"]["read_request_unit_usd_per_million"])
+        assert stack["usd_per_month_on_demand"] == pytest.approx(month / 1e6 * read_usd, abs=1e-4)

@@ -64,8 +64,8 @@ class ReadMeter(MeteringStore):
     (``"GetItem runs"``, ``"Query lease"``), and each query's entries' shares apart from the
     per-page minimum. ``reading(name)`` names the reader of the reads made inside it."""
 
-    def __init__(self, extra_indexes: Iterable[str] = ()) -> None:
-        super().__init__(extra_indexes=extra_indexes)
+    def __init__(self, *, indexes: Iterable[str] | None = None) -> None:
+        super().__init__(indexes=indexes)
         self.reader = "setup"
         self.units: defaultdict[tuple[str, str], float] = defaultdict(float)  # (reader, request) -> units
         self.page_floor: defaultdict[str, float] = defaultdict(float)  # page minimums beyond entries

@@ -28,21 +28,21 @@ from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.transitions.bookkeeping import bookkeeping_op
 from jobsched.core.writes import Item, WriteOp
-from jobsched.ports import DEPLOYED_INDEXES, UNDEPLOYED_INDEXES, WorkQueue
+from jobsched.ports import DEPLOYED_INDEXES, WorkQueue
 from jobsched.services.detector import MissDetector
 from jobsched.services.operations import Operations
 from jobsched.services.trigger import Trigger
 
 from jobsched_tools.emulator.provision import load_template
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-from jobsched_tools.fakes.metering import MeteringStore, code_index, template_indexes
+from jobsched_tools.fakes.metering import MeteringStore
 
 
 @dataclass(frozen=True)
 class StackShape:
     name: str
     deployed: DeployedShape
-    switched: bool  # the migration switch on (it decides only while ``migrating``)
+    switched: bool  # the migration switch on (it exists, and decides, only while ``migrating``)
     summary: str
 
     @property
@@ -62,7 +62,7 @@ class StackShape:
 SUCCESSOR = StackShape(
     "successor",
     DeployedShape.SUCCESSOR,
-    True,
+    False,
     "ClaimShape=successor (a new stack's default): the runs table's due index alone",
 )
 MIGRATING = StackShape(
@@ -103,8 +103,8 @@ class ByWriteMeter(MeteringStore):
     """A MeteringStore that also keeps each write's units by table and index
     (``by_write["claim head"] == {"runs": 1, "runs/due": 1}``): what a write costs, and where."""
 
-    def __init__(self, extra_indexes: Iterable[str] = ()) -> None:
-        super().__init__(extra_indexes=extra_indexes)
+    def __init__(self, *, indexes: Iterable[str] | None = None) -> None:
+        super().__init__(indexes=indexes)
         self.by_write: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self._charging = 0
 
@@ -134,13 +134,12 @@ M = TypeVar("M", bound=MeteringStore)
 
 
 def metered_store(shape: StackShape, store_class: type[M]) -> M:
-    """A meter whose tables have ``shape``'s indexes and charge them, and only them (an index the
-    tables lack costs nothing to write, and a store that served it would hide a reader of it), with
-    the migration switch written as ``jobsched migrate successor-claim`` writes it."""
-    store = store_class(extra_indexes=shape.indexes & UNDEPLOYED_INDEXES)
-    from_template = {index.name: index for index in template_indexes()}
-    store.indexes = [from_template.get(name) or code_index(name) for name in sorted(shape.indexes)]
-    if shape.switched and shape.deployed is not DeployedShape.LEGACY:
+    """A meter whose tables have ``shape``'s indexes and charge them, and only them (a query of
+    any other raises, as DynamoDB rejects a Query naming an index the table lacks), with the
+    migration switch written as ``jobsched migrate successor-claim`` writes it when the shape has
+    it on."""
+    store = store_class(indexes=shape.indexes)
+    if shape.switched:
         store.write([bookkeeping_op(None, {CLAIM_SHAPE_ATTRIBUTE: ClaimShape.SUCCESSOR.value}, (), 0)])
     return store
 
@@ -148,29 +147,26 @@ def metered_store(shape: StackShape, store_class: type[M]) -> M:
 def trigger(
     shape: StackShape, store: MeteringStore, queue: WorkQueue, clock: Clock, cfg: SchedulerConfig
 ) -> Trigger:
-    """The trigger as its function wires it on ``shape``'s stack (it reads the switch)."""
+    """The trigger as its function wires it on ``shape``'s stack (runtime/wiring.py)."""
     return Trigger(
-        store,
-        queue,
-        MemoryTelemetry(),
-        clock,
-        cfg,
-        parallel_queries=False,
-        read_claim_shape=shape.deployed is not DeployedShape.LEGACY,
+        store, queue, MemoryTelemetry(), clock, cfg, parallel_queries=False, deployed=shape.deployed
     )
 
 
 def detector(
-    _shape: StackShape, store: MeteringStore, queue: WorkQueue, clock: Clock, cfg: SchedulerConfig
+    shape: StackShape, store: MeteringStore, queue: WorkQueue, clock: Clock, cfg: SchedulerConfig
 ) -> MissDetector:
-    """The miss detector as its function wires it (its reconcile pass reads the switch)."""
-    return MissDetector(store, queue, MemoryTelemetry(), clock, cfg, parallel_queries=False)
+    """The miss detector as its function wires it."""
+    return MissDetector(
+        store, queue, MemoryTelemetry(), clock, cfg, parallel_queries=False, deployed=shape.deployed
+    )
 
 
 def operations(
-    _shape: StackShape, store: MeteringStore, queue: WorkQueue, clock: Clock, cfg: SchedulerConfig
+    shape: StackShape, store: MeteringStore, queue: WorkQueue, clock: Clock, cfg: SchedulerConfig
 ) -> Operations:
-    return Operations(store, queue, MemoryTelemetry(), clock, cfg)
+    """Operations (and the registrar it applies a change with) as the CLI wires them."""
+    return Operations(store, queue, MemoryTelemetry(), clock, cfg, deployed=shape.deployed)
 
 
 def as_json(shape: StackShape) -> dict[str, Any]:
