@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, Any
 from jobsched.adapters.aws import RequestCounter, make_client
 from jobsched.adapters.dynamodb_store import DynamoStore, serialize_item
 from jobsched.adapters.sqs_queue import SqsWorkQueue
+from jobsched.core.claim_shape import DeployedShape
 from jobsched.core.clock import iso_z
 from jobsched.core.config import SchedulerConfig
+from jobsched.core.head_change import HeadChangePlan, plan_head_change
 from jobsched.core.job import JobDefinition, OverlapPolicy
 from jobsched.core.state import registered_state
-from jobsched.core.writes import RUNS
+from jobsched.core.transitions.head_change import head_change_ops
+from jobsched.core.writes import JOBS, RUNS, Put
 
+from jobsched_tools.emulator.claim_indexes import deploy_claim_indexes
 from jobsched_tools.emulator.local_moto import MotoProcess
 from jobsched_tools.emulator.provision import Resources, load_template, provision
 
@@ -104,7 +108,13 @@ class Servers:
 class BenchStack:
     """One phase's tables and queue on the shared server, with counted clients."""
 
-    def __init__(self, moto: Servers, name: str, counter: RequestCounter | None = None) -> None:
+    def __init__(
+        self,
+        moto: Servers,
+        name: str,
+        counter: RequestCounter | None = None,
+        shape: DeployedShape = DeployedShape.LEGACY,
+    ) -> None:
         self.ddb: DynamoDBClient = make_client("dynamodb", moto.dynamodb.endpoint_url, "us-east-1")
         self.sqs: SQSClient = make_client("sqs", moto.sqs.endpoint_url, "us-east-1")
         # Setup and inspection go through separate, uncounted clients.
@@ -115,6 +125,11 @@ class BenchStack:
             self.admin_sqs,
             prefix=f"bench-{name}-{uuid.uuid4().hex[:6]}",
             parameters={"WorkerTimeoutSeconds": "120", **legacy_tables()},
+        )
+        # The tables brought to ``shape``'s claim indexes, as a deploy with ClaimShape set does.
+        self.shape = shape
+        deploy_claim_indexes(
+            self.admin_ddb, {"state": self.res.state_table, "runs": self.res.runs_table}, shape
         )
         if counter is not None:
             counter.attach(self.ddb)
@@ -142,6 +157,15 @@ class BenchStack:
                     pending = dict(
                         self.admin_ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
                     )
+
+    def put_heads(
+        self, jobs: list[tuple[dict[str, Any], HeadChangePlan]], now: int, cfg: SchedulerConfig
+    ) -> None:
+        """Job items and each job's first registration under the successor claim (its state and
+        its head: ``registered_head``), as the registrar leaves them."""
+        for item, plan in jobs:
+            self.admin_store.write([Put(JOBS, item, condition=(), label="bench job")])
+            self.admin_store.write(head_change_ops(plan, now, cfg))
 
     def visible(self) -> int:
         attrs = self.admin_sqs.get_queue_attributes(
@@ -181,6 +205,27 @@ def scheduled_job(
     )
     item = {**definition.to_item(), "status": "active", "def_hash": definition.definition_hash()}
     return item, registered_state(definition, due_ms, cfg.shard_count, due_ms)
+
+
+def registered_head(
+    job_id: str, due_ms: int, now: int, cfg: SchedulerConfig, overlap: str = "allow"
+) -> tuple[dict[str, Any], HeadChangePlan]:
+    """A job item and its first registration under the successor claim (the state and the head
+    at ``due_ms``, epoch 1), planned as the registrar plans it (``plan_head_change``): the
+    successor claim's ``scheduled_job``. Hourly, anchored at ``due_ms`` (a whole second after
+    ``now``), so the head is that instant."""
+    definition = JobDefinition(
+        job_id=job_id,
+        schedule="rate(1 hour)",
+        target=NOOP,
+        overlap=OverlapPolicy(overlap),
+        start=datetime.fromtimestamp(due_ms // 1000, UTC),
+    )
+    digest = definition.definition_hash()
+    item = {**definition.to_item(), "status": "active", "def_hash": digest}
+    plan = plan_head_change(job_id, None, None, definition, digest, now, cfg)
+    assert isinstance(plan, HeadChangePlan), plan
+    return item, plan
 
 
 def now_ms() -> int:
