@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jobsched_tools.bench import units, worker_wait, write_units
+from jobsched_tools.bench import stack_shapes, units, worker_wait, write_units
 
 MB_PER_VCPU = 1_769
 LAMBDA_REGIONAL_CONCURRENCY = 1_000
@@ -70,7 +70,10 @@ class Measured:
         missing = [k for k in ("trigger_cpu_ms_per_run", "worker_cpu_ms_per_run") if k not in data]
         if missing:
             raise KeyError(f"the bench JSON has no {missing}: run `jobsched bench --json` first")
-        units = write_units.measure(overlap, payload_bytes=0, runs=20, heartbeats=0)
+        # The stack shape that bench run metered (bench/stack_shapes.py; a run before issue 37's
+        # shapes metered the legacy claim), so that a JSON's model stays that run's.
+        shape = stack_shapes.BY_NAME[str(data.get("claim_shape", stack_shapes.LEGACY.name))]
+        units = write_units.measure(overlap, payload_bytes=0, runs=20, heartbeats=0, shape=shape)
         return cls(
             trigger_cpu_ms_per_run=float(data["trigger_cpu_ms_per_run"]),
             worker_cpu_ms_per_run=float(data["worker_cpu_ms_per_run"]),
