@@ -33,7 +33,8 @@ class Recorded:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.indexes: list[str] = []
-        self.state_keys: list[str] = []
+        self.state_keys: list[str] = []  # whole items read (GetItem, BatchGetItem)
+        self.projected: list[tuple[str, tuple[str, ...], Item | None]] = []  # key, names, answer
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -46,6 +47,13 @@ class Recorded:
         if table == STATE:
             self.state_keys.append(str(key["job_id"]))
         return self.store.get(table, key, consistent)
+
+    def get_attributes(
+        self, table: str, key: Item, names: Sequence[str], consistent: bool = True
+    ) -> Item | None:
+        found = self.store.get_attributes(table, key, names, consistent)  # type: ignore[attr-defined]
+        self.projected.append((str(key["job_id"]), tuple(names), found))
+        return found
 
     def batch_get(self, table: str, keys: Sequence[Item], consistent: bool = False) -> list[Item]:
         if table == STATE:
@@ -174,13 +182,24 @@ def test_a_legacy_stack_ignores_a_switch_set_on_it_and_never_queries_due(kind: s
         assert store.state_keys.count(BOOKKEEPING) == 1
 
 
-def test_a_migrating_stack_reads_the_switch(kind: str = "memory") -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_migrating_stack_reads_the_switch_attribute_alone(kind: str) -> None:
+    """On a migrating stack the registrar and the trigger read the switch: only its
+    ``claim_shape`` attribute (a projected GetItem), not the bookkeeping item, whose ``suspects``
+    may be ~100 KB. (It saves bytes, not read units: DynamoDB charges the item's size.)"""
     with build(kind, shape=DeployedShape.MIGRATING) as env:
+        current = env.store.get(STATE, dict(BOOKKEEPING_KEY))
+        suspects = {f"job{n}": {"digest": "x" * 64, "seen_at": T0, "pass": 0} for n in range(200)}
+        on = {CLAIM_SHAPE_ATTRIBUTE: ClaimShape.SUCCESSOR.value, "suspects": suspects}
+        env.store.write([bookkeeping_op(current, on, (), T0)])
         store = recorded(env)
-        env.ops().register(job("j1", "rate(1 minute)"))
-        env.trigger().tick("t1")
-        assert store.state_keys.count(BOOKKEEPING) == 2  # the registration's and the tick's
-        assert "next_run_at" in env.state("j1")  # the switch is off
+        env.ops().register(job("j1", "rate(5 minutes)"))
+        assert EPOCH in env.state("j1")  # the switch is on: a head
+        env.clock.advance(5 * MINUTE)
+        assert env.trigger().tick("t1").claimed == 1
+        assert BOOKKEEPING not in store.state_keys
+        switch = [(names, found) for key, names, found in store.projected if key == BOOKKEEPING]
+        assert switch == [((CLAIM_SHAPE_ATTRIBUTE,), {CLAIM_SHAPE_ATTRIBUTE: "successor"})] * 2
 
 
 # --- the functions' wiring ----------------------------------------------------------------------
@@ -208,3 +227,19 @@ def test_the_functions_take_the_claim_from_the_claim_shape_variable(
         trigger = app.trigger()
         assert trigger._heads.stack_shape("inv") is expected
         assert app.detector()._due_sweep is (expected is ClaimShape.SUCCESSOR)
+
+
+def test_jobsched_top_on_a_successor_stack_reads_due_alone(succ: Env) -> None:
+    """``jobsched top`` on a successor stack: the heads due soon and the runs with a lease, both
+    from ``due`` (the tables lack ``next-run`` and ``lease``)."""
+    from jobsched_tools.ops.top import snapshot
+
+    succ.ops().register(job("soon", "rate(5 minutes)"))
+    succ.ops().register(job("running", "rate(5 minutes)"))
+    succ.clock.advance(5 * MINUTE)
+    assert succ.trigger().tick("t1").claimed == 2
+    store = recorded(succ)
+    status = snapshot(succ.store, succ.cfg.shard_count, succ.clock.now_ms(), 600, DeployedShape.SUCCESSOR)
+    assert set(store.indexes) <= {"due", "runs-of-job"}
+    assert sorted(s["job_id"] for s in status.due_soon) == ["running", "soon"]  # their next heads
+    assert len(status.jobs) == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from jobsched.core.writes import Cond, Item, Update, WriteOp
 
@@ -172,6 +172,32 @@ class Store(Protocol):
         particular order: DynamoDB's BatchGetItem, with the keys it leaves unprocessed asked
         again (``Throttled`` when some stay unprocessed)."""
         ...
+
+
+@runtime_checkable
+class AttributeRead(Protocol):
+    """A GetItem of some attributes only (DynamoDB's ``ProjectionExpression``): what a reader
+    needs of a large item (the migration switch on the detector's bookkeeping item, whose
+    ``suspects`` may reach ~100 KB). It saves the bytes sent and parsed, not read units: "you can
+    request a subset of attributes to retrieve. However, doing so has no impact on the item size
+    calculations" (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html).
+    A protocol of its own, beside ``Store``, so that the stores' wrappers need not forward it: a
+    caller falls back to ``get`` (``read_attributes``)."""
+
+    def get_attributes(
+        self, table: str, key: Item, names: Sequence[str], consistent: bool = True
+    ) -> Item | None:
+        """The item's attributes of ``names`` that it has (None: no item; ``{}``: none of them)."""
+        ...
+
+
+def read_attributes(store: Store, table: str, key: Item, names: Sequence[str]) -> Item | None:
+    """``names`` of the item at ``key``, strongly consistent: a projected GetItem where the store
+    serves one (``AttributeRead``), else the whole item cut to them."""
+    if isinstance(store, AttributeRead):
+        return store.get_attributes(table, key, names)
+    item = store.get(table, key)
+    return None if item is None else {name: item[name] for name in names if name in item}
 
 
 class OccurrenceQuery(Protocol):

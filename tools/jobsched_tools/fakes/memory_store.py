@@ -140,6 +140,13 @@ class MemoryStore:
             item = self._table(table).get(self._key_value(table, key))
             return copy.deepcopy(item) if item is not None else None
 
+    def get_attributes(
+        self, table: str, key: Item, names: Sequence[str], consistent: bool = True
+    ) -> Item | None:
+        """A GetItem with a ProjectionExpression (ports.AttributeRead): counted as a GetItem."""
+        item = self.get(table, key, consistent)
+        return None if item is None else {name: item[name] for name in names if name in item}
+
     def query(
         self,
         index: IndexName,

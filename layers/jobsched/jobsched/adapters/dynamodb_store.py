@@ -254,6 +254,25 @@ class DynamoStore:
         item = response.get("Item")
         return deserialize_item(item) if item is not None else None
 
+    def get_attributes(
+        self, table: str, key: Item, names: Sequence[str], consistent: bool = True
+    ) -> Item | None:
+        """GetItem with a ProjectionExpression (ports.AttributeRead). DynamoDB returns no
+        ``Item`` when none exists, and an empty one when it has none of ``names``."""
+        placeholders = {f"#a{index}": name for index, name in enumerate(names)}
+        try:
+            response = self.client.get_item(
+                TableName=self.table_name(table),
+                Key=serialize_item(key),
+                ConsistentRead=consistent,
+                ProjectionExpression=", ".join(placeholders),
+                ExpressionAttributeNames=placeholders,
+            )
+        except (ClientError, HTTPClientError, BotoConnectionError) as error:
+            _raise_mapped(error)
+        item = response.get("Item")
+        return deserialize_item(item) if item is not None else None
+
     def query(
         self,
         index: IndexName,
