@@ -209,6 +209,13 @@ def switch_on(world: World) -> None:
     world.inner.write([bookkeeping_op(current, sets, (), world.clock.now_ms())])
 
 
+# The extension sets' own set-ups (explore/sets_successor_overlap.py: runs waiting and overtaken,
+# and a legacy state on a migrating stack), each its steps after the job's registration, with the
+# setup's services. ``BEFORE_SWITCH``: registered before the switch is on (a legacy state).
+SETUP_STEPS: dict[str, Callable[[SuccessorWorld, Services], None]] = {}
+BEFORE_SWITCH: set[str] = set()
+
+
 def _setup(world: SuccessorWorld, actor_set: ActorSet) -> None:
     """The successor model's set-ups: "registered" (the job alone, registered at 00:00 on a
     switched-on stack: its head at 00:05), "claimed" (a tick at 00:04 claimed 00:05 and sent its
@@ -216,10 +223,11 @@ def _setup(world: SuccessorWorld, actor_set: ActorSet) -> None:
     key = (actor_set.setup, actor_set.overlap, actor_set.schedule, repr(actor_set.job))
     cached = _SETUPS.get(key)
     if cached is None:
-        if actor_set.setup not in SETUPS:
+        if actor_set.setup not in SETUPS and actor_set.setup not in SETUP_STEPS:
             raise ValueError(f"unknown successor set-up {actor_set.setup!r}")
         world.clock.set(T0)
-        switch_on(world)
+        if actor_set.setup not in BEFORE_SWITCH:
+            switch_on(world)
         drive = Services(world, world.inner, world.mq, world.clock, "setup")
         item = job_item(actor_set.schedule, actor_set.overlap, "none", actor_set.job)
         world.inner.write([Put(JOBS, item, (), "person puts job")])
@@ -235,6 +243,8 @@ def _setup(world: SuccessorWorld, actor_set: ActorSet) -> None:
             world.inner.update(pause)
             drive.registrar.apply(JOB_ID)
             world.after_write([])
+        if actor_set.setup in SETUP_STEPS:
+            SETUP_STEPS[actor_set.setup](world, drive)
         cached = (copy.deepcopy(world.inner.tables), world.mq.snapshot(), list(world.ledger.marks))
         _SETUPS[key] = cached
         world.trace.clear()
@@ -261,6 +271,8 @@ def change(world: World, svc: Services, spec: ActorSpec) -> None:
         world.store.update(Update(JOBS, key, (), "person updates job", set={"enabled": what == "resume"}))
     elif what == "delete":
         world.store.delete(JOBS, key, (), "person deletes job")
+    elif what == "edit":  # HC10: the payload edited, the timing kept (a change all the same)
+        world.store.update(Update(JOBS, key, (), "person updates job", set={"description": "edited"}))
     else:
         raise ValueError(f"unknown change {what!r}")
     world.person_last = what

@@ -225,6 +225,15 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     "relink_head_ops:_relink_successor_absent",
     "redispatch_head_op:_redispatch_status_scheduled",
     "redispatch_head_op:_redispatch_version",
+    # w3overlap (issue 37): the change's and the legacy conversion's parts, caught by the overlap
+    # sets (explore/sets_successor_overlap.py), edit-stale-page and convert-* (HC10, §5).
+    "head_change_ops:_change_state_version",
+    "head_change_ops:_head_scheduled",
+    "head_change_ops:_head_version",
+    "head_change_ops:_change_marker_absent",
+    "head_change_ops:_change_new_head_free",
+    "_state_op:_state_unchanged",
+    "convert_legacy_ops:_run_is_new",
 )
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and
