@@ -33,6 +33,7 @@ from jobsched.services.detector import MissDetector
 from jobsched.services.operations import Operations
 from jobsched.services.trigger import Trigger
 
+from jobsched_tools.emulator.claim_indexes import template_shape
 from jobsched_tools.emulator.provision import load_template
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 from jobsched_tools.fakes.metering import MeteringStore
@@ -88,10 +89,9 @@ BY_NAME = {shape.name: shape for shape in SHAPES}
 
 
 def template_default() -> DeployedShape:
-    """template.yaml's ``ClaimShape`` default: what a new stack deploys. A template without the
-    parameter deploys ``next-run`` and ``lease``, the legacy shape."""
-    parameter = load_template()["Parameters"].get("ClaimShape", {})
-    return DeployedShape(str(parameter.get("Default", DeployedShape.LEGACY.value)))
+    """template.yaml's ``ClaimShape`` default: what a new stack deploys (legacy for a template
+    without the parameter: emulator/claim_indexes.py ``template_shape``)."""
+    return template_shape(load_template())
 
 
 def shipped() -> StackShape:
