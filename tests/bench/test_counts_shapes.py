@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from jobsched_tools.bench import write_units
+from jobsched.core.claim_shape import DeployedShape
+from jobsched_tools.bench import cpu, write_units
 from jobsched_tools.bench.counts import measure_counts
 from jobsched_tools.bench.stack import BenchSettings, Servers, bench_config
 from jobsched_tools.bench.stack_shapes import LEGACY, SUCCESSOR
@@ -45,3 +46,11 @@ def test_a_successor_run_is_three_plain_writes_and_no_state_write(servers: Serve
     metered = write_units.measure("skip", runs=20, heartbeats=1, shape=SUCCESSOR)
     assert counts["est_write_units_per_run"] == metered.write_units_per_run
     assert counts["sqs_requests_per_run"] == pytest.approx(legacy["sqs_requests_per_run"])
+
+
+def test_the_cpu_phase_dispatches_and_runs_every_head_of_a_successor_stack(servers: Servers) -> None:
+    """bench/cpu.py on the template's default shape: a real tick claims every head once and the
+    worker starts and commits each run (no timing asserted)."""
+    figures = cpu.measure(servers, runs=12, bare_writes=5, shape=DeployedShape.SUCCESSOR)
+    assert figures.dispatched == figures.runs == 12
+    assert figures.trigger_cpu_ms_per_run > 0 and figures.worker_cpu_ms_per_run > 0
