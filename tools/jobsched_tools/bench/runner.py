@@ -106,7 +106,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
             overlap: measure_counts(moto, settings.count_runs, overlap, cfg) for overlap in ("allow", "skip")
         }
         progress(f"live stack: start lag over {settings.lag_seconds:.0f} s, then crash recovery")
-        live = measure_live(moto, settings, cfg)
+        live = measure_live(moto, settings, cfg, stack_shapes.shipped().deployed)
     finally:
         moto.stop()
 

@@ -208,7 +208,7 @@ def scheduled_job(
 
 
 def registered_head(
-    job_id: str, due_ms: int, now: int, cfg: SchedulerConfig, overlap: str = "allow"
+    job_id: str, due_ms: int, now: int, cfg: SchedulerConfig, overlap: str = "allow", target: str = NOOP
 ) -> tuple[dict[str, Any], HeadChangePlan]:
     """A job item and its first registration under the successor claim (the state and the head
     at ``due_ms``, epoch 1), planned as the registrar plans it (``plan_head_change``): the
@@ -217,7 +217,7 @@ def registered_head(
     definition = JobDefinition(
         job_id=job_id,
         schedule="rate(1 hour)",
-        target=NOOP,
+        target=target,
         overlap=OverlapPolicy(overlap),
         start=datetime.fromtimestamp(due_ms // 1000, UTC),
     )
@@ -226,6 +226,19 @@ def registered_head(
     plan = plan_head_change(job_id, None, None, definition, digest, now, cfg)
     assert isinstance(plan, HeadChangePlan), plan
     return item, plan
+
+
+def seed_due(stack: BenchStack, jobs: list[tuple[str, int, str]], cfg: SchedulerConfig) -> None:
+    """Jobs ``(job_id, due_ms, target)``, each due once at its whole-second ``due_ms``, as the
+    stack's shape holds them: legacy states in ``next-run`` (``scheduled_job``, an ``at()``), or
+    heads (``registered_head``, hourly from ``due_ms``)."""
+    if stack.shape is DeployedShape.SUCCESSOR:
+        now = now_ms()
+        stack.put_heads(
+            [registered_head(job, due, now, cfg, target=target) for job, due, target in jobs], now, cfg
+        )
+    else:
+        stack.put_jobs([scheduled_job(job, due, cfg, target=target) for job, due, target in jobs])
 
 
 def now_ms() -> int:
