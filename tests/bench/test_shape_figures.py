@@ -155,3 +155,17 @@ def test_an_idle_successor_stack_reads_only_due() -> None:
         assert stack["read_units_per_month"] == round(month)
         read_usd = float(prices["dynamodb"]["read_request_unit_usd_per_million"])
         assert stack["usd_per_month_on_demand"] == pytest.approx(month / 1e6 * read_usd, abs=1e-4)
+
+
+def test_at_the_defaults_a_successor_tick_may_read_a_claimed_run_again() -> None:
+    """A claimed run keeps its head's `check_at` until it commits, so a tick a minute with a 90 s
+    lookahead meets some claimed runs a second time before their instant, and reads their
+    successor again; a legacy run is never read by the trigger. Measured on a timeline, not
+    modelled: the figure is between one read a run and two."""
+    shapes = figures()["shapes"]
+    successor = shapes[SUCCESSOR.name]["read_units_at_defaults"]["read_units_by_request"]
+    once = shapes[SUCCESSOR.name]["read_units_by_request"]["trigger: GetItem runs"]
+    assert once < successor["trigger: GetItem runs"] < 2 * once
+    legacy = shapes[LEGACY.name]["read_units_at_defaults"]["read_units_by_request"]
+    assert "trigger: GetItem runs" not in legacy
+    assert legacy["trigger: GetItem jobs"] == successor["trigger: GetItem jobs"] == 1

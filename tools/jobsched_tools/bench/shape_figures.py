@@ -17,15 +17,20 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jobsched.core.clock import ManualClock
+from jobsched.core.clock import ManualClock, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition
+from jobsched.services.messages import parse_run_message
+from jobsched.services.worker import HandlerResult, Started, Worker
+from jobsched.targets.registry import HandlerRegistry
 
 from jobsched_tools.bench import baseline, read_units, scale, stack_shapes, units, write_units
 from jobsched_tools.bench.read_units import ReadMeter
 from jobsched_tools.bench.shape_table import OTHER_USD_PER_MILLION
 from jobsched_tools.bench.stack_shapes import SHAPES, StackShape
+from jobsched_tools.bench.write_units import quiet_logger
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
+from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
 T0 = write_units.T0
 MINUTE = 60_000
@@ -113,6 +118,63 @@ def _reads_of(store: ReadMeter, actor: str, act: Callable[[], object]) -> dict[s
     }
 
 
+def reads_at_defaults(shape: StackShape, jobs: int = 60, minutes: int = 20) -> dict[str, Any]:
+    """Read units a run at the template's defaults (a tick a minute, lookahead 90 s, lookback 300 s,
+    a detector sweep a minute), on a timeline: ``jobs`` jobs every 5 minutes, their instants spread
+    over the period, each run started and committed at its instant; the trigger's
+    and the detector's reads by request, per run committed (steady state: the first 5 minutes are
+    not counted). On a successor stack a claimed run keeps its head's ``check_at`` until it
+    commits, so a tick whose window still holds it reads its successor again: this counts how often."""
+    clock = ManualClock(T0)
+    cfg = SchedulerConfig()
+    store = stack_shapes.metered_store(shape, ReadMeter)
+    queue = MemoryWorkQueue(clock, visibility_timeout_seconds=900)
+    ops = stack_shapes.operations(shape, store, queue, clock, cfg)
+    period_s = 300
+    for index in range(jobs):
+        start = ms_to_dt(T0 + (index * period_s // jobs) * 1000)
+        ops.register(
+            JobDefinition(job_id=f"d{index:04d}", schedule="rate(5 minutes)", target="noop", start=start)
+        )
+    registry = HandlerRegistry()
+    registry.add("noop", lambda _ctx: None)
+    worker = Worker(
+        store, queue, MemoryTelemetry(), clock, cfg, registry, "defaults", logger_for=quiet_logger
+    )
+    trigger = stack_shapes.trigger(shape, store, queue, clock, cfg)
+    detector = stack_shapes.detector(shape, store, queue, clock, cfg)
+    finished = 0
+    for second in range(minutes * 60):
+        clock.set(T0 + second * 1000)
+        if second == period_s:
+            store.reset_meters()
+            finished = 0
+        if second % 60 == 0:
+            with store.reading("trigger"):
+                trigger.tick(f"tick-{second}")
+            with store.reading("detector"):
+                detector.run(f"sweep-{second}", reconcile=False)
+        with store.reading("worker"):
+            for receipt, body in queue.receive(100):
+                begun = worker.begin(parse_run_message(body), clock.now_ms() + 900_000)
+                queue.delete(receipt)
+                if isinstance(begun, Started):
+                    worker.finish(begun, HandlerResult(True))
+                    finished += 1
+    per_run = max(1, finished)
+    by_request = {
+        f"{reader}: {request}": round(units / per_run, 4)
+        for (reader, request), units in sorted(store.units.items())
+        if reader in ("trigger", "detector", "worker")
+    }
+    return {
+        "runs": finished,
+        "read_units_per_run": round(sum(by_request.values()), 4),
+        "read_units_by_request": by_request,
+        "page_floor_per_run": round(sum(store.page_floor.values()) / per_run, 4),
+    }
+
+
 def price(
     write_units_per_run: float,
     read_units_per_run: float,
@@ -156,6 +218,7 @@ def measure(
         # Short runs, as the scale model counts them: no heartbeat.
         steady = write_units.measure(overlap, runs=20, heartbeats=0, shape=shape)
         read = read_units.measure(overlap, shape=shape)
+        at_defaults = reads_at_defaults(shape)
         by_shape[shape.name] = {
             **stack_shapes.as_json(shape),
             "write_units_per_run": written.write_units_per_run,
@@ -167,6 +230,9 @@ def measure(
             "write_units_per_heartbeat": written.write_units_per_heartbeat,
             "read_units_per_run": read.read_units_per_run,
             "read_units_by_request": read.by_request,
+            # The same reads on a timeline at the template's defaults (a tick a minute, lookahead
+            # 90 s): a successor tick can meet a claimed run again before it starts.
+            "read_units_at_defaults": at_defaults,
             "read_units_page_floor_per_run": read.page_floor_units_per_run,
             "usd_per_million_runs": price(
                 written.write_units_per_run, read.read_units_per_run, others, prices
