@@ -25,7 +25,7 @@ from jobsched.core.head_change import HeadChangePlan, plan_head_change
 from jobsched.core.job import JobDefinition, OverlapPolicy
 from jobsched.core.state import registered_state
 from jobsched.core.transitions.head_change import head_change_ops
-from jobsched.core.writes import JOBS, RUNS, Put
+from jobsched.core.writes import JOBS, RUNS, STATE, Put, Update
 
 from jobsched_tools.emulator.claim_indexes import deploy_claim_indexes
 from jobsched_tools.emulator.local_moto import MotoProcess
@@ -143,29 +143,40 @@ class BenchStack:
     def put_jobs(self, jobs: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
         """Job items and their state items, as the registrar leaves them (BatchWriteItem: at
         most 25 requests each)."""
-        for table, items in (
-            (self.res.jobs_table, [j for j, _ in jobs]),
-            (self.res.state_table, [s for _, s in jobs]),
-        ):
-            for start in range(0, len(items), 25):
-                requests: list[Any] = [
-                    {"PutRequest": {"Item": serialize_item({k: v for k, v in item.items() if v is not None})}}
-                    for item in items[start : start + 25]
-                ]
-                pending: dict[str, Any] = {table: requests}
-                while pending:
-                    pending = dict(
-                        self.admin_ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
-                    )
+        self._batch_put(self.res.jobs_table, [j for j, _ in jobs])
+        self._batch_put(self.res.state_table, [s for _, s in jobs])
 
     def put_heads(
         self, jobs: list[tuple[dict[str, Any], HeadChangePlan]], now: int, cfg: SchedulerConfig
     ) -> None:
         """Job items and each job's first registration under the successor claim (its state and
-        its head: ``registered_head``), as the registrar leaves them."""
-        for item, plan in jobs:
-            self.admin_store.write([Put(JOBS, item, condition=(), label="bench job")])
-            self.admin_store.write(head_change_ops(plan, now, cfg))
+        its head: ``registered_head``), as the registrar's transaction leaves them, written in
+        batches as ``put_jobs`` writes legacy states (one transaction a job took seconds for a
+        phase's jobs on moto, and an occurrence due meanwhile started late)."""
+        names = {JOBS: self.res.jobs_table, STATE: self.res.state_table, RUNS: self.res.runs_table}
+        items: dict[str, list[dict[str, Any]]] = {JOBS: [item for item, _ in jobs], STATE: [], RUNS: []}
+        for _, plan in jobs:
+            for op in head_change_ops(plan, now, cfg):
+                # A first registration makes its state (an update of an absent item: its key and
+                # what it sets) and puts its head; nothing else.
+                if isinstance(op, Put):
+                    items[op.table].append(dict(op.item))
+                else:
+                    assert isinstance(op, Update) and not (op.remove or op.add), op
+                    items[op.table].append({**op.key, **op.set_if_missing, **op.set})
+        for table, batch in items.items():
+            self._batch_put(names[table], batch)
+
+    def _batch_put(self, table: str, items: list[dict[str, Any]]) -> None:
+        for start in range(0, len(items), 25):
+            requests: list[Any] = [
+                {"PutRequest": {"Item": serialize_item({k: v for k, v in item.items() if v is not None})}}
+                for item in items[start : start + 25]
+            ]
+            pending: dict[str, Any] = {table: requests}
+            while pending:
+                done = self.admin_ddb.batch_write_item(RequestItems=pending)
+                pending = dict(done.get("UnprocessedItems", {}))
 
     def visible(self) -> int:
         attrs = self.admin_sqs.get_queue_attributes(
