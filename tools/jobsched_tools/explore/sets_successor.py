@@ -217,7 +217,7 @@ SETS: dict[str, ActorSet] = {**CORE, **NEW_SETS, **HARD}
 # where the product decides them.
 
 
-def _patched(module: ModuleType, name: str, replacement: Any) -> Callable[[], AbstractContextManager[None]]:
+def patched(module: ModuleType, name: str, replacement: Any) -> Callable[[], AbstractContextManager[None]]:
     """Replace ``name`` in ``module`` and in every ``jobsched.`` module that imported it by name
     (a function looks a name up in its own module's namespace)."""
 
@@ -349,14 +349,14 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "change without its closure marker",
             "change_marker=False",
-            _patched(head_change_writes, "head_change_ops", _without_marker),
+            patched(head_change_writes, "head_change_ops", _without_marker),
             "claim-stale-change",
             head_invariants.ONE_HEAD,
         ),
         Mutant(
             "detector takes a closure marker for a claim",
             "marker_is_claim=True",
-            _both(_patched(head_recover, "is_closure_marker", _marker_is_claim), _switch(*REDISPATCH_FENCE)),
+            _both(patched(head_recover, "is_closure_marker", _marker_is_claim), _switch(*REDISPATCH_FENCE)),
             "settle-change",
             head_invariants.CLOSED_HEAD,
         ),
@@ -375,14 +375,14 @@ REPAIRS: dict[str, Mutant] = {
         Mutant(
             "instant keys",
             'keys="instant"',
-            _patched(run, "run_id_for", _instant_keys),
+            patched(run, "run_id_for", _instant_keys),
             "retime-onto-claimed",
             head_invariants.ONE_LIVE_RECORD,
         ),
         Mutant(
             "epoch above the state's version only",
             "epoch_above_read=False",
-            _patched(head, "epoch_of", _epoch_from_state),
+            patched(head, "epoch_of", _epoch_from_state),
             "retime-there-and-back",
             "unexpected_exception",  # DynamoDB refuses a transaction touching one item twice
         ),

@@ -21,6 +21,12 @@ What differs from today's world (``world.py``):
 
 The sets (``sets_successor.py``) are the successor model's (``tools/jobsched_tools/successor``),
 named as it names them.
+
+Misfire, ``max_runs`` and backfill (``sets_successor_mis.py``, the model's ``sets_mis.py``): the
+tables' checks take the job's ``max_runs`` (``runs_beyond_max``); a finished state's stretch ends
+at its ``through``; after the drive the model's ``invariants_mis.final`` checks: a life that ended
+made exactly ``max_runs`` runs (``runs_short``) and reads finished (``not_finished``), and every
+outage got the job's misfire policy (``policy_fate``).
 """
 
 from __future__ import annotations
@@ -36,9 +42,14 @@ from jobsched.core import head_invariants
 from jobsched.core import invariants as core_invariants
 from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE, ClaimShape, job_shape, stack_shape
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.head_change import EPOCH, HEAD_AT
+from jobsched.core.errors import StoreError
+from jobsched.core.head_change import EPOCH, HEAD_AT, THROUGH
 from jobsched.core.policies import UNFINISHED
+from jobsched.core.run import RunKind, RunStatus
+from jobsched.core.state import JobStatus
 from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY, bookkeeping_op
+from jobsched.core.transitions.head_adhoc import BackfillRefused
+from jobsched.core.transitions.head_finish import ends_live_life
 from jobsched.core.writes import JOBS, RUNS, STATE, Item, Put, Update, WriteOp
 from jobsched.services.worker import Started
 
@@ -104,7 +115,9 @@ class SuccessorWorld(World):
             str(state.get("status")),
             timing,
             position,
-            state.get("last_scheduled_at"),
+            # A finished life's last occurrence: a successor state's ``through`` (the finish write
+            # copies the end marker's), which ends its stretch (``segments``).
+            state.get("last_scheduled_at", state.get(THROUGH)),
         )
         last = self.ledger.marks[-1] if self.ledger.marks else None
         if last is None or (last.status, last.timing, last.next_run_at) != (
@@ -144,6 +157,13 @@ class SuccessorWorld(World):
         super().exec_start(started)
         self.ledger.executing += fenced
 
+    def lives(self) -> dict[str, head_invariants.Life]:
+        """The job's ``max_runs`` life as its item says now (``runs_beyond_max``): a change that
+        raises the limit carries the count, so every epoch's runs count against the new one."""
+        item = self.inner.tables[JOBS].get(self.job_id) or {}
+        limit = item.get("max_runs")
+        return {self.job_id: head_invariants.Life(int(limit))} if limit is not None else {}
+
     # --- the checks at every write ---------------------------------------------------------------
 
     def after_write(self, ops: Sequence[WriteOp]) -> None:
@@ -177,7 +197,9 @@ class SuccessorWorld(World):
         # service without its successor path) has no head to judge: H1 and I3' read successor
         # states only (its runs, of epoch 0, are judged by the checks that need no successor).
         successor_states = [state for state in states if EPOCH in state]
-        found += head_invariants.check(successor_states, runs, messages, only=self.write_invariants)
+        found += head_invariants.check(
+            successor_states, runs, messages, lives=self.lives(), only=self.write_invariants
+        )
         for violation in found:
             self.find(violation.invariant, violation.key, violation.detail)
 
@@ -185,7 +207,7 @@ class SuccessorWorld(World):
 # --- the set-ups ------------------------------------------------------------------------------------
 
 _SETUPS: dict[tuple[str, str, str, str], tuple[Any, ...]] = {}
-SETUPS = ("registered", "claimed", "paused")
+SETUPS = ("registered", "claimed", "paused", "settled")
 
 
 @contextmanager
@@ -237,6 +259,10 @@ def _setup(world: SuccessorWorld, actor_set: ActorSet) -> None:
             world.clock.set(T0 + 4 * MINUTE)
             drive.trigger.tick("setup")
             world.after_write([])
+        if actor_set.setup == "settled":  # the model's (sets_mis.py): 00:05 missed at 00:06:10
+            world.clock.set(T0 + 6 * MINUTE + 10_000)
+            drive.detector.run("setup")
+            world.after_write([])
         if actor_set.setup == "paused":
             world.clock.set(T0 + 3 * MINUTE)
             pause = Update(JOBS, {"job_id": JOB_ID}, (), "person updates job", set={"enabled": False})
@@ -261,11 +287,16 @@ def _setup(world: SuccessorWorld, actor_set: ActorSet) -> None:
 
 def change(world: World, svc: Services, spec: ActorSpec) -> None:
     """The model's ``change`` actor: a person's write to the job item (``arg``: "retime:SCHEDULE",
-    "pause", "resume" or "delete"), then the registrar's apply of its stream record."""
+    "pause", "resume", "delete", or "max_runs:N": a new limit, a new life once the last ended),
+    then the registrar's apply of its stream record."""
     key = {"job_id": JOB_ID}
     what, _, schedule = str(spec.arg).partition(":")
     if what == "retime":
         item = job_item(schedule, world.overlap, world.after_completion, world.job)
+        world.store.write([Put(JOBS, item, (), "person puts job")])
+    elif what == "max_runs":
+        job = (*(field for field in world.job if field[0] != "max_runs"), ("max_runs", int(schedule)))
+        item = job_item(world.schedule, world.overlap, world.after_completion, job)
         world.store.write([Put(JOBS, item, (), "person puts job")])
     elif what in ("pause", "resume"):
         world.store.update(Update(JOBS, key, (), "person updates job", set={"enabled": what == "resume"}))
@@ -282,7 +313,31 @@ def change(world: World, svc: Services, spec: ActorSpec) -> None:
     world.registration_pending = False
 
 
-SUCCESSOR_PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {**PROGRAMS, "change": change}
+def backfill(world: World, svc: Services, spec: ActorSpec) -> None:
+    """A person's backfill (``programs.backfill``); one refused at or after the head (HC11: not
+    settled yet) is the clear error the person gets, nothing written."""
+    try:
+        PROGRAMS["backfill"](world, svc, spec)
+    except BackfillRefused as refused:
+        world.note(f"{spec.name}: refused: {refused}")
+
+
+def manual_retry(world: World, svc: Services, spec: ActorSpec) -> None:
+    """A person's ad-hoc request (``programs.manual``) sent again, with its request id, when its
+    answer is lost (the model's ``manual-lost-response``: what the request id is for)."""
+    try:
+        PROGRAMS["manual"](world, svc, spec)
+    except StoreError as unanswered:
+        world.note(f"{spec.name}: no answer ({type(unanswered).__name__}): the request is sent again")
+        PROGRAMS["manual"](world, svc, spec)
+
+
+SUCCESSOR_PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
+    **PROGRAMS,
+    "change": change,
+    "backfill": backfill,
+    "manual_retry": manual_retry,
+}
 
 
 def build(
@@ -333,6 +388,8 @@ def final_checks(world: SuccessorWorld, skew_ms: int) -> None:
     persons_last_word(world)
     check_dead_letters(world, runs)
     _successor_shaped(world)
+    life_checks(world, runs)
+    policy_fates(world, runs)
     for actor in world.sched.actors:
         if actor.error is not None:
             world.find("unexpected_exception", actor.name, actor.error)
@@ -380,6 +437,115 @@ def _occurrence_records(world: World, runs: Mapping[str, Item], skew_ms: int) ->
         statuses = sorted(str(r.get("status")) for r in items) or ["absent"]
         world.find("lost_occurrence", f"{world.job_id}@{occurrence}", f"due, and {statuses} after the drive")
     return allowed
+
+
+RUNS_SHORT, NOT_FINISHED = "runs_short", "not_finished"
+
+
+def live_end(world: World, runs: Mapping[str, Item]) -> int | None:
+    """The instant of the last occurrence of the job's live life, once its end marker is written
+    (core/transitions/head_finish.py ``ends_live_life``); None while the life goes on."""
+    state = world.inner.get(STATE, {"job_id": world.job_id})
+    ends = [int(run["last_run_at"]) for run in runs.values() if ends_live_life(state, run)]
+    return min(ends) if ends else None
+
+
+def life_checks(world: World, runs: Mapping[str, Item]) -> None:
+    """The life's end (the model's ``invariants_mis.final``, HC5), once everything settled:
+
+    - ``runs_short``: a ``max_runs`` life that ended made exactly ``max_runs`` scheduled runs
+      (``head_invariants.life_runs``; more is ``runs_beyond_max`` at every write);
+    - ``not_finished``: a life whose end marker is written reads ``finished`` in its state (the
+      trigger's finish write follows its claim; the reconcile pass repairs a lost one), and a
+      finite job (``max_runs``, ``at()``) no person changed, whose life must have ended in the
+      window, has its end marker."""
+    state = world.inner.get(STATE, {"job_id": world.job_id})
+    item = world.inner.get(JOBS, {"job_id": world.job_id})
+    if state is None or item is None:
+        return
+    limit = item.get("max_runs")
+    end = live_end(world, runs)
+    if limit is not None and end is not None:
+        made = head_invariants.life_runs(head_invariants.Life(int(limit)), runs)
+        if made != int(limit):
+            world.find(RUNS_SHORT, world.job_id, f"{made} runs, max_runs {limit}")
+    if end is not None and state.get("status") != JobStatus.FINISHED.value:
+        status = state.get("status")
+        world.find(NOT_FINISHED, world.job_id, f"its life ended at {end}, its state is {status}")
+    if end is None and world.person_last is None and state.get("status") == JobStatus.ACTIVE.value:
+        due = occurrences(timing_of(item), T0 + 1, world.window_end)
+        one_time = str(item["schedule"]).startswith("at(")
+        if (limit is not None and len(due) >= int(limit)) or (one_time and due):
+            world.find(NOT_FINISHED, world.job_id, f"{len(due)} occurrences due, and no end marker")
+
+
+POLICY_FATE = "policy_fate"
+
+
+def policy_fates(world: World, runs: Mapping[str, Item]) -> None:
+    """``policy_fate`` (the model's ``invariants_mis.policy_fates``): every outage (consecutive
+    occurrences of one epoch a settle decided under the job's misfire policy, across its chunks)
+    got that policy: ``skip`` runs none of its overdue occurrences; ``run_all`` runs the first
+    ``max_catchup`` less the catch-ups its first head carried, and records the rest; ``run_once``
+    runs at most one, the latest overdue, and one unless a later occurrence ran (a late claim, or
+    the life's end); every occurrence within its grace runs, late."""
+    item = world.inner.get(JOBS, {"job_id": world.job_id}) or {}
+    misfire = dict(item.get("misfire") or {})
+    policy, max_catchup = str(misfire.get("policy", "run_once")), int(misfire.get("max_catchup", 10))
+    decided = sorted(
+        (run for run in runs.values() if _decided_by_policy(run)),
+        key=lambda run: (int(run["epoch"]), int(run["scheduled_at"])),
+    )
+    outages: list[list[Item]] = []
+    for run in decided:
+        if outages and outages[-1][-1].get("next_key") == run["run_id"]:
+            outages[-1].append(run)
+        else:
+            outages.append([run])
+    for outage in outages:
+        first = str(outage[0]["run_id"])
+        late = [run for run in outage if run.get("kind") != RunKind.CATCHUP.value]
+        overdue = [run for run in outage if run.get("kind") == RunKind.CATCHUP.value]
+        ran = [run["scheduled_at"] for run in overdue if run.get("status") != RunStatus.MISSED.value]
+        if any(run.get("status") == RunStatus.MISSED.value for run in late):
+            world.find(POLICY_FATE, first, "an occurrence within its grace was not run late")
+        if policy == "skip" and ran:
+            world.find(POLICY_FATE, first, f"skip ran {ran}")
+        elif policy == "run_all":
+            budget = max(0, max_catchup - int(outage[0].get("catchups") or 0))
+            want = [run["scheduled_at"] for run in overdue[:budget]]
+            if ran != want:
+                world.find(POLICY_FATE, first, f"run_all ran {ran}, not {want}")
+        elif policy == "run_once" and overdue:
+            if len(ran) > 1 or (ran and ran[0] != overdue[-1]["scheduled_at"]):
+                world.find(POLICY_FATE, first, f"run_once ran {ran}")
+            if not ran and not late and not _next_ran(outage[-1], runs):
+                world.find(POLICY_FATE, first, "run_once ran none of the outage")
+
+
+def _decided_by_policy(run: Item) -> bool:
+    """An occurrence a settle decided under the misfire policy: kind ``catchup`` (overdue) or a
+    late run (``settled_at``), not one a change's settle recorded missed with its reason (a
+    pause, a delete). A run's ``reason`` may be its start's since (an overlap skip)."""
+    if run.get("settled_at") is None or not head_invariants.is_occurrence(run):
+        return False
+    missed = run.get("status") == RunStatus.MISSED.value
+    return not missed or str(run.get("reason")).startswith("misfire policy")
+
+
+def _next_ran(last: Item, runs: Mapping[str, Item]) -> bool:
+    """The occurrence after an outage ran or runs (a late claim took it over), or the life ended."""
+    after = runs.get(str(last.get("next_key")))
+    if after is not None and after.get("status") == RunStatus.END.value:
+        return True
+    if after is None or not head_invariants.is_occurrence(after) or after.get("settled_at") is not None:
+        return False
+    claimed = after.get("status") == RunStatus.SCHEDULED.value and head_invariants.is_claimed(after, runs)
+    return claimed or after.get("status") in head_invariants.RUN_STATUSES
+
+
+def timing_of(item: Item) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted({"schedule": str(item.get("schedule")), "timezone": "UTC"}.items()))
 
 
 # --- the search ----------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 from jobsched_tools.sim.faults import StateMark
 
 CRASH, LOST, STALE, DUP = "crash", "lost", "stale", "dup"
+LAG = "lag"  # an eventually consistent GetItem answered one write behind (``ExplorerStore.get``)
 UNANSWERED = "unanswered"  # a dead-letter send the job's queue did not answer (issue 38)
 TAKE = "take:"  # a worker's receive: which queued message (reorder)
 # The indexes a stale read may lag on (``due``: the successor claim's, issue 37; only a successor
@@ -60,6 +61,7 @@ class Budget:
     dups: int = 0
     reorder: bool = False
     unanswered: int = 0  # dead-letter sends that fail (``PointDeadLetters``)
+    lag: int = 0  # eventually consistent GetItems answered one write behind (``ExplorerStore.get``)
 
 
 @dataclass(frozen=True)
@@ -483,8 +485,17 @@ class ExplorerStore:
         return option
 
     def get(self, table: str, key: Item, consistent: bool = True) -> Item | None:
-        self._point(Call("get", f"get {table} {_key(key)}"))
+        """A GetItem; an eventually consistent one may (``Budget.lag``) answer with the item as it
+        was before its last write (absent, if that write created it), as a lagging replica does:
+        DynamoDB's eventually consistent reads "might not reflect the results of a recently
+        completed write operation" (its Developer Guide, "Read consistency")."""
+        lag = not consistent and self.world.used[LAG] < self.world.budget.lag
+        option = self._point(Call("get", f"get {table} {_key(key)}", (OK, LAG) if lag else (OK,)))
         item = self.inner.get(table, key, consistent)
+        target = (table, self.inner._key_value(table, key))
+        if option == LAG and target in self.world.previous:
+            before = self.world.previous[target]
+            item = copy.deepcopy(before) if before is not None else None
         self.world.seen_by_actor(item)
         return item
 

@@ -234,6 +234,26 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     "head_change_ops:_change_new_head_free",
     "_state_op:_state_unchanged",
     "convert_legacy_ops:_run_is_new",
+    # Misfire, max_runs and backfill (w3mis): explore/sets_successor_mis.py ``CATCHERS``, or
+    # ``UNCAUGHT`` with the reason no set catches the part alone (``PAIRS``: with its partners).
+    "finish_life_ops:_state_as_read",
+    "finish_life_ops:_end_marker_written",
+    "backfill_with_head_ops:_backfill_record_absent",
+    "adhoc_run_with_head_ops:_adhoc_run_absent",
+    "settle_head_ops:_settle_successor_absent",
+    "settle_head_ops:_missed_absent",
+    "settle_head_ops:_next_head_absent",
+    "_closed_end_key:_settle_successor_absent",
+    "_decide_head:_head_scheduled",
+    "_decide_head:_head_version",
+    # w3reads (issue 37): the reads / heartbeats / detectors / adoption extension's parts,
+    # explore/sets_successor_reads.py (CATCHERS, or a reason in UNCAUGHT backed by PAIRS).
+    "recheck_claimed_op:_run_token",
+    "recheck_claimed_op:_run_status",
+    "redispatch_head_op:_lease_as_read",
+    "redispatch_head_op:_not_asked_to_stop",
+    "relink_head_ops:_head_scheduled",
+    "relink_head_ops:_head_version",
 )
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core import head as head_items
+from jobsched.core.dead_letter import PENDING as LETTER_OWED
 from jobsched.core.head import TIMED_KINDS, is_closure_marker, is_end_marker, is_marker
 from jobsched.core.invariants import Violation
 from jobsched.core.run import RunIdParts, RunKind, RunStatus, parse_run_id
@@ -56,6 +57,7 @@ UNREACHABLE = "I3_unreachable"
 MESSAGE_WITHOUT_RECORD = "I3prime_message_without_record"
 BEYOND_HEAD = "I6prime_beyond_head"
 BEYOND_MAX_RUNS = "runs_beyond_max"
+DUE_LEFT = "finished_in_due"
 ALL = (
     ONE_HEAD,
     CLAIM_IS_SUCCESSOR,
@@ -68,6 +70,7 @@ ALL = (
     MESSAGE_WITHOUT_RECORD,
     BEYOND_HEAD,
     BEYOND_MAX_RUNS,
+    DUE_LEFT,
 )
 
 # Of a write (``check_write``).
@@ -79,6 +82,8 @@ CLAIMED_CLOSED = "H2_claimed_closed"
 ADHOC_BEHIND_CLAIMED = "adhoc_behind_claimed"
 LIVE_RUN_FENCED = "live_run_fenced"
 REDISPATCHED_EARLY = "redispatched_early"
+RETRY_EARLY = "retry_before_backoff"
+LEASE_HIDDEN = "lease_hidden"
 ALL_WRITE = (
     STALE_START,
     STARTED_TWICE,
@@ -88,6 +93,8 @@ ALL_WRITE = (
     ADHOC_BEHIND_CLAIMED,
     LIVE_RUN_FENCED,
     REDISPATCHED_EARLY,
+    RETRY_EARLY,
+    LEASE_HIDDEN,
 )
 
 SCHEDULED = RunStatus.SCHEDULED.value
@@ -538,6 +545,24 @@ def beyond_head(runs: Mapping[str, Item]) -> list[Violation]:
     ]
 
 
+def due_entries_left(runs: Mapping[str, Item]) -> list[Violation]:
+    """**``finished_in_due``** (model ``finished_in_due``, tools/jobsched_tools/successor/
+    model_reads.py). Only an unfinished run (a head, a claimed run, ``pending``, ``running``,
+    ``buffered``) holds a ``due`` entry (``check_at``): every write that ends a run removes it
+    (``LEASE_ATTRIBUTES``), so every sweep does not read the ended run again until its retention,
+    and the detector does not judge a lease the run no longer has. The one exception: a failed
+    run whose dead letter is still owed (core/dead_letter.py ``PENDING``), which the detector
+    retries from there."""
+    return [
+        Violation(DUE_LEFT, run_id, f"{run.get('status')} with a due entry at {run['check_at']}")
+        for run_id, run in sorted(runs.items())
+        if "check_at" in run
+        and run.get("status") not in UNFINISHED
+        and not is_marker(run)
+        and run.get("dead_letter") != LETTER_OWED
+    ]
+
+
 def life_runs(life: Life, runs: Mapping[str, Item]) -> int:
     """The runs a life made (claimed, or settled as runs): timed occurrences of its epochs that
     are runs, or ``scheduled`` and claimed. Backfills and manual runs do not count (model
@@ -571,6 +596,7 @@ _PER_JOB: tuple[tuple[str, Callable[[str, Item | None, Mapping[str, Item]], list
     (ONE_LIVE_RECORD, lambda job, _state, runs: one_live_record(job, runs)),
     (UNREACHABLE, lambda _job, state, runs: reachable(state, runs) if state is not None else []),
     (BEYOND_HEAD, lambda _job, _state, runs: beyond_head(runs)),
+    (DUE_LEFT, lambda _job, _state, runs: due_entries_left(runs)),
 )
 
 
@@ -613,10 +639,12 @@ def check_write(
         _note_claim(run_id, was, now_is, before, after, ledger)
         if now_is.get("status") == RUNNING and (was is None or was.get("status") != RUNNING):
             found += started(run_id, was, now_is, after, ledger)
+            found += retried_early(run_id, was, now, skew_ms)
         if was is not None:
             found += live_fenced(run_id, was, now_is, now)
             found += redispatched(run_id, was, now_is, after, now, dispatch_lease_ms + skew_ms)
             found += relinked(run_id, was, now_is, after)
+            found += hidden_lease(run_id, was, now_is)
     return found + claimed_closed(after, ledger)
 
 
@@ -688,6 +716,35 @@ def started(
             )
     ledger.started.add(run_id)
     return found
+
+
+def retried_early(run_id: str, was: Item | None, now: int, skew_ms: int) -> list[Violation]:
+    """**``retry_before_backoff``** (model ``retry_before_backoff``, tools/jobsched_tools/successor/
+    model_reads.py; README ``retry``). A retry (``pending`` with ``retry_at``, written by the failed
+    attempt's ``retry_op``) starts only once its backoff passed: its message is delayed to
+    ``retry_at``, so only a start from another message (worker adoption of a ``pending`` run, HC3's
+    mutant ``adopt_pending``) starts it before. ``now`` is the starter's clock, which may lag the
+    clock that wrote ``retry_at`` by the skew allowance."""
+    if was is None or was.get("status") != RunStatus.PENDING.value or was.get("retry_at") is None:
+        return []
+    if now + skew_ms >= int(was["retry_at"]):
+        return []
+    return [Violation(RETRY_EARLY, run_id, f"started at {now}, its backoff ends at {was['retry_at']}")]
+
+
+def hidden_lease(run_id: str, was: Item, now_is: Item) -> list[Violation]:
+    """**``lease_hidden``** (model ``lease_hidden``, tools/jobsched_tools/successor/model_reads.py;
+    README: a dead worker's lease lapses within seconds and the miss detector recovers the run). A
+    write that keys a running run's ``due`` entry (moves its ``check_at``: the detector's recheck)
+    keys it at or before the run's lease's end, so the detector, sweeping below now minus the skew
+    allowance, meets it within the lease plus that allowance. Judged at the write that moves
+    ``check_at`` only: a start keeps the claim's ``check_at``, which another actor's clock wrote."""
+    if now_is.get("status") != RUNNING or was.get("check_at") == now_is.get("check_at"):
+        return []
+    lease = now_is.get("lease_expires_at")
+    if lease is None or (now_is.get("check_at") is not None and int(now_is["check_at"]) <= int(lease)):
+        return []
+    return [Violation(LEASE_HIDDEN, run_id, f"due at {now_is.get('check_at')}, leased to {lease}")]
 
 
 def live_fenced(run_id: str, was: Item, now_is: Item, now: int) -> list[Violation]:
