@@ -72,6 +72,9 @@ class Segment:
     start: int
     opened: int
     end: int
+    # When the write that ended it landed (``end`` is that change's date, which a late stream
+    # record puts earlier): the store read the stretch's timing until then.
+    landed: int | None = None
 
 
 def segments(marks: list[StateMark], window_end: int) -> list[Segment]:
@@ -80,25 +83,26 @@ def segments(marks: list[StateMark], window_end: int) -> list[Segment]:
     for mark in marks:
         if mark.status == "active" and (current is None or current.timing != mark.timing):
             if current is not None:
-                found.append(_segment(current, mark.at))
+                found.append(_segment(current, mark.at, mark.landed))
             current = mark
         elif mark.status != "active" and current is not None:
             # A finished schedule has nothing after its last occurrence, whenever it was claimed;
             # a job finished by its max_runs is due up to its last record's occurrence.
-            end = mark.at
+            end, landed = mark.at, mark.landed
             if mark.status == "finished":
                 end = int(mark.last_scheduled_at) if mark.last_scheduled_at is not None else window_end
-            found.append(_segment(current, end))
+                landed = None  # a life's end is its last occurrence, whenever the state says so
+            found.append(_segment(current, end, landed))
             current = None
     if current is not None:
         found.append(_segment(current, window_end))
     return found
 
 
-def _segment(mark: StateMark, end: int) -> Segment:
+def _segment(mark: StateMark, end: int, landed: int | None = None) -> Segment:
     # A successor-shaped state has no next-run entry: its stretch starts at the head its change
     # made (``head_at``, issue 37 plan §4).
-    return Segment(mark.timing, int(mark.next_run_at or mark.head_at or NEVER), mark.at, end)
+    return Segment(mark.timing, int(mark.next_run_at or mark.head_at or NEVER), mark.at, end, landed)
 
 
 @cache

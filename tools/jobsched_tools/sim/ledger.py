@@ -18,6 +18,7 @@ from jobsched.core import head_invariants
 from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed
+from jobsched.core.head import is_end_marker
 from jobsched.core.head_change import HEAD_AT
 from jobsched.core.run import RunStatus, run_key
 from jobsched.core.writes import (
@@ -69,6 +70,10 @@ class StateMark:
     # The successor claim (issue 37): the instant of the head the state's last change made (the
     # state's ``head_at``; the state has no ``next_run_at``), the first occurrence of its stretch.
     head_at: int | None = None
+    # When the write landed: ``at`` is the change's date (``changed_at``), which a late stream
+    # record puts before it. Until the write lands the store still reads the mark before it, so
+    # a claim made in between runs as claimed (docs/design.md, "A change is dated when it was made").
+    landed: int | None = None
 
 
 @dataclass
@@ -86,6 +91,8 @@ class Ledger:
     # heads; ``head_invariants.is_live_record``), per (job, instant), over every epoch's id; and
     # the writes that made a second one live beside one already there, per instant.
     live_at: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    # When each run id first became a live record there (a head put, a settle's record).
+    live_since: dict[str, int] = field(default_factory=dict)
     instant_creations: Counter[str] = field(default_factory=Counter)
     # Violations seen at the moment of a write (kind, key, detail).
     seen: list[tuple[str, str, str]] = field(default_factory=list)
@@ -401,6 +408,7 @@ class LedgerKeeper:
             next_run,
             state.get("last_scheduled_at"),
             None if head_at is None else int(head_at),
+            self.clock.now_ms(),
         )
         self._add_mark(job_id, mark)
 
@@ -431,7 +439,9 @@ class LedgerKeeper:
                 continue
             after = self.inner.get(RUNS, run_key(run_id))
             if parts.kind == "end":
-                if after is not None and runs_before.get(run_id) is None:
+                # Only an end marker ends the life: a closure marker at the end key (a settle
+                # that missed the life's would-be last head, HC5, or a change) lets it go on.
+                if after is not None and runs_before.get(run_id) is None and is_end_marker(after):
                     self._end_marker(parts.job_id, parts.instant_ms)
                 continue
             if parts.kind != "timed":
@@ -441,6 +451,7 @@ class LedgerKeeper:
             was_live = run_id in live
             if after is not None and head_invariants.is_live_record(after):
                 live.add(run_id)
+                self.ledger.live_since.setdefault(run_id, self.clock.now_ms())
                 if not was_live:
                     touched.append((parts.job_id, parts.instant_ms, run_id))
             else:

@@ -31,7 +31,7 @@ from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus, differences
 from jobsched.core.writes import JOBS
 from jobsched.services.completion import asks_delete
 
-from jobsched_tools.sim.invariants import ADHOC, Checker, all_items, occurrences, segments
+from jobsched_tools.sim.invariants import ADHOC, NEVER, Checker, Segment, all_items, occurrences, segments
 from jobsched_tools.sim.ledger import UNFINISHED_STATUSES
 
 # The table checks core/head_invariants.py makes here (``pointers``); the write checks (I4' ...)
@@ -111,6 +111,7 @@ class SuccessorChecker(Checker):
                 stretch = occurrences(span.timing, span.start, min(span.end, world.window_end))
                 due.update(stretch)
                 allowed.update(occurrences(span.timing, span.start, span.end + ahead))
+                allowed.update(self._claimed_before_landing(job_id, span, ahead))
                 if span.end < world.window_end:
                     at_a_change.update(t for t in stretch if t > span.end - skew)
             for occurrence in sorted(due):
@@ -130,6 +131,21 @@ class SuccessorChecker(Checker):
                         self.violate("run_not_due", run_id, detail)
             if job_id not in world.operated:
                 self._run_all_complete(job_id, sorted(due))
+
+    def _claimed_before_landing(self, job_id: str, span: Segment, ahead: int) -> set[int]:
+        """The stretch's occurrences after the date of the change that ended it whose live record
+        was made before that change landed: a late stream record dates a change before its write,
+        and until the write lands the store reads the old timing, so a claim made in between runs
+        as claimed (docs/design.md, "A change is dated when it was made"). A record made after
+        the change landed (a redate's, a settle's) is held to the change's date."""
+        if span.landed is None or span.landed <= span.end:
+            return set()
+        since = self.world.store.ledger.live_since
+        return {
+            at
+            for at in occurrences(span.timing, span.end + 1, span.landed + ahead)
+            if any(since.get(run_id, NEVER) <= span.landed for run_id in self.live.get((job_id, at), []))
+        }
 
     def _record_at(self, job_id: str, instant: int) -> dict[str, Any] | None:
         run_id = self._live_at(job_id, instant)
