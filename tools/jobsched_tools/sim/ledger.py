@@ -72,6 +72,10 @@ class StateMark:
     # The successor claim (issue 37): the instant of the head the state's last change made (the
     # state's ``head_at``; the state has no ``next_run_at``), the first occurrence of its stretch.
     head_at: int | None = None
+    # When the write landed: ``at`` is the change's date (``changed_at``), which a late stream
+    # record puts before it. Until the write lands the store still reads the mark before it, so
+    # a claim made in between runs as claimed (docs/design.md, "A change is dated when it was made").
+    landed: int | None = None
 
 
 @dataclass
@@ -89,6 +93,8 @@ class Ledger:
     # heads; ``head_invariants.is_live_record``), per (job, instant), over every epoch's id; and
     # the writes that made a second one live beside one already there, per instant.
     live_at: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    # When each run id first became a live record there (a head put, a settle's record).
+    live_since: dict[str, int] = field(default_factory=dict)
     instant_creations: Counter[str] = field(default_factory=Counter)
     # Violations seen at the moment of a write (kind, key, detail).
     seen: list[tuple[str, str, str]] = field(default_factory=list)
@@ -424,6 +430,7 @@ class LedgerKeeper:
             next_run,
             state.get("last_scheduled_at"),
             None if head_at is None else int(head_at),
+            self.clock.now_ms(),
         )
         self._add_mark(job_id, mark)
 
@@ -467,6 +474,7 @@ class LedgerKeeper:
             was_live = run_id in live
             if after is not None and head_invariants.is_live_record(after):
                 live.add(run_id)
+                self.ledger.live_since.setdefault(run_id, self.clock.now_ms())
                 if not was_live:
                     touched.append((parts.job_id, parts.instant_ms, run_id))
             else:

@@ -31,7 +31,7 @@ from jobsched.core.state import INDEX_ATTRIBUTES, JobStatus, differences
 from jobsched.core.writes import JOBS
 from jobsched.services.completion import asks_delete
 
-from jobsched_tools.sim.invariants import Checker, all_items
+from jobsched_tools.sim.invariants import NEVER, Checker, Segment, all_items, occurrences
 from jobsched_tools.sim.ledger import UNFINISHED_STATUSES
 
 # The table checks core/head_invariants.py makes here (``pointers``); the write checks (I4' ...)
@@ -107,6 +107,21 @@ class SuccessorChecker(Checker):
             if owner == job_id:
                 for run_id in ids:
                     yield at, run_id, self.runs[run_id]
+
+    def _claimed_before_landing(self, job_id: str, span: Segment, ahead: int) -> set[int]:
+        """The stretch's occurrences after the date of the change that ended it whose live record
+        was made before that change landed: a late stream record dates a change before its write,
+        and until the write lands the store reads the old timing, so a claim made in between runs
+        as claimed (docs/design.md, "A change is dated when it was made"). A record made after
+        the change landed (a redate's, a settle's) is held to the change's date."""
+        if span.landed is None or span.landed <= span.end:
+            return set()
+        since = self.world.store.ledger.live_since
+        return {
+            at
+            for at in occurrences(span.timing, span.end + 1, span.landed + ahead)
+            if any(since.get(run_id, NEVER) <= span.landed for run_id in self.live.get((job_id, at), []))
+        }
 
     # 4. H1, H5' and the rest of core/head_invariants.py's table checks.
     def pointers(self) -> None:
