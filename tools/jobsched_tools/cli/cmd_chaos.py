@@ -58,6 +58,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "read heads and markers (sim/successor.py); --switch then also takes the head_* writes' parts",
     )
     parser.add_argument(
+        "--migrate-midway",
+        action="store_true",
+        help="a migrating stack (issue 37: the next-run, lease and due indexes, the switch off): every "
+        "job starts on today's claim, and `jobsched migrate successor-claim` turns the switch on at a "
+        "seeded moment with claims, runs and changes in flight (sim/migration.py); the legacy states "
+        "are converted, the successor checks read the end; --switch then also takes the head_* parts",
+    )
+    parser.add_argument(
         "--lease-seconds",
         type=int,
         default=30,
@@ -75,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         store=args.store,
         successor=args.successor,
         lease_seconds=args.lease_seconds,
+        migrate_midway=args.migrate_midway,
     )
     from contextlib import ExitStack
 
@@ -86,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         if args.switch:
             from jobsched_tools.sim.mutants import condition_parts, switched_off
 
-            known = condition_parts(args.successor)
+            shaped = args.successor or args.migrate_midway
+            known = condition_parts(shaped)
             unknown = [name for name in args.switch if name not in known]
             if unknown:
                 print(
@@ -94,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return 2
-            removed.enter_context(switched_off(*args.switch, successor=args.successor))
+            removed.enter_context(switched_off(*args.switch, successor=shaped))
         report = run_chaos(config)
     if args.json:
         if report.invariant_violations:

@@ -147,6 +147,18 @@ class ChaosConfig:
     # LeaseSeconds and DispatchLeaseSeconds (a successor head's check delay follows the dispatch
     # lease, HC7); the heartbeat is at most half of it (``SchedulerConfig``'s rule).
     lease_seconds: int = 30
+    # A migrating stack (issue 37 §5 "The migration", between the deploys: ports.DEPLOYED_INDEXES
+    # ["migrating"], the next-run, lease and due indexes): the switch starts off, every job
+    # registers and runs today's claim, and ``jobsched migrate successor-claim``'s write turns it
+    # on at a seeded moment of the window while claims, runs, retries and changes are in flight;
+    # the trigger and the reconcile pass convert the legacy states (sim/migration.py).
+    migrate_midway: bool = False
+
+    @property
+    def ends_successor(self) -> bool:
+        """The stack claims from heads by the run's end: the successor world's checks apply to
+        the final tables (sim/successor.py); a migrating run's legacy part is checked per write."""
+        return self.successor or self.migrate_midway
 
 
 @dataclass(frozen=True)
