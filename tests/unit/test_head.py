@@ -100,8 +100,10 @@ def test_a_head_entry_is_told_by_its_instant_whatever_delay_it_was_written_with(
         entry = head_item(job(), T0, 1, through=T0 - 1, shard_count=SHARDS, check_delay_ms=delay)
         assert is_head_entry(entry)
     far = {**head_item(job(), T0, 1, through=T0 - 1, shard_count=SHARDS, check_delay_ms=DELAY)}
-    far["check_at"] = T0 + MAX_HEAD_CHECK_DELAY_MS + 1  # a long run's renewed lease: the detector's
+    far["check_at"] = T0 + MAX_HEAD_CHECK_DELAY_MS + 1000  # beyond any dispatch lease: the detector's
     assert not is_head_entry(far)
+    # A check_at a recheck or a redispatch moved (a lease end from a clock in ms): not a head's.
+    assert not is_head_entry({**far, "check_at": T0 + 37_123})
     legacy = {**far, "check_at": T0 + DELAY, "run_id": str(far["run_id"]).split("#")[0]}
     legacy.pop("epoch")
     assert not is_head_entry(legacy)  # epoch 0: a legacy run's lease

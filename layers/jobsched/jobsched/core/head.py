@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobsched.core.clock import dt_to_ms, ms_to_dt
-from jobsched.core.config import MAX_DISPATCH_LEASE_SECONDS, SchedulerConfig
+from jobsched.core.config import MAX_DISPATCH_LEASE_SECONDS, MIN_DISPATCH_LEASE_SECONDS, SchedulerConfig
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import RunKind, RunStatus, end_run_id, parse_run_id, run_id_for, shard_of
 from jobsched.core.schedule import Schedule
@@ -144,9 +144,10 @@ def head_check_delay_ms(cfg: SchedulerConfig) -> int:
     return cfg.dispatch_lease_seconds * 1000
 
 
-# The longest delay a head can have been written with: the dispatch lease's upper bound
-# (``SchedulerConfig.dispatch_lease_seconds``, ``DispatchLeaseSeconds``' MaxValue).
+# The delays a head can have been written with: the dispatch lease's bounds
+# (``SchedulerConfig.dispatch_lease_seconds``, ``DispatchLeaseSeconds``' MinValue and MaxValue).
 MAX_HEAD_CHECK_DELAY_MS = MAX_DISPATCH_LEASE_SECONDS * 1000
+MIN_HEAD_CHECK_DELAY_MS = MIN_DISPATCH_LEASE_SECONDS * 1000
 
 
 def head_check_at(at: int, cfg: SchedulerConfig) -> int:
@@ -156,17 +157,21 @@ def head_check_at(at: int, cfg: SchedulerConfig) -> int:
 
 def is_head_entry(entry: Mapping[str, Any]) -> bool:
     """A ``due`` entry that may be an unclaimed head (§0 "The due index"): a timed occurrence of an
-    epoch with a successor key whose ``check_at`` is at most ``MAX_HEAD_CHECK_DELAY_MS`` past its
-    instant. The index projects no ``status``: a claimed run looks the same, and so may a run whose
-    ``check_at`` a recheck or a redispatch moved, and the successor's read tells them apart (one
-    GetItem). The delay a head was written with is not known to its reader (the parameter may have
-    changed since), so none is assumed; entries further out (a long run's renewed lease, a retry
-    due later) are the detector's."""
+    epoch with a successor key whose ``check_at`` is a head's, its instant plus a delay that some
+    ``DispatchLeaseSeconds`` gives (a whole number of seconds, 5 to ``MAX_HEAD_CHECK_DELAY_MS``).
+    The delay a head was written with is not known to its reader (the parameter may have changed
+    since), so any is taken: no head is ever passed over. The index projects no ``status``: a
+    claimed run looks the same until a write moves its ``check_at``, and the successor's read
+    tells the two apart (one GetItem). A moved entry (a recheck's or a redispatch's lease end, a
+    renewed lease, a retry) is keyed from a clock or a start window in milliseconds, so it is
+    taken here only when that lands on a whole second after the instant (about one in a
+    thousand), which costs that one GetItem and decides nothing."""
     if entry.get("kind") not in TIMED_KINDS or "next_key" not in entry or "scheduled_at" not in entry:
         return False
     if epoch_of(entry) < 1 or entry.get("check_at") is None:
         return False
-    return int(entry["check_at"]) - int(entry["scheduled_at"]) <= MAX_HEAD_CHECK_DELAY_MS
+    delay = int(entry["check_at"]) - int(entry["scheduled_at"])
+    return MIN_HEAD_CHECK_DELAY_MS <= delay <= MAX_HEAD_CHECK_DELAY_MS and delay % 1000 == 0
 
 
 def head_item(
