@@ -16,7 +16,7 @@ from jobsched.core import head_invariants
 from jobsched.core.head import is_record
 from jobsched.core.head_change import EPOCH
 from jobsched.core.state import Registration
-from jobsched.core.transitions.register import REDATE_FLOOR
+from jobsched.core.transitions.register import REDATE_FLOOR, REDATE_UNTIL
 from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched.services.head_registrar import find_head, read_job_items
 from jobsched_tools.sim.invariants import all_items
@@ -145,7 +145,8 @@ def test_a_late_record_of_an_earlier_write_does_not_date_a_later_one(senv: Env) 
 
 def test_a_change_s_own_record_leaves_no_floor(senv: Env) -> None:
     """Only the pass's date is provisional: a change applied from its own record is dated
-    exactly, and a later change drops a floor the pass left."""
+    exactly, and a later change keeps a floor the pass left, with the pass's date and digest
+    aside, for the late record (tests/functional/test_redate_floor.py)."""
     senv.clock.set(T0 - 500)
     created = put(senv, job("own", "cron(0 0 * * ? *)").to_item())
     senv.claiming_registrar().on_stream_record("INSERT", "own", None, changed_at=created)
@@ -153,9 +154,10 @@ def test_a_change_s_own_record_leaves_no_floor(senv: Env) -> None:
     put(senv, job("floor", "cron(0 0 * * ? *)").to_item())
     reconciled_first(senv, T0 + 10 * SECOND)
     assert REDATE_FLOOR in senv.state("floor")
+    dated = senv.state("floor")["changed_at"]
     put(senv, job("floor", "cron(0 1 * * ? *)").to_item())
     senv.claiming_registrar().apply("floor")
-    assert REDATE_FLOOR not in senv.state("floor")
+    assert REDATE_FLOOR in senv.state("floor") and senv.state("floor")[REDATE_UNTIL] == dated
 
 
 def test_a_late_record_of_the_same_item_written_before_a_pause_dates_nothing(senv: Env) -> None:
