@@ -155,3 +155,21 @@ def test_a_late_record_of_the_same_item_written_before_a_pause_dates_nothing(pen
     for minute in (2, 3):
         assert live_records_at(penv, "aba", T0 + minute * MINUTE) == [], minute  # paused then
     invariants_hold(penv)
+
+
+def test_a_late_record_that_applies_a_later_change_first_still_dates_the_floor(penv: Env) -> None:
+    """The person paused the job after the pass, and the resume's late record comes before the
+    pause's: the record applies the item as it reads now (the pause, which keeps the floor),
+    then reads again and dates the pass's change (``Registrar._dates_floor``)."""
+    penv.clock.set(T0 - 500)
+    created, image = put(penv, job("daily", "cron(0 0 * * ? *)").to_item())
+    reconciled_first(penv, T0 + 10 * SECOND)
+    penv.clock.set(T0 + 2 * MINUTE)
+    put(penv, job("daily", "cron(0 0 * * ? *)", enabled=False).to_item())  # its record comes later
+    penv.clock.set(T0 + 3 * MINUTE)
+    penv.claiming_registrar().on_stream_record("INSERT", "daily", image, changed_at=created)
+    assert penv.state("daily")["status"] == "paused"
+    runs = live_records_at(penv, "daily", T0)
+    assert len(runs) == 1, "00:00, due after the person's write, is never recorded"
+    assert runs[0]["status"] == "missed"
+    invariants_hold(penv)

@@ -183,6 +183,7 @@ class Registrar:
         reconcile pass reports a job the stack's allow-lists allow now: no stream record comes)."""
         if not is_job_id(job_id):
             return self._report_only(job_id)
+        applied: Registration | None = None
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
             state = self._read_state(job_id)
@@ -191,14 +192,20 @@ class Registrar:
                 if state is None or EPOCH not in state or any(a in state for a in INDEX_ATTRIBUTES):
                     stack = self._stack
                 if _successor(state, stack):
-                    return self._register_successor(
+                    outcome = self._register_successor(
                         job_id, job, state, deadline_ms, changed_at, report, provisional, written, image
                     )
-                return self._register(
-                    job_id, job, state, deadline_ms, changed_at, provisional, written, report, image
-                )
+                else:
+                    outcome = self._register(
+                        job_id, job, state, deadline_ms, changed_at, provisional, written, report, image
+                    )
             except (ConditionFailed, _LostRace, ReadJobAgain):
                 continue  # changed under us: read both again
+            if outcome is Registration.UNCHANGED or not _dates_floor(state, written):
+                return applied if applied is not None and outcome is Registration.UNCHANGED else outcome
+            # This record is of the write the pass applied provisionally, and it carried the job to
+            # a later item first (the change kept the floor): read again, so it dates the floor.
+            applied = outcome
         self._telemetry.event("job.registration_conflict", job_id)
         return Registration.CONFLICT
 
@@ -576,6 +583,14 @@ def _successor(state: Item | None, stack: ClaimShape | None) -> bool:
     if stack is ClaimShape.SUCCESSOR and state is not None and is_legacy(state):
         return True
     return job_shape(state, stack or ClaimShape.SUCCESSOR) is ClaimShape.SUCCESSOR
+
+
+def _dates_floor(state: Item | None, written: str | None) -> bool:
+    """Whether a stream record whose write left an item of digest ``written`` is of the write the
+    pass applied provisionally (``REDATE_FLOOR`` on the state as read): it dates that change."""
+    if state is None or written is None or REDATE_FLOOR not in state:
+        return False
+    return written == state.get(REDATE_HASH, state.get("def_hash"))
 
 
 def _says(job: Item, report: Update) -> bool:
