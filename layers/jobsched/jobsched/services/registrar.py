@@ -473,10 +473,11 @@ class Registrar:
         timing's occurrences between the person's write and that date were taken as not due. The
         record dates the change exactly: they are settled now, behind the job's place, as a change
         settles what came due before the registrar saw it (late runs within grace, else the
-        misfire policy). Only for the write the pass applied (the caller compares the record's
-        image with the item and the state), never before the floor (the previous registration's
-        read, or the last record), and not for ``max_runs`` jobs (their count is the claims').
-        Returns whether anything was written."""
+        misfire policy). Only for the write the pass applied (``record_definition``: the record's
+        image against the item and the state, or the digest a later change kept aside), never
+        before the floor (the previous registration's read, or the last record), and not for
+        ``max_runs`` jobs (their count is the claims'): ``redate_window``. Returns whether
+        anything was written."""
         window = redate_window(state, definition, changed_at, now)
         if window is None:
             return False
