@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 import pytest
-from jobsched_tools.bench import cold_import, fanout, memory, read_units, units
+from jobsched_tools.bench import cold_import, fanout, memory, read_units, stack_shapes, units
 from jobsched_tools.cli.main import main
 
 KEYS = {
@@ -118,18 +118,22 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     assert result["cold_import_ms"] == _cold_imports(1)["cold_import_ms"]
     assert result["fanout_scaling_ratio"] == 1.0
 
-    # The design: claim = one TransactWriteItems (the run's put and the job's advance, issue 25),
-    # start = UpdateItem, commit = UpdateItem.
+    # The design: start = UpdateItem, commit = UpdateItem, and the claim one request: on a legacy
+    # stack one TransactWriteItems (the run's put and the job's advance, issue 25), on a successor
+    # stack (the template's default) one PutItem of the next head (design.md, the successor claim).
     allow = result["by_overlap"]["allow"]
     assert allow["succeeded"] == 10
     assert result["ddb_write_requests_per_run"] == 3
-    assert allow["requests"]["dynamodb:TransactWriteItems"] == 10
+    claim, other = "dynamodb:TransactWriteItems", "dynamodb:PutItem"
+    if stack_shapes.shipped() is stack_shapes.SUCCESSOR:
+        claim, other = other, claim
+    assert allow["requests"][claim] == 10
     assert allow["requests"]["dynamodb:UpdateItem"] == 20
-    assert "dynamodb:PutItem" not in allow["requests"]
+    assert other not in allow["requests"]
     # The overlap chain (design.md): skip, the default, makes the same writes.
     skip = result["by_overlap"]["skip"]
     assert skip["ddb_write_requests_per_run"] == 3
-    assert skip["requests"]["dynamodb:TransactWriteItems"] == allow["requests"]["dynamodb:TransactWriteItems"]
+    assert skip["requests"][claim] == allow["requests"][claim]
     assert skip["requests"]["dynamodb:UpdateItem"] == allow["requests"]["dynamodb:UpdateItem"]
     # The event source mapping: one receive and one batch delete per 10 messages, one send per 10.
     assert allow["requests"]["sqs:SendMessageBatch"] == 1
@@ -152,6 +156,12 @@ def test_quick_bench_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     assert result["est_read_units_per_run"] == metered
     assert sum(result["est_read_units_per_run_by_reader"].values()) == pytest.approx(metered, abs=1e-3)
     prices, _ = units.load_prices()
+    # The bench meters what ships (issue 37): its headline units are the template's default
+    # shape's, and every shape is priced beside it, from the same meter.
+    assert result["claim_shape"] == stack_shapes.shipped().name
+    assert set(result["by_claim_shape"]) == {shape.name for shape in stack_shapes.SHAPES}
+    shipped = result["by_claim_shape"][result["claim_shape"]]
+    assert shipped["write_units_per_run"] == result["est_write_units_per_run_skip"]
     for mode, key in (
         ("on_demand", "usd_per_million_runs_by_service"),
         ("provisioned", "usd_per_million_runs_provisioned_by_service"),

@@ -61,7 +61,7 @@ def moto_tables() -> Iterator[tuple[Any, Any]]:
     with mock_aws():
         dynamodb = make_client("dynamodb", region="us-east-1")
         sqs = make_client("sqs", region="us-east-1")
-        resources = provision(dynamodb, sqs, prefix="contract")
+        resources = provision(dynamodb, sqs, prefix="contract", parameters={"ClaimShape": "legacy"})
         dynamodb.create_table(
             TableName=EFFECTS,
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
@@ -71,7 +71,9 @@ def moto_tables() -> Iterator[tuple[Any, Any]]:
         # A runs table with the successor claim's index, which template.yaml does not create yet
         # (ports.UNDEPLOYED_INDEXES): made from the template's runs table plus the code's
         # definition, as the plan's deploy 1 will add it.
-        due_spec = with_indexes(table_specs(load_template()), [DUE_INDEX])["RunsTable"]
+        due_spec = with_indexes(table_specs(load_template(), {"ClaimShape": "legacy"}), [DUE_INDEX])[
+            "RunsTable"
+        ]
         dynamodb.create_table(TableName=DUE_RUNS, **due_spec)
         yield dynamodb, resources
 
@@ -1043,3 +1045,18 @@ def test_request_counter_counts_calls_and_attempts(dynamo: DynamoStore) -> None:
     counter.detach(dynamo.client)
     dynamo.get(JOBS, {"job_id": "j1"})
     assert counter.calls["dynamodb:GetItem"] == 1
+
+
+def test_a_projected_read_returns_the_named_attributes_alone(store: Store) -> None:
+    """ports.AttributeRead (DynamoDB's ProjectionExpression): the switch's read of a large
+    bookkeeping item returns its ``claim_shape`` alone; an item without the attribute reads as an
+    empty item, an absent item as None."""
+    from jobsched.ports import AttributeRead, read_attributes
+
+    assert isinstance(store, AttributeRead)
+    book = {"job_id": "#book", "claim_shape": "successor", "suspects": {"j": 1}}
+    store.write([Put(STATE, book, (), "book")])
+    store.write([Put(STATE, {"job_id": "plain", "version": 1}, (), "plain")])
+    assert store.get_attributes(STATE, {"job_id": "#book"}, ("claim_shape",)) == {"claim_shape": "successor"}
+    assert read_attributes(store, STATE, {"job_id": "plain"}, ("claim_shape",)) == {}
+    assert read_attributes(store, STATE, {"job_id": "absent"}, ("claim_shape",)) is None

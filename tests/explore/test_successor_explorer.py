@@ -30,8 +30,8 @@ from jobsched_tools.explore.sets_successor import (
     REPAIRS,
     SETS,
     _marker_is_claim,
-    _patched,
     _switch,
+    patched,
 )
 from jobsched_tools.explore.world import Budget
 from jobsched_tools.sim.mutants import SUCCESSOR_SWITCHABLE, successor_parts, switched_off
@@ -219,7 +219,7 @@ def test_the_marker_mutant_alone_is_stopped_by_the_redispatch_fence(request: pyt
     and so are those parts alone; together they are caught (``MUTANTS``)."""
     if not ALL_LANDED:
         request.applymarker(pytest.mark.xfail(strict=True, reason=NOT_LANDED))
-    marker = _patched(head_recover, "is_closure_marker", _marker_is_claim)
+    marker = patched(head_recover, "is_closure_marker", _marker_is_claim)
     for alone in (marker, _switch(*REDISPATCH_FENCE)):
         with successor.own_setups(), alone():
             result = successor.explore(SETS["settle-change"], 1, stop_on_first=True)

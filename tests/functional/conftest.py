@@ -36,7 +36,7 @@ def resources() -> Iterator[Resources]:
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
         sqs = boto3.client("sqs", region_name="us-east-1")
-        yield provision(dynamodb, sqs, prefix="cli")
+        yield provision(dynamodb, sqs, prefix="cli", parameters={"ClaimShape": "legacy"})
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Resources, Any, Any, 
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
         sqs = boto3.client("sqs", region_name="us-east-1")
-        resources = provision(dynamodb, sqs, prefix="lam")
+        resources = provision(dynamodb, sqs, prefix="lam", parameters={"ClaimShape": "legacy"})
         monkeypatch.setenv("JOBS_TABLE", resources.jobs_table)
         monkeypatch.setenv("STATE_TABLE", resources.state_table)
         monkeypatch.setenv("RUNS_TABLE", resources.runs_table)

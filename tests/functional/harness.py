@@ -1,6 +1,8 @@
 """A small builder for functional tests: store, queue, telemetry, a ManualClock and the services.
 
-``build(kind)`` assembles one environment:
+``build(kind)`` assembles one environment, its tables with the claim indexes of one deployed shape
+(``shape``: template.yaml's ``ClaimShape``, ``ports.DEPLOYED_INDEXES``; legacy by default) and its
+services wired with it, as runtime/wiring.py wires them from ``CLAIM_SHAPE``:
 
 - ``memory``: MemoryStore + MemoryWorkQueue (SQS semantics on the manual clock);
 - ``dynamodb``: DynamoStore + SqsWorkQueue on in-process moto (``mock_aws`` + ``provision``);
@@ -27,7 +29,7 @@ from typing import Any
 import boto3
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.adapters.sqs_queue import SqsWorkQueue
-from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE, ClaimShape
+from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE, ClaimShape, DeployedShape
 from jobsched.core.clock import ManualClock, Waiter
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition
@@ -35,7 +37,7 @@ from jobsched.core.run import run_key
 from jobsched.core.state import registered_state
 from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY, bookkeeping_op
 from jobsched.core.writes import JOBS, RUNS, STATE
-from jobsched.ports import OutgoingMessage, SendResult, Store, WorkQueue
+from jobsched.ports import DEPLOYED_INDEXES, OutgoingMessage, SendResult, Store, WorkQueue
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
 from jobsched.services.operations import Operations
@@ -44,6 +46,7 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Outcome, Worker
 from jobsched.targets.registry import HandlerRegistry
 from jobsched_tools.deployment import AllowListValues
+from jobsched_tools.emulator.claim_indexes import deploy_claim_indexes
 from jobsched_tools.emulator.local_moto import LocalMoto
 from jobsched_tools.emulator.provision import provision
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
@@ -89,13 +92,17 @@ class Env:
     sqs: Any = None
     queue_url: str = ""
     dynamodb: Any = None
+    # The stack's claim indexes (template.yaml's ClaimShape): the tables have them, and every
+    # service is wired with it.
+    shape: DeployedShape = DeployedShape.LEGACY
+    tables: dict[str, str] = field(default_factory=dict)  # moto: each logical table's name
 
     # --- services ----------------------------------------------------------------------------
     # Each wired on this environment; ``options`` are the service's own keyword arguments (a
     # dead-letter sender, a registrar for the reconcile pass, ...).
 
     def ops(self) -> Operations:
-        return Operations(self.store, self.queue, self.telemetry, self.clock, self.cfg)
+        return Operations(self.store, self.queue, self.telemetry, self.clock, self.cfg, deployed=self.shape)
 
     def trigger(self) -> Trigger:
         return Trigger(
@@ -105,16 +112,36 @@ class Env:
             self.clock,
             self.cfg,
             parallel_queries=False,
-            read_claim_shape=True,  # as the trigger function wires it (runtime/wiring.py)
+            deployed=self.shape,  # as the trigger function wires it (runtime/wiring.py)
         )
 
     def detector(self, **options: Any) -> MissDetector:
         return MissDetector(
-            self.store, self.queue, self.telemetry, self.clock, self.cfg, parallel_queries=False, **options
+            self.store,
+            self.queue,
+            self.telemetry,
+            self.clock,
+            self.cfg,
+            parallel_queries=False,
+            **{"deployed": self.shape, **options},
         )
 
     def registrar(self, **options: Any) -> Registrar:
+        options = {"deployed": self.shape, **options}
         return Registrar(self.store, self.telemetry, self.clock, self.cfg, self.queue, **options)
+
+    def redeploy(self, shape: DeployedShape | str) -> list[str]:
+        """Deploy the stack again with ``ClaimShape`` = ``shape`` (moto: its indexes created and
+        deleted as CloudFormation would, one UpdateTable each; the services wired with it from
+        then on). The memory kind's store is rebuilt with the same items and the new indexes."""
+        self.shape = DeployedShape(shape)
+        if isinstance(self.store, MemoryStore):
+            before = self.store
+            after = MemoryStore(extra_keys={EFFECTS: ("pk",)}, indexes=DEPLOYED_INDEXES[self.shape.value])
+            after.tables = before.tables
+            self.store = after
+            return []
+        return deploy_claim_indexes(self.dynamodb, self.tables, self.shape)
 
     def claiming_registrar(self, **options: Any) -> Registrar:
         """The registrar as the registrar function wires it (runtime/wiring.py): it claims a job's
@@ -253,9 +280,11 @@ def aws_env(
     clock: ManualClock,
     cfg: SchedulerConfig,
     kind: str,
-    extra_indexes: tuple[str, ...] = (),
+    shape: DeployedShape = DeployedShape.LEGACY,
 ) -> Env:
-    resources = provision(dynamodb, sqs, prefix="t", extra_indexes=extra_indexes)
+    resources = provision(dynamodb, sqs, prefix="t")
+    tables = {"state": resources.state_table, "runs": resources.runs_table}
+    deploy_claim_indexes(dynamodb, tables, shape)  # whatever the template's default gave
     create_effects_table(dynamodb)
     store = DynamoStore(
         dynamodb,
@@ -275,6 +304,8 @@ def aws_env(
         sqs=sqs,
         queue_url=resources.work_queue_url,
         dynamodb=dynamodb,
+        shape=shape,
+        tables=tables,
     )
 
 
@@ -285,28 +316,33 @@ def build(
     moto: LocalMoto | None = None,
     start_ms: int = T0,
     successor: bool = False,
+    shape: DeployedShape | str | None = None,
 ) -> Iterator[Env]:
-    """``successor``: a stack migrating to the successor claim (issue 37): the runs table has the
-    ``due`` index and the migration switch is on (``switch_to_successor``)."""
+    """``shape``: the stack's deployed claim indexes (template.yaml's ``ClaimShape``; legacy by
+    default). ``successor``: a stack migrating to the successor claim (issue 37): deployed
+    ``migrating`` (the runs table has ``due`` beside ``next-run`` and ``lease``) with the migration
+    switch on (``switch_to_successor``)."""
     clock = ManualClock(start_ms)
     cfg = cfg or default_cfg()
-    extra_indexes = ("due",) if successor else ()
+    if shape is None:
+        shape = DeployedShape.MIGRATING if successor else DeployedShape.LEGACY
+    shape = DeployedShape(shape)
     if kind == "memory":
         memory_queue = MemoryWorkQueue(clock, visibility_timeout_seconds=900)
-        store = MemoryStore(extra_keys={EFFECTS: ("pk",)}, extra_indexes=extra_indexes)
+        store = MemoryStore(extra_keys={EFFECTS: ("pk",)}, indexes=DEPLOYED_INDEXES[shape.value])
         queue = RecordingQueue(memory_queue, zero_delay=False)
-        built = Env(kind, clock, store, queue, MemoryTelemetry(), cfg, memory_queue=memory_queue)
+        built = Env(kind, clock, store, queue, MemoryTelemetry(), cfg, memory_queue=memory_queue, shape=shape)
         yield switch_to_successor(built) if successor else built
     elif kind == "dynamodb":
         with mock_aws():
             dynamodb = boto3.client("dynamodb", region_name="us-east-1")
             sqs = boto3.client("sqs", region_name="us-east-1")
-            built = aws_env(dynamodb, sqs, clock, cfg, kind, extra_indexes)
+            built = aws_env(dynamodb, sqs, clock, cfg, kind, shape)
             yield switch_to_successor(built) if successor else built
     elif kind == "server":
         assert moto is not None, "the server kind needs a running LocalMoto"
         moto.reset()
-        built = aws_env(*server_clients(moto.endpoint_url), clock, cfg, kind, extra_indexes)
+        built = aws_env(*server_clients(moto.endpoint_url), clock, cfg, kind, shape)
         yield switch_to_successor(built) if successor else built
     else:
         raise ValueError(kind)

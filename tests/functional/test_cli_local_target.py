@@ -61,7 +61,7 @@ def local_stack_state(bare_env: Path) -> Iterator[tuple[LocalMoto, Resources]]:
         )
         dynamodb = session.client("dynamodb", endpoint_url=moto.endpoint_url)
         sqs = session.client("sqs", endpoint_url=moto.endpoint_url)
-        resources = provision(dynamodb, sqs, prefix="clilocal")
+        resources = provision(dynamodb, sqs, prefix="clilocal", parameters={"ClaimShape": "legacy"})
         (bare_env / ".jobsched-local.json").write_text(json.dumps(state(moto.endpoint_url, resources)))
         yield moto, resources
         moto.reset()

@@ -55,6 +55,7 @@ def tables(moto_endpoint: str) -> tuple[str, str, str]:
         make_client("dynamodb", moto_endpoint, REGION),
         make_client("sqs", moto_endpoint, REGION),
         prefix=f"race{next(_prefixes)}",
+        parameters={"ClaimShape": "legacy"},
     )
     return moto_endpoint, resources.jobs_table, resources.runs_table
 

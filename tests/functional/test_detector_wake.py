@@ -188,6 +188,7 @@ def test_the_cli_wakes_the_stacks_detector_alias(monkeypatch: pytest.MonkeyPatch
             boto3.client("dynamodb", region_name="us-east-1"),
             boto3.client("sqs", region_name="us-east-1"),
             "wake",
+            parameters={"ClaimShape": "legacy"},
         )
         target = Target(
             resources.jobs_table,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import os
 import uuid
@@ -107,8 +108,9 @@ PARAMETERS = {
 DETECTOR_ALIAS = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{STACK_NAME}-MissDetectorFunction:live"
 
 
-def contract_stack(template: dict[str, Any]) -> Stack:
-    """The stack as the scenarios' resources: provision() names them ``<prefix>-<suffix>``."""
+def contract_stack(template: dict[str, Any], shape: str = "successor") -> Stack:
+    """The stack as the scenarios' resources: provision() names them ``<prefix>-<suffix>``; its
+    tables indexed for ``shape`` (template.yaml's ClaimShape)."""
     resources: dict[str, dict[str, str]] = {}
     for logical_id, suffix in (("JobsTable", "jobs"), ("StateTable", "state"), ("RunsTable", "runs")):
         name = f"{PREFIX}-{suffix}"
@@ -125,16 +127,32 @@ def contract_stack(template: dict[str, Any]) -> Stack:
         url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}"
         resources[logical_id] = {"Ref": url, "Arn": queue_arn(name), "QueueName": name}
     resources["MissDetectorFunctionAliaslive"] = {"Ref": DETECTOR_ALIAS}  # SAM's AutoPublishAlias
-    return Stack(template, PARAMETERS, resources, ACCOUNT, REGION, "aws", STACK_NAME)
+    parameters = {**PARAMETERS, "ClaimShape": shape}
+    return Stack(template, parameters, resources, ACCOUNT, REGION, "aws", STACK_NAME)
 
 
+# The stack as deployed before the successor claim (ClaimShape legacy: next-run and lease, today's
+# claim) and as a new stack deploys it (successor: due only, every job claimed from its head).
+# migrating grants the union of the two (each grant an Fn::If of an index's presence), which
+# test_migrating_grants_what_either_shape_needs holds it to: its functions make either shape's calls.
+SHAPES = ("legacy", "successor")
 TEMPLATE = load_template()
-STACK = contract_stack(TEMPLATE)
+STACKS = {shape: contract_stack(TEMPLATE, shape) for shape in (*SHAPES, "migrating")}
+STACK = STACKS["successor"]  # the resources' names and ARNs, the same under every shape
 # The trigger's own alias, named by the stack's id (template.yaml, TriggerFunction's FunctionName).
 TRIGGER_ALIAS = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:jobsched-trigger-{STACK.uuid}:live"
+# One transform (seconds): SAM passes the roles' Fn::If through, and each shape's Stack resolves them.
 TRANSFORMED = transform(TEMPLATE, PARAMETERS, REGION)
-STATEMENTS = {function: role_statements(TRANSFORMED, function, STACK) for function in FUNCTIONS}
-GRANTS = [grant for function in FUNCTIONS for grant in grants(function, STATEMENTS[function])]
+STATEMENTS = {
+    shape: {function: role_statements(TRANSFORMED, function, stack) for function in FUNCTIONS}
+    for shape, stack in STACKS.items()
+}
+GRANTS = [
+    (shape, grant)
+    for shape in SHAPES
+    for function in FUNCTIONS
+    for grant in grants(function, STATEMENTS[shape][function])
+]
 
 # What AWS calls with a function's role on its behalf, which no code here makes. Lambda polls the
 # work queue with the worker's role (ReceiveMessage, DeleteMessage, GetQueueAttributes: AWS's
@@ -210,8 +228,14 @@ def sqs_record(body: dict[str, Any]) -> dict[str, Any]:
 class Scenario:
     """The functions' entry points against moto, acting one at a time under the recorder."""
 
-    def __init__(self, recorder: CallRecorder, clock: ManualClock, dynamodb: Any, resources: Any) -> None:
+    def __init__(
+        self, recorder: CallRecorder, clock: ManualClock, dynamodb: Any, resources: Any, shape: str
+    ) -> None:
         self.recorder, self.clock, self.dynamodb, self.resources = recorder, clock, dynamodb, resources
+        # Under ClaimShape successor every job claims from its head, one PutItem a claim; today's
+        # claim (legacy) is one TransactWriteItems.
+        self.successor = shape != "legacy"
+        self.claim_operation = "PutItem" if self.successor else "TransactWriteItems"
         self.taken: set[str] = set()
 
     def advance_to(self, at_ms: int) -> None:
@@ -289,30 +313,45 @@ class Scenario:
 
     @contextlib.contextmanager
     def racing(self, job_id: str) -> Iterator[list[str]]:
-        """Once, just before a claim of ``job_id`` (a TransactWriteItems updating its state),
-        another writer moves the job's state, as a racing trigger or registrar would: the claim
-        loses its condition, reads its run back (did its own transaction land?), reads the state
-        again and claims again. Yields the operations it raced (one, once it has)."""
+        """Once, just before a claim of ``job_id``, a race makes it lose its condition. Today's
+        claim (a TransactWriteItems updating the job's state): another writer moves the state, as
+        a racing trigger or registrar would; the claim reads its run back (did its own
+        transaction land?), reads the state again and claims again. The successor claim (one
+        PutItem of the head's successor, ClaimShape successor): its own put lands first, as a put
+        whose answer was lost; the claim reads the successor back, finds it its own and sends.
+        Yields the operations it raced (one, once it has)."""
         from botocore.client import BaseClient
 
         original: Any = BaseClient._make_api_call  # type: ignore[attr-defined]
         raced: list[str] = []
-        state_table = self.resources.state_table
+        state_table, runs_table = self.resources.state_table, self.resources.runs_table
 
-        def claims_job(params: Any) -> bool:
+        def claims_job(operation: str, params: Any) -> bool:
+            if self.successor:
+                return (
+                    operation == "PutItem"
+                    and params["TableName"] == runs_table
+                    and params["Item"]["job_id"]["S"] == job_id
+                    and "attribute_not_exists" in params.get("ConditionExpression", "")
+                )
             updates = [item["Update"] for item in params.get("TransactItems", []) if "Update" in item]
-            return any(u["TableName"] == state_table and u["Key"]["job_id"]["S"] == job_id for u in updates)
+            return operation == "TransactWriteItems" and any(
+                u["TableName"] == state_table and u["Key"]["job_id"]["S"] == job_id for u in updates
+            )
 
         def racing_call(client: Any, operation: str, params: Any) -> Any:
-            if not raced and operation == "TransactWriteItems" and claims_job(params):
+            if not raced and claims_job(operation, params):
                 raced.append(operation)
                 with self.recorder.outside():
-                    self.dynamodb.update_item(
-                        TableName=state_table,
-                        Key={"job_id": {"S": job_id}},
-                        UpdateExpression="ADD version :one",
-                        ExpressionAttributeValues={":one": {"N": "1"}},
-                    )
+                    if self.successor:
+                        original(client, operation, params)  # its own put, answer lost
+                    else:
+                        self.dynamodb.update_item(
+                            TableName=state_table,
+                            Key={"job_id": {"S": job_id}},
+                            UpdateExpression="ADD version :one",
+                            ExpressionAttributeValues={":one": {"N": "1"}},
+                        )
             return original(client, operation, params)
 
         BaseClient._make_api_call = racing_call  # type: ignore[attr-defined]
@@ -375,9 +414,21 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     # (GetItem on the runs table) and the state again, and claims again.
     with scenario.racing("contested-early") as raced:
         scenario.put_job(job_item("contested-early", "iam.noop"))
-    assert raced == ["TransactWriteItems"] and scenario.sent("contested-early")
+    assert raced == [scenario.claim_operation] and scenario.sent("contested-early")
     scenario.put_job(job_item("contested", "iam.noop"))
     scenario.put_job(job_item("broken", "iam.noop", schedule="cron(61 * * * ? *)"))  # reported invalid
+    # A job whose last run the tick claims (the registrar's early claim takes at most two of its
+    # three, due within the lookahead): the successor claim follows the end marker with the
+    # finish write on the state (HC5).
+    scenario.put_job(job_item("finite", "iam.noop", max_runs=3))
+    # A job item changed whose stream record is late: the tick finds the definition changed and
+    # applies the registrar's rule inline (today's load_job repair; the successor claim's change).
+    scenario.put_job(job_item("drifted", "iam.noop"))
+    with scenario.recorder.outside():
+        scenario.dynamodb.put_item(
+            TableName=scenario.resources.jobs_table,
+            Item=job_item("drifted", "iam.noop", schedule="rate(2 minutes)"),
+        )
 
     # The trigger: a scheduled tick (fan-out: it invokes group 1 through its alias) and group 1's.
     scenario.advance_to(NOW + 2 * MINUTE)
@@ -386,7 +437,7 @@ def run_scenarios(scenario: Scenario, sqs: Any) -> None:
     with scenario.racing("contested") as raced:
         scenario.trigger(event("trigger_scheduled.json"))
         scenario.trigger({"group": 1, "groups": 2})
-    assert raced == ["TransactWriteItems"] and len(scenario.sent("contested")) > claimed_early
+    assert raced == [scenario.claim_operation] and len(scenario.sent("contested")) > claimed_early
 
     # The worker: a staged effect, a send to an allowed queue, a failure that schedules a retry.
     for job_id in ("ledger", "sender", "flaky", "fragile", "workflow", "container", "once"):
@@ -518,8 +569,10 @@ def register_test_handlers() -> None:
             registry.add(name, handler)
 
 
-@pytest.fixture(scope="module")
-def recorded() -> Iterator[CallRecorder]:
+@functools.cache
+def recording(shape: str) -> CallRecorder:
+    """Every call of the scenarios on a stack whose tables are indexed for ``shape`` (ClaimShape),
+    its functions told so (CLAIM_SHAPE), as a deploy makes it. Recorded once per shape."""
     from jobsched.runtime import lambda_context, wiring
 
     clock = ManualClock(NOW)
@@ -551,6 +604,7 @@ def recorded() -> Iterator[CallRecorder]:
         # with "dictionary changed size during iteration". This test checks which calls each
         # function makes, which do not depend on how many jobs are claimed at once.
         "CLAIM_CONCURRENCY": "1",
+        "CLAIM_SHAPE": shape,
     }
     with pytest.MonkeyPatch.context() as patch:
         for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"):
@@ -563,7 +617,7 @@ def recorded() -> Iterator[CallRecorder]:
         with mock_aws():
             dynamodb = boto3.client("dynamodb", region_name=REGION)
             sqs = boto3.client("sqs", region_name=REGION)
-            resources = provision(dynamodb, sqs, prefix=PREFIX)
+            resources = provision(dynamodb, sqs, prefix=PREFIX, parameters={"ClaimShape": shape})
             dynamodb.create_table(
                 TableName=EFFECTS,
                 KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
@@ -602,7 +656,7 @@ def recorded() -> Iterator[CallRecorder]:
             register_test_handlers()
             try:
                 with recorder.installed():
-                    run_scenarios(Scenario(recorder, clock, dynamodb, resources), sqs)
+                    run_scenarios(Scenario(recorder, clock, dynamodb, resources, shape), sqs)
             finally:
                 # The runtime's registry outlives this module: later tests list its handlers
                 # (jobsched register's "it has: ..."), which must not include these.
@@ -613,7 +667,18 @@ def recorded() -> Iterator[CallRecorder]:
         recorder.declare(function, action, resource, "event source mapping")
     for call in key_calls(recorder.calls, ENCRYPTED, REGION):
         recorder.declare(call.function, call.action, call.resource, call.origin, call.context)
-    yield recorder
+    return recorder
+
+
+@pytest.fixture(scope="module", params=SHAPES)
+def shape(request: pytest.FixtureRequest) -> str:
+    value: str = request.param
+    return value
+
+
+@pytest.fixture(scope="module")
+def recorded(shape: str) -> CallRecorder:
+    return recording(shape)
 
 
 def test_each_function_s_calls_are_recorded(recorded: CallRecorder) -> None:
@@ -660,9 +725,11 @@ def test_each_function_s_calls_are_recorded(recorded: CallRecorder) -> None:
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
-def test_every_call_is_allowed_by_the_function_s_role(recorded: CallRecorder, function: str) -> None:
+def test_every_call_is_allowed_by_the_function_s_role(
+    recorded: CallRecorder, shape: str, function: str
+) -> None:
     calls = recorded.distinct(function)
-    statements = STATEMENTS[function]
+    statements = STATEMENTS[shape][function]
     refused = denied(calls, statements)
     assert not refused, "not allowed by the role:\n" + "\n".join(map(str, refused))
     conditional = {
@@ -673,28 +740,41 @@ def test_every_call_is_allowed_by_the_function_s_role(recorded: CallRecorder, fu
     assert not conditional, f"{function}: conditions this check cannot evaluate: {conditional}"
 
 
-def test_every_grant_is_used_by_a_recorded_call(recorded: CallRecorder) -> None:
+def test_every_grant_is_used_by_a_recorded_call(recorded: CallRecorder, shape: str) -> None:
     """Least privilege (issue 35 item 12): each grant of each role (an action on a resource) is
     what some scenario's call, or a mapping's declared call, needs. A grant no path uses goes from
     the template; a path the scenarios miss gets a scenario."""
     unused_grants = [
         grant
         for function in FUNCTIONS
-        for grant in unused(grants(function, STATEMENTS[function]), recorded.distinct(function))
+        for grant in unused(grants(function, STATEMENTS[shape][function]), recorded.distinct(function))
     ]
     assert unused_grants == [], "grants no recorded call uses:\n" + "\n".join(f"  {g}" for g in unused_grants)
 
 
-def _grant_id(grant: Grant) -> str:
-    return f"{grant.function}-{grant.sid}-{grant.action}-{grant.resource.rsplit(':', 1)[-1]}"
+def _grant_id(shaped: tuple[str, Grant]) -> str:
+    shape, grant = shaped
+    return f"{shape}-{grant.function}-{grant.sid}-{grant.action}-{grant.resource.rsplit(':', 1)[-1]}"
 
 
-@pytest.mark.parametrize("grant", GRANTS, ids=_grant_id)
-def test_taking_away_a_used_grant_denies_a_recorded_call(recorded: CallRecorder, grant: Grant) -> None:
-    calls: list[Call] = recorded.distinct(grant.function)
+@pytest.mark.parametrize("shaped", GRANTS, ids=_grant_id)
+def test_taking_away_a_used_grant_denies_a_recorded_call(shaped: tuple[str, Grant]) -> None:
+    shape, grant = shaped
+    calls: list[Call] = recording(shape).distinct(grant.function)
     if not any(grant.covers(call) for call in calls):
         pytest.skip(f"no recorded call uses {grant} (test_every_grant_is_used_by_a_recorded_call fails)")
-    statements = STATEMENTS[grant.function]
+    statements = STATEMENTS[shape][grant.function]
     assert not denied(calls, statements)
     refused = denied(calls, without(statements, grant))
     assert refused, f"{grant} is used, yet every call is still allowed without it (granted twice?)"
+
+
+def test_migrating_grants_what_either_shape_needs() -> None:
+    """ClaimShape migrating runs today's claim until the switch is set and the successor claim
+    after: each function's role allows every call either recording made, and each of its grants
+    is used by one of them (no grant of neither shape)."""
+    for function in FUNCTIONS:
+        calls = [*recording("legacy").distinct(function), *recording("successor").distinct(function)]
+        statements = STATEMENTS["migrating"][function]
+        assert not denied(calls, statements), function
+        assert unused(grants(function, statements), calls) == [], function

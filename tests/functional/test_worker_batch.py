@@ -40,7 +40,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Resources, Any]]:
     with start_moto_server() as moto:
         dynamodb = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=moto.endpoint_url)
         sqs = boto3.client("sqs", region_name="us-east-1", endpoint_url=moto.endpoint_url)
-        resources = provision(dynamodb, sqs, prefix="batch")
+        resources = provision(dynamodb, sqs, prefix="batch", parameters={"ClaimShape": "legacy"})
         for name, value in {
             "AWS_ENDPOINT_URL": moto.endpoint_url,
             "JOBS_TABLE": resources.jobs_table,

@@ -24,7 +24,7 @@ def lean() -> Iterator[tuple[LocalMoto, Resources, Any]]:
     with start_moto_server(lean=True) as server:
         dynamodb = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=server.endpoint_url)
         sqs = boto3.client("sqs", region_name="us-east-1", endpoint_url=server.endpoint_url)
-        resources = provision(dynamodb, sqs, prefix="lean")
+        resources = provision(dynamodb, sqs, prefix="lean", parameters={"ClaimShape": "legacy"})
         yield server, resources, dynamodb
         server.reset()
 

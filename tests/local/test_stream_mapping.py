@@ -23,7 +23,7 @@ def moto() -> Iterator[tuple[LocalMoto, Resources, Any]]:
     with start_moto_server() as server:
         dynamodb = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=server.endpoint_url)
         sqs = boto3.client("sqs", region_name="us-east-1", endpoint_url=server.endpoint_url)
-        resources = provision(dynamodb, sqs, prefix="streams")
+        resources = provision(dynamodb, sqs, prefix="streams", parameters={"ClaimShape": "legacy"})
         yield server, resources, dynamodb
         server.reset()
 

@@ -146,6 +146,20 @@ def test_an_end_marker_ends_the_stretch_at_its_instant() -> None:
     assert (last.status, last.last_scheduled_at) == ("finished", T1)
 
 
+def test_a_closure_marker_at_an_end_key_ends_no_stretch() -> None:
+    """A settle that decides a life's last head missed closes the end key with a closure marker
+    (``closed``) and the life goes on (a miss is no run of ``max_runs``): the stretch stays open.
+    Before, any item at an end key ended it, and capacity squeezes on a successor stack (seed 3,
+    30 jobs, 2 h) reported the life's later records ``run_not_due``."""
+    world = World(_quiet())
+    store = world.store
+    timing = (("every_seconds", "60"), ("kind", "rate"))
+    store.ledger.states[JOB] = [StateMark(T1 - 60_000, "active", timing, None, None, T1)]
+    closed = {"job_id": JOB, "run_id": f"{JOB}@end:{T1_ISO}#1", "status": "closed", "epoch": 1}
+    store.write([Put(RUNS, closed, condition=(), label="settle: close the end key")])
+    assert store.ledger.states[JOB][-1].status == "active"
+
+
 @functools.cache
 def successor_report(seed: int) -> ChaosReport:
     return run_chaos(ChaosConfig(seed=seed, jobs=30, hours=2, successor=True))

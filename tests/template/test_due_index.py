@@ -1,9 +1,8 @@
-"""Build step S3 (docs/proposals/successor-claim-build.md §5): the `due` index, defined in code
-and off by default. template.yaml does not create it this wave (the plan: "Do not release S3
-without S4-S7", since a runs table holding `lease` and `due` writes every entry twice); the
-tests and the local tables create it from ``jobsched.ports.index_definition``. These hold that
-definition to the plan's §0, the template to not having it yet, and the tooling that adds it
-(provision, capacity) to the definition.
+"""Build step S3 (docs/proposals/successor-claim-build.md §5): the `due` index, defined once in
+code (``jobsched.ports.index_definition``) and created by template.yaml under ``ClaimShape``
+migrating and successor (tests/template/test_claim_shape.py holds each shape's indexes). These
+hold that definition to the plan's §0, the template's `due` to it, and the tooling that adds it to
+a legacy stack's tables (provision's ``extra_indexes``, the migrating deploy on moto).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from jobsched.ports import (
     INDEX_KEYS,
     INDEX_PROJECTION,
     INDEX_TABLE,
-    UNDEPLOYED_INDEXES,
     index_definition,
 )
 from jobsched_tools.emulator.provision import (
@@ -80,28 +78,30 @@ def test_the_code_defines_due_as_the_plan_says() -> None:
     }
 
 
-def test_template_yaml_does_not_create_due_yet_and_can_take_it_in_one_update(
+def test_template_yaml_creates_due_as_the_code_defines_it_and_a_legacy_stack_takes_it_in_one_update(
     template: dict[str, Any],
 ) -> None:
-    """Option (a) of the brief: the deployed schema is unchanged this wave. Deploy 1 adds one
-    index to the runs table, which UpdateTable allows ("You can create or delete only one global
-    secondary index per UpdateTable operation",
+    """Under migrating and successor the runs table has `due`, as ports defines it (the keys, the
+    INCLUDE projection of DUE_PROJECTED). Deploy 1 adds one index to a legacy stack's runs table,
+    which UpdateTable allows ("You can create or delete only one global secondary index per
+    UpdateTable operation",
     https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateTable.html), and
     needs no new attribute definition: `due`'s keys are `lease`'s, declared as numbers."""
-    assert {DUE_INDEX} == UNDEPLOYED_INDEXES
-    props = template["Resources"]["RunsTable"]["Properties"]
-    assert [index["IndexName"] for index in props["GlobalSecondaryIndexes"]] == ["lease"]
-    declared = {attr["AttributeName"]: attr["AttributeType"] for attr in props["AttributeDefinitions"]}
+    for shape in ("migrating", "successor"):
+        runs = table_specs(template, {"ClaimShape": shape})["RunsTable"]
+        (due,) = [index for index in runs["GlobalSecondaryIndexes"] if index["IndexName"] == DUE_INDEX]
+        assert due == index_definition(DUE_INDEX)
+        assert due["Projection"]["NonKeyAttributes"] == list(DUE_PROJECTED)
+    legacy = table_specs(template, {"ClaimShape": "legacy"})["RunsTable"]
+    assert [index["IndexName"] for index in legacy["GlobalSecondaryIndexes"]] == ["lease"]
+    declared = {attr["AttributeName"]: attr["AttributeType"] for attr in legacy["AttributeDefinitions"]}
     assert {key: declared.get(key) for key in INDEX_KEYS[DUE_INDEX]} == {"lease_shard": "N", "check_at": "N"}
-    for resource in template["Resources"].values():
-        indexes = resource.get("Properties", {}).get("GlobalSecondaryIndexes", [])
-        assert DUE_INDEX not in [index["IndexName"] for index in indexes]
 
 
 def test_due_fits_dynamodbs_projection_limits(template: dict[str, Any]) -> None:
     """At most 20 projected attributes an index, and 100 across the table's indexes, with `due`
     beside the template's."""
-    specs = with_indexes(table_specs(template), [DUE_INDEX])
+    specs = table_specs(template, {"ClaimShape": "migrating"})  # due beside lease
     for spec in specs.values():
         counts = [
             len(i["Projection"].get("NonKeyAttributes", [])) for i in spec.get("GlobalSecondaryIndexes", [])
@@ -111,17 +111,22 @@ def test_due_fits_dynamodbs_projection_limits(template: dict[str, Any]) -> None:
     assert len(DUE_PROJECTED) <= MAX_NON_KEY_PER_INDEX
 
 
-def test_with_indexes_adds_only_an_undeployed_index_to_its_table(template: dict[str, Any]) -> None:
-    specs = table_specs(template)
+def test_with_indexes_adds_what_a_table_lacks_to_it(template: dict[str, Any]) -> None:
+    specs = table_specs(template, {"ClaimShape": "legacy"})
     added = with_indexes(specs, [DUE_INDEX])
     assert [i["IndexName"] for i in added["RunsTable"]["GlobalSecondaryIndexes"]] == ["lease", "due"]
     assert added["StateTable"] == specs["StateTable"] and added["JobsTable"] == specs["JobsTable"]
     assert [i["IndexName"] for i in specs["RunsTable"]["GlobalSecondaryIndexes"]] == ["lease"]  # not mutated
+    assert added == table_specs(template, {"ClaimShape": "migrating"})  # the migrating deploy's tables
     assert with_indexes(specs, []) == specs
-    with pytest.raises(TemplateError):
-        with_indexes(specs, ["lease"])  # the template's own: one definition only
+    assert with_indexes(specs, ["lease"]) == specs  # the template's own: one definition only
     with pytest.raises(TemplateError):
         with_indexes(specs, ["nope"])
+    with pytest.raises(TemplateError):
+        with_indexes(specs, ["runs-of-job"])  # the runs table's own key, no index
+    successor = table_specs(template)
+    with pytest.raises(TemplateError):  # next-run's keys are not defined where it is absent
+        with_indexes(successor, ["next-run"])
 
 
 @pytest.fixture
@@ -131,9 +136,14 @@ def aws() -> Iterator[tuple[Any, Any]]:
 
 
 @pytest.mark.parametrize("mode", ["ON_DEMAND", "PROVISIONED"])
-def test_provision_creates_due_only_when_asked(aws: tuple[Any, Any], mode: str) -> None:
+def test_provision_adds_due_to_a_legacy_stack_when_asked(aws: tuple[Any, Any], mode: str) -> None:
     dynamodb, sqs = aws
-    parameters = {"CapacityMode": mode, "WriteCapacityMin": "7", "ReadCapacityMin": "3"}
+    parameters = {
+        "CapacityMode": mode,
+        "WriteCapacityMin": "7",
+        "ReadCapacityMin": "3",
+        "ClaimShape": "legacy",
+    }
     plain = provision(dynamodb, sqs, prefix="plain", parameters=parameters)
     with_due = provision(dynamodb, sqs, prefix="due", parameters=parameters, extra_indexes=[DUE_INDEX])
     names = [
@@ -150,22 +160,24 @@ def test_provision_creates_due_only_when_asked(aws: tuple[Any, Any], mode: str) 
         assert (throughput["ReadCapacityUnits"], throughput["WriteCapacityUnits"]) == (3, 7)
 
 
-def test_capacity_scales_due_only_where_it_exists() -> None:
-    """SCALED (the generated block) has no `due` target while the template lacks the index;
-    DUE_SCALED renders the targets and policies deploy 1 adds, named for the index."""
-    assert capacity.Scaled("RunsTable", DUE_INDEX) == capacity.DUE_SCALED
-    assert capacity.DUE_SCALED not in capacity.SCALED
-    today, deploy_1 = capacity.render(), capacity.render((capacity.DUE_SCALED,))
-    assert "index/due" not in today
-    added = deploy_1.replace(today.rsplit("\n", 1)[0], "", 1)
-    for kind in ("Write", "Read"):
-        assert f"  RunsTableDueIndex{kind}Capacity:\n" in added
-        assert f"  RunsTableDueIndex{kind}CapacityTracking:\n" in added
-        assert f"ScalableDimension: dynamodb:index:{kind}CapacityUnits" in added
-    assert added.count("ResourceId: !Sub table/${RunsTable}/index/due") == 2
-    assert (
-        deploy_1.count("Type: AWS::ApplicationAutoScaling::ScalableTarget") == (len(capacity.SCALED) + 1) * 2
+def test_capacity_scales_due_only_where_it_exists(template: dict[str, Any]) -> None:
+    """SCALED's `due` targets exist with provisioned capacity and the index (migrating,
+    successor), named for it; test_capacity_mode.py checks every shape's targets."""
+    (due,) = [scaled for scaled in capacity.SCALED if scaled.index == DUE_INDEX]
+    assert (due.table, due.presence, due.condition) == (
+        "RunsTable",
+        "HasDueIndex",
+        "ProvisionedRunsTableDueIndex",
     )
+    block = capacity.render()
+    for kind in ("Write", "Read"):
+        target = f"  RunsTableDueIndex{kind}Capacity:\n    Type: AWS::ApplicationAutoScaling::ScalableTarget"
+        assert f"{target}\n    Condition: ProvisionedRunsTableDueIndex\n" in block
+        assert f"  RunsTableDueIndex{kind}CapacityTracking:\n" in block
+    assert block.count("ResourceId: !Sub table/${RunsTable}/index/due") == 2
+    assert template["Conditions"]["HasDueIndex"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "ClaimShape"}, "legacy"]}]
+    }
 
 
 def test_deploy_1_adds_due_to_a_runs_table_in_use(aws: tuple[Any, Any]) -> None:
@@ -177,7 +189,7 @@ def test_deploy_1_adds_due_to_a_runs_table_in_use(aws: tuple[Any, Any]) -> None:
     table", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.OnlineOps.html),
     sparsely: a finished run, with no `check_at`, is not."""
     dynamodb, sqs = aws
-    resources = provision(dynamodb, sqs, prefix="live")
+    resources = provision(dynamodb, sqs, prefix="live", parameters={"ClaimShape": "legacy"})
     store = DynamoStore(dynamodb, resources.jobs_table, resources.state_table, resources.runs_table)
     leased = {**run_key("j@1"), "lease_shard": 1, "check_at": 5, "scheduled_at": 1, "status": "pending"}
     finished = {**run_key("j@0"), "status": "succeeded"}

@@ -688,8 +688,10 @@ def test_table_specs_are_create_table_kwargs(template: dict[str, Any]) -> None:
 
 
 def test_provision_creates_the_data_model(aws: tuple[Any, Any]) -> None:
+    """A legacy stack's tables (ClaimShape legacy: next-run and lease); tests/template/
+    test_claim_shape.py checks each shape's indexes, the default's `due` among them."""
     dynamodb, sqs = aws
-    resources = provision(dynamodb, sqs, prefix="t")
+    resources = provision(dynamodb, sqs, prefix="t", parameters={"ClaimShape": "legacy"})
 
     jobs = dynamodb.describe_table(TableName=resources.jobs_table)["Table"]
     assert [(k["AttributeName"], k["KeyType"]) for k in jobs["KeySchema"]] == [("job_id", "HASH")]
@@ -853,26 +855,29 @@ def test_registrar_stream_records() -> None:
 
 def test_the_indexes_project_what_the_stores_return(template: dict[str, Any]) -> None:
     """ports.INDEX_PROJECTION (what the in-memory store returns of an index, and what the
-    services may read of it) is the template's projection of each index, keys included, but for
-    the indexes the code defines ahead of the template (UNDEPLOYED_INDEXES: `due`, build step
-    S3). Each template index is, to the letter, what ports.index_definition would create."""
-    from jobsched.ports import INDEX_KEYS, INDEX_PROJECTION, UNDEPLOYED_INDEXES, index_definition
+    services may read of it) is the template's projection of each index, keys included, under
+    the ClaimShape values that have it (ports.DEPLOYED_INDEXES); together they make every index
+    the code defines. Each template index is, to the letter, what ports.index_definition would
+    create."""
+    from jobsched.ports import BASE_QUERIES, DEPLOYED_INDEXES, INDEX_KEYS, INDEX_PROJECTION, index_definition
 
     found = {}
-    for logical_id in ("JobsTable", "StateTable", "RunsTable"):
-        props = template["Resources"][logical_id]["Properties"]
-        table_keys = [k["AttributeName"] for k in props["KeySchema"]]
-        for index in props.get("GlobalSecondaryIndexes", []):
-            projection = index["Projection"]
-            assert projection["ProjectionType"] in ("KEYS_ONLY", "INCLUDE"), index["IndexName"]  # never ALL
-            keys = [k["AttributeName"] for k in index["KeySchema"]]
-            assert tuple(keys) == INDEX_KEYS[index["IndexName"]]
-            found[index["IndexName"]] = {*table_keys, *keys, *projection.get("NonKeyAttributes", [])}
-            written = {k: v for k, v in index.items() if k != "ProvisionedThroughput"}
-            assert written == index_definition(index["IndexName"])
-    coded = {name: set(attrs) for name, attrs in INDEX_PROJECTION.items() if name not in UNDEPLOYED_INDEXES}
+    for shape in DEPLOYED_INDEXES:
+        specs = table_specs(template, {"ClaimShape": shape})
+        for logical_id in ("JobsTable", "StateTable", "RunsTable"):
+            table_keys = [k["AttributeName"] for k in specs[logical_id]["KeySchema"]]
+            for index in specs[logical_id].get("GlobalSecondaryIndexes", []):
+                projection = index["Projection"]
+                assert projection["ProjectionType"] in ("KEYS_ONLY", "INCLUDE"), index[
+                    "IndexName"
+                ]  # never ALL
+                keys = [k["AttributeName"] for k in index["KeySchema"]]
+                assert tuple(keys) == INDEX_KEYS[index["IndexName"]]
+                found[index["IndexName"]] = {*table_keys, *keys, *projection.get("NonKeyAttributes", [])}
+                written = {k: v for k, v in index.items() if k != "ProvisionedThroughput"}
+                assert written == index_definition(index["IndexName"])
+    coded = {name: set(attrs) for name, attrs in INDEX_PROJECTION.items() if name not in BASE_QUERIES}
     assert found == coded
-    assert not set(found) & UNDEPLOYED_INDEXES
 
 
 def test_the_table_keys_are_the_stores_keys(template: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from jobsched.core.run import run_key
 from jobsched.core.writes import RUNS, STATE, Put, Update
 from jobsched_tools.bench import due_entry_proposal, read_units, shape_table, unit_shapes
+from jobsched_tools.bench.stack_shapes import BY_NAME, LEGACY, MIGRATING
 from jobsched_tools.bench.write_units import by_phase, measure
 from jobsched_tools.fakes.metering import MeteringStore
 
@@ -99,15 +100,15 @@ def test_the_due_index_is_charged_only_where_it_exists() -> None:
     assert _due_charges(MeteringStore(extra_indexes=("due",))) == [1 + 1 + 1, 1, 1 + 1, 1 + 2 + 2, 1 + 1 + 1]
 
 
-def test_a_run_meters_10_units_without_the_due_index_and_12_with_it() -> None:
+def test_a_legacy_run_meters_10_units_and_12_between_the_deploys() -> None:
     """The plan's warning (§5, S3: "the product meters 12 units while both indexes exist"),
-    measured: today's services, on a runs table holding `due` beside `lease`, write each entry
-    twice (the claim's creation and the commit's removal), and nothing else moves. Start and
-    heartbeat stay at 1 unit: they write no projected attribute. Off by default, the product's
-    figure is unchanged."""
+    measured: today's claim on a stack deployed ``migrating`` with the switch still off (the runs
+    table holding `due` beside `lease`) writes each entry twice (the claim's creation and the
+    commit's removal), and nothing else moves. Start and heartbeat stay at 1 unit: they write no
+    projected attribute."""
     for overlap in ("skip", "allow"):
-        today = measure(overlap, runs=5, heartbeats=1)
-        both = measure(overlap, runs=5, heartbeats=1, extra_indexes=("due",))
+        today = measure(overlap, runs=5, heartbeats=1, shape=LEGACY)
+        both = measure(overlap, runs=5, heartbeats=1, shape=MIGRATING)
         assert today.write_units_per_run == 10
         assert both.write_units_per_run == 12
         assert both.by_table["runs/due"] == 2 == today.by_table["runs/lease"]
@@ -119,8 +120,9 @@ def test_a_run_meters_10_units_without_the_due_index_and_12_with_it() -> None:
 
 
 def test_a_run_costs_no_more_than_measured_and_its_payload_adds_nothing() -> None:
-    allow, skip = measure("allow", runs=5, heartbeats=2), measure("skip", runs=5, heartbeats=0)
-    payload = measure("allow", payload_bytes=4096, runs=5, heartbeats=0)
+    allow = measure("allow", runs=5, heartbeats=2, shape=LEGACY)
+    skip = measure("skip", runs=5, heartbeats=0, shape=LEGACY)
+    payload = measure("allow", payload_bytes=4096, runs=5, heartbeats=0, shape=LEGACY)
     # Issue 25: the claim is one transaction (its two items doubled, their index entries not):
     # 7 units, against 5 for the same writes made plainly; 10 a run, the accepted ceiling.
     assert allow.write_units_per_run <= 10
@@ -141,7 +143,7 @@ def test_the_due_entry_proposal_saves_the_next_run_move_and_keeps_a_heartbeat_at
     meter. The saving must come from the index (one entry per run, never re-keyed by a claim).
     The proposal's claim is two plain writes; the product's is one transaction (issue 25), which
     costs 3 units more than the same writes made plainly (8 before it)."""
-    product = measure("skip", runs=5, heartbeats=1)
+    product = measure("skip", runs=5, heartbeats=1, shape=LEGACY)
     proposal = due_entry_proposal.measure(state_advance=True, runs=5)
     index_units = {name: units for name, units in proposal.by_table.items() if "/" in name}
     product_index_units = {name: units for name, units in product.by_table.items() if "/" in name}
@@ -157,7 +159,7 @@ def test_the_due_entry_proposal_made_atomic_saves_nothing() -> None:
     one transaction, as every claim has been since issue 25, the proposal meters what the product
     does (the transaction charges its three items twice); only the variant that drops the state's
     advance, moving the job's fence onto run items, saves two units."""
-    product = measure("skip", runs=5, heartbeats=1)
+    product = measure("skip", runs=5, heartbeats=1, shape=LEGACY)
     atomic = due_entry_proposal.measure(state_advance=True, runs=5, atomic=True)
     assert atomic.write_units_per_run == product.write_units_per_run == 10
     assert due_entry_proposal.measure(state_advance=False, runs=5, atomic=True).write_units_per_run == 8
@@ -190,7 +192,7 @@ def test_a_ttl_delete_frees_the_table_and_is_metered_both_ways_for_an_index() ->
 def test_the_study_meters_the_product_as_its_own_meter_does() -> None:
     """The study's driver, with nothing rewritten, meters what write_units.measure meters (the
     proposal's page replays through the study's own replay: due_entry_proposal.measure)."""
-    product, study = measure("skip", runs=5, heartbeats=1), shapes()["product"]
+    product, study = measure("skip", runs=5, heartbeats=1, shape=LEGACY), shapes()["product"]
     assert study.write_units_per_run == product.write_units_per_run == 10
     assert study.by_step == {label: units for label, units in product.by_step.items() if label != "heartbeat"}
 
@@ -244,4 +246,5 @@ def test_the_costs_besides_dynamodb_are_the_benchs_latest() -> None:
     )
     assert abs(others - shape_table.OTHER_USD_PER_MILLION) <= 0.01
     # ... and the reads it priced are the meter's, which the study prices too (issue 37).
-    assert latest["est_read_units_per_run"] == read_units.measure("skip").read_units_per_run
+    shape = BY_NAME[latest.get("claim_shape", LEGACY.name)]  # the shape that run metered
+    assert latest["est_read_units_per_run"] == read_units.measure("skip", shape=shape).read_units_per_run

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from jobsched.core.claim_shape import DeployedShape
 from jobsched.core.clock import ms_to_dt
 from jobsched.services.operations import Operations
 
@@ -132,7 +133,27 @@ def _build(kind: type[OperationsT], target: Target, shard_count: int | None) -> 
         known_targets=checkout_targets(),
         wake_detector=wake,
         allow_lists=target.allow_lists,
+        deployed=claim_shape_of(target),
     )
+
+
+def claim_shape_of(target: Target) -> DeployedShape:
+    """The deployment's claim indexes (template.yaml's ClaimShape), so that a registration here
+    takes the claim the stack's functions take: the target's (the stack's parameter, the local
+    stack's state), else the tables' own (DescribeTable; ops/migrate.py ``deployed_shape``). A
+    stack whose tables cannot be described, or are between two deploys, reads as ``migrating``:
+    the switch decides, as before the parameter existed."""
+    if target.claim_shape:
+        return DeployedShape(target.claim_shape)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from jobsched_tools.ops.migrate import deployed_shape
+
+    try:
+        shape = deployed_shape(client_for("dynamodb", target), target.state_table, target.runs_table).shape
+    except (BotoCoreError, ClientError):
+        return DeployedShape.MIGRATING
+    return shape or DeployedShape.MIGRATING
 
 
 def store_for(target: Target) -> Any:

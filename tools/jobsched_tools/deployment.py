@@ -90,6 +90,10 @@ class Target:
     # The miss detector's function, which a manual run or a backfill wakes (its `live` alias,
     # services/waking.py); None: nothing is woken (the local stack's detector always sweeps).
     detector_function: str | None = None
+    # The stack's claim indexes (its ClaimShape parameter; core/claim_shape.py DeployedShape):
+    # from the stack's parameters or the local stack's state; None: read from the tables
+    # (api.claim_shape_of).
+    claim_shape: str | None = None
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -159,6 +163,7 @@ def local_target(path: Path | str = LOCAL_STATE_FILE) -> Target:
             ),
             str(data["dead_letter_queue_url"]) if data.get("dead_letter_queue_url") else None,
             _allow_lists(data.get("allow_lists")),
+            claim_shape=str(data["claim_shape"]) if data.get("claim_shape") else None,
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise TargetError(f"{path} is not a local stack's state file ({exc}): {start}") from exc
@@ -229,6 +234,8 @@ def stack_target(stack_name: str) -> Target:
             if any(key in parameters for key in ALLOW_LIST_PARAMETERS)
             else None,
             detector_function=outputs.get("MissDetectorFunctionName"),
+            # A stack deployed before the parameter existed has legacy's indexes.
+            claim_shape=parameters.get("ClaimShape") or "legacy",
         )
     except KeyError as exc:
         raise TargetError(f"stack {stack_name} has no output {exc}: is it a jobsched stack?") from exc

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from jobsched.core.writes import Cond, Item, Update, WriteOp
 
-# What ``Store.query`` reads: a global secondary index ("next-run", "lease", and "due", which no
-# deployed table has yet: UNDEPLOYED_INDEXES), or the key of a base table ("runs-of-job": a Query
-# on the runs table without IndexName, whose partition key is the job id; see BASE_QUERIES).
+# What ``Store.query`` reads: a global secondary index ("next-run", "lease", "due": which of them
+# a stack's tables have is its deployed shape's, DEPLOYED_INDEXES), or the key of a base table
+# ("runs-of-job": a Query on the runs table without IndexName, whose partition key is the job id;
+# see BASE_QUERIES).
 IndexName = Literal["next-run", "lease", "due", "runs-of-job"]
 
 INDEX_TABLE: dict[str, str] = {"next-run": "state", "lease": "runs", "due": "runs", "runs-of-job": "runs"}
@@ -52,12 +53,6 @@ DUE_PROJECTED: tuple[str, ...] = (
     # The claim decides from the entry alone whether its run is the life's last (HC5).
     "max_runs",
 )
-# Indexes the code defines that template.yaml does not create yet. A store has one only when
-# asked (MemoryStore(extra_indexes=...), provision(extra_indexes=...)): with both "lease" and
-# "due" on the runs table every entry is written twice, 12 write units a run instead of 10
-# (the plan's §5, S3), so "due" is deployed with the claim that reads it (deploy 1 of §5's
-# migration), not before.
-UNDEPLOYED_INDEXES: frozenset[str] = frozenset({DUE_INDEX})
 # The indexes each value of template.yaml's ``ClaimShape`` parameter (core/claim_shape.py
 # ``DeployedShape``) gives the stack's tables. Keyed by the value's string so that ports needs
 # no import of the enum; tests/template holds the template to it under each value.
@@ -66,8 +61,12 @@ DEPLOYED_INDEXES: dict[str, frozenset[str]] = {
     "migrating": frozenset({"next-run", "lease", DUE_INDEX}),
     "successor": frozenset({DUE_INDEX}),
 }
-# What each index returns of an item (template.yaml's projections, and the code's own for the
-# UNDEPLOYED_INDEXES; tests/template holds the deployed ones equal to the template's):
+# Retired (issue 37, wave 3): the index a legacy stack lacks. Only what still names it uses it
+# (emulator/provision.py, ops/capacity.py, tests/template: w3template's, which move to
+# DEPLOYED_INDEXES); the services and the test stores go by DEPLOYED_INDEXES.
+UNDEPLOYED_INDEXES: frozenset[str] = DEPLOYED_INDEXES["migrating"] - DEPLOYED_INDEXES["legacy"]
+# What each index returns of an item (template.yaml's projections; tests/template holds the
+# template's equal to these):
 # a query sees these attributes and nothing else, so no reader can rely on one the index drops.
 # A KEYS_ONLY index holds the table's key (for runs: job_id and run_id) and its own.
 INDEX_PROJECTION: dict[str, tuple[str, ...]] = {
@@ -105,7 +104,7 @@ INDEX_KEYS: dict[str, tuple[str, str]] = {
 def index_definition(name: str) -> dict[str, Any]:
     """``name``'s entry of DynamoDB's ``GlobalSecondaryIndexes`` (CreateTable; UpdateTable's
     ``Create``), from INDEX_KEYS and INDEX_PROJECTION: what a table must be created with to hold
-    an index that template.yaml does not (UNDEPLOYED_INDEXES), and what the plan's deploy 1 adds
+    an index of a shape the template does not deploy (DEPLOYED_INDEXES), and what the plan's deploy 1 adds
     to it (tests/template holds the template's indexes to it). On-demand: a provisioned table's
     caller adds the index's ``ProvisionedThroughput``."""
     partition, sort = INDEX_KEYS[name]
@@ -173,6 +172,32 @@ class Store(Protocol):
         particular order: DynamoDB's BatchGetItem, with the keys it leaves unprocessed asked
         again (``Throttled`` when some stay unprocessed)."""
         ...
+
+
+@runtime_checkable
+class AttributeRead(Protocol):
+    """A GetItem of some attributes only (DynamoDB's ``ProjectionExpression``): what a reader
+    needs of a large item (the migration switch on the detector's bookkeeping item, whose
+    ``suspects`` may reach ~100 KB). It saves the bytes sent and parsed, not read units: "you can
+    request a subset of attributes to retrieve. However, doing so has no impact on the item size
+    calculations" (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html).
+    A protocol of its own, beside ``Store``, so that the stores' wrappers need not forward it: a
+    caller falls back to ``get`` (``read_attributes``)."""
+
+    def get_attributes(
+        self, table: str, key: Item, names: Sequence[str], consistent: bool = True
+    ) -> Item | None:
+        """The item's attributes of ``names`` that it has (None: no item; ``{}``: none of them)."""
+        ...
+
+
+def read_attributes(store: Store, table: str, key: Item, names: Sequence[str]) -> Item | None:
+    """``names`` of the item at ``key``, strongly consistent: a projected GetItem where the store
+    serves one (``AttributeRead``), else the whole item cut to them."""
+    if isinstance(store, AttributeRead):
+        return store.get_attributes(table, key, names)
+    item = store.get(table, key)
+    return None if item is None else {name: item[name] for name in names if name in item}
 
 
 class OccurrenceQuery(Protocol):

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
+from jobsched.core.claim_shape import DeployedShape
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.run import RunMessage
 from jobsched.runtime.clock import SystemClock
@@ -101,15 +102,26 @@ def _noop_logger(run_id: str) -> RunLogger:
 
 
 def measure(
-    moto: Servers, runs: int = 400, bare_writes: int = 200, cfg: SchedulerConfig | None = None
+    moto: Servers,
+    runs: int = 400,
+    bare_writes: int = 200,
+    cfg: SchedulerConfig | None = None,
+    shape: DeployedShape = DeployedShape.LEGACY,
 ) -> CpuFigures:
-    from jobsched_tools.bench.stack import NOOP, BenchStack, now_ms, scheduled_job
+    """``shape``: the claim indexes of the tables, and the claim made (a successor stack's jobs
+    are seeded as heads, its trigger claims each with a put of the next head)."""
+    from jobsched_tools.bench.stack import NOOP, BenchStack, now_ms, registered_head, scheduled_job
 
     cfg = cfg or SchedulerConfig(shard_count=8, max_claims_per_tick=1_000_000)
-    stack = BenchStack(moto, "cpu")
-    due = now_ms() + 500
-    stack.put_jobs([scheduled_job(f"p{i:06d}", due + i % 100, cfg, at=False) for i in range(runs)])
-    trigger = Trigger(stack.store, stack.queue, _quiet_telemetry(), SystemClock(), cfg)
+    stack = BenchStack(moto, "cpu", shape=shape)
+    if shape is DeployedShape.SUCCESSOR:
+        now = now_ms()
+        due = (now // 1000 + 2) * 1000  # a whole second ahead: the heads' instant
+        stack.put_heads([registered_head(f"p{i:06d}", due, now, cfg) for i in range(runs)], now, cfg)
+    else:
+        due = now_ms() + 500
+        stack.put_jobs([scheduled_job(f"p{i:06d}", due + i % 100, cfg, at=False) for i in range(runs)])
+    trigger = Trigger(stack.store, stack.queue, _quiet_telemetry(), SystemClock(), cfg, deployed=shape)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     result = trigger.tick("bench-cpu")
     trigger_cpu, trigger_wall = time.process_time() - cpu0, time.perf_counter() - wall0

@@ -5,13 +5,16 @@ occurrence runs again (each on fresh tables)."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from jobsched.core.claim_shape import DeployedShape
 from jobsched.core.config import SchedulerConfig
+from jobsched.core.head import HEAD_CHECK_DELAY_MS
 from jobsched.runtime.clock import SystemClock
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
@@ -19,7 +22,7 @@ from jobsched.services.trigger import Trigger
 from jobsched.services.worker import Started
 
 from jobsched_tools.bench.esm import ESM_BATCH, bench_worker
-from jobsched_tools.bench.stack import CRASH, BenchSettings, BenchStack, Servers, now_ms, scheduled_job
+from jobsched_tools.bench.stack import CRASH, NOOP, BenchSettings, BenchStack, Servers, now_ms, seed_due
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
 
 
@@ -83,9 +86,21 @@ class _Live:
 
     def start(self) -> None:
         clock = SystemClock()
-        trigger = Trigger(self.stack.store, self.stack.queue, MemoryTelemetry(), clock, self.cfg)
-        detector = MissDetector(self.stack.store, self.stack.queue, MemoryTelemetry(), clock, self.cfg)
-        self._every(self.settings.tick_period_s, lambda: trigger.tick("live"), "bench-trigger")
+        shape = self.stack.shape  # wired as the functions are for the stack's ClaimShape
+        trigger = Trigger(
+            self.stack.store, self.stack.queue, MemoryTelemetry(), clock, self.cfg, deployed=shape
+        )
+        detector = MissDetector(
+            self.stack.store, self.stack.queue, MemoryTelemetry(), clock, self.cfg, deployed=shape
+        )
+        # Each tick is its own invocation, with its own id, as each Lambda invocation has its own
+        # request id: a claim names its claimer and invocation, and a tick that meets a claimed run
+        # naming itself takes it for its own retried claim and sends it again (on a successor
+        # stack a claimed run stays in `due` until it ends).
+        invocations = itertools.count()
+        self._every(
+            self.settings.tick_period_s, lambda: trigger.tick(f"live-{next(invocations)}"), "bench-trigger"
+        )
         period_ms = int(self.settings.detector_period_s * 1000)
 
         def detect() -> None:
@@ -117,23 +132,35 @@ def _wait_until(done: Callable[[], bool], timeout_s: float, period_s: float = 0.
     return done()
 
 
-def measure_live(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
-    lag = measure_lag(moto, settings, cfg)
-    recovery = measure_recovery(moto, settings, cfg)
+def check_after_s(settings: BenchSettings, shape: DeployedShape) -> float:
+    """How long after a crash the detector first meets the run: its lease, or on a successor
+    stack at least the head's check delay (a claimed run keeps its head's `check_at`, the instant
+    plus HEAD_CHECK_DELAY_MS, through its start: the build plan's HC7, whatever the lease)."""
+    if shape is DeployedShape.SUCCESSOR:
+        return max(settings.lease_seconds, HEAD_CHECK_DELAY_MS / 1000)
+    return float(settings.lease_seconds)
+
+
+def measure_live(
+    moto: Servers, settings: BenchSettings, cfg: SchedulerConfig, shape: DeployedShape = DeployedShape.LEGACY
+) -> dict[str, Any]:
+    """Start lag, then crash recovery, each on fresh tables of ``shape``'s claim indexes."""
+    lag = measure_lag(moto, settings, cfg, shape)
+    recovery = measure_recovery(moto, settings, cfg, shape)
     return {**lag, **recovery, "errors": (lag["errors"] + recovery["errors"])[:10]}
 
 
-def measure_lag(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+def measure_lag(
+    moto: Servers, settings: BenchSettings, cfg: SchedulerConfig, shape: DeployedShape = DeployedShape.LEGACY
+) -> dict[str, Any]:
     """Start lag of occurrences spread over ``lag_seconds``, on the live stack."""
-    stack = BenchStack(moto, "lag")
+    stack = BenchStack(moto, "lag", shape=shape)
     live = _Live(stack, cfg, settings)
     # Occurrences on whole seconds (at() has second precision), spread over the lag window.
     first = (now_ms() // 1000 + 3) * 1000
     count = max(1, int(settings.lag_seconds * settings.lag_occurrences_per_s))
     span_s = max(1, int(settings.lag_seconds))
-    stack.put_jobs(
-        [scheduled_job(f"lag{i:05d}", first + (i * span_s // count) * 1000, cfg) for i in range(count)]
-    )
+    seed_due(stack, [(f"lag{i:05d}", first + (i * span_s // count) * 1000, NOOP) for i in range(count)], cfg)
     live.start()
     try:
 
@@ -149,18 +176,17 @@ def measure_lag(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) ->
     return {"lag_occurrences": count, "lag_started": len(lags), "lag_ms": lags, "errors": live.errors}
 
 
-def measure_recovery(moto: Servers, settings: BenchSettings, cfg: SchedulerConfig) -> dict[str, Any]:
+def measure_recovery(
+    moto: Servers, settings: BenchSettings, cfg: SchedulerConfig, shape: DeployedShape = DeployedShape.LEGACY
+) -> dict[str, Any]:
     """Injected worker crashes holding a lease, and the time until each occurrence runs again.
     On its own tables: moto's index queries read the whole table, so the lag phase's runs would
     slow every detector sweep here (DynamoDB's read only what they return)."""
-    stack = BenchStack(moto, "recovery")
+    stack = BenchStack(moto, "recovery", shape=shape)
     live = _Live(stack, cfg, settings)
     crash_first = (now_ms() // 1000 + 3) * 1000
-    stack.put_jobs(
-        [
-            scheduled_job(f"crash{i:03d}", crash_first + (i % 4) * 1000, cfg, target=CRASH)
-            for i in range(settings.crashes)
-        ]
+    seed_due(
+        stack, [(f"crash{i:03d}", crash_first + (i % 4) * 1000, CRASH) for i in range(settings.crashes)], cfg
     )
     live.start()
     try:
@@ -172,7 +198,7 @@ def measure_recovery(moto: Servers, settings: BenchSettings, cfg: SchedulerConfi
 
         _wait_until(
             lambda: len(recovered()) >= settings.crashes,
-            timeout_s=10 + 4 * (settings.lease_seconds + settings.detector_period_s),
+            timeout_s=10 + 4 * (check_after_s(settings, shape) + settings.detector_period_s),
         )
         recoveries = []
         for run in recovered():

@@ -26,7 +26,7 @@ Two kinds of read, priced apart:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,15 +35,15 @@ from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition, OverlapPolicy
 from jobsched.core.limits import item_size
-from jobsched.core.writes import Item
+from jobsched.core.run import RunStatus
+from jobsched.core.writes import RUNS, STATE, Item
 from jobsched.ports import IndexName, Page
-from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
-from jobsched.services.operations import Operations
-from jobsched.services.trigger import Trigger
 from jobsched.services.worker import HandlerResult, Started, Worker
 from jobsched.targets.registry import HandlerRegistry
 
+from jobsched_tools.bench import stack_shapes
+from jobsched_tools.bench.stack_shapes import StackShape
 from jobsched_tools.bench.write_units import T0, quiet_logger
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
@@ -64,8 +64,8 @@ class ReadMeter(MeteringStore):
     (``"GetItem runs"``, ``"Query lease"``), and each query's entries' shares apart from the
     per-page minimum. ``reading(name)`` names the reader of the reads made inside it."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, indexes: Iterable[str] | None = None) -> None:
+        super().__init__(indexes=indexes)
         self.reader = "setup"
         self.units: defaultdict[tuple[str, str], float] = defaultdict(float)  # (reader, request) -> units
         self.page_floor: defaultdict[str, float] = defaultdict(float)  # page minimums beyond entries
@@ -93,6 +93,14 @@ class ReadMeter(MeteringStore):
         before = self.read_units
         items = super().batch_get(table, keys, consistent)
         self.units[(self.reader, f"BatchGetItem {table}")] += self.read_units - before
+        return items
+
+    def occurrence_items(self, job_id: str, page_limit: int | None = None) -> list[Item]:
+        # HC12's strongly consistent read of a job's occurrence keys (the successor claim's
+        # registrar and reconcile pass): charged as one page, no entry shares to split.
+        before = self.read_units
+        items = super().occurrence_items(job_id, page_limit)
+        self.units[(self.reader, "Query runs (occurrences)")] += self.read_units - before
         return items
 
     def query(
@@ -142,18 +150,22 @@ def measure(
     occurrences: int = 3,
     warm_up: int = 1,
     store: ReadMeter | None = None,
+    shape: StackShape | None = None,
 ) -> RunReads:
     """``jobs`` jobs every minute, ``warm_up`` occurrences run unmetered (a job's first run has
-    no run before it), then ``occurrences`` metered: the reads of those runs, per run. ``store``:
-    a meter to read afterwards (every unit it charged is in ``units`` or ``page_floor``)."""
+    no run before it), then ``occurrences`` metered: the reads of those runs, per run, on
+    ``shape``'s stack (bench/stack_shapes.py; None: the template's default). ``store``: a meter
+    to read afterwards (every unit it charged is in ``units`` or ``page_floor``), made with that
+    shape's indexes."""
+    shape = shape or stack_shapes.shipped()
     clock = ManualClock(T0)
     # A lookahead shorter than the period: each tick claims one occurrence per job (the default
     # lookahead of a minute job claims one or two; the reads of a claim do not depend on it).
     cfg = SchedulerConfig(lookahead_seconds=10)
-    store = store if store is not None else ReadMeter()
+    store = store if store is not None else stack_shapes.metered_store(shape, ReadMeter)
     queue = MemoryWorkQueue(clock, visibility_timeout_seconds=900)
     telemetry = MemoryTelemetry()
-    ops = Operations(store, queue, telemetry, clock, cfg)
+    ops = stack_shapes.operations(shape, store, queue, clock, cfg)
     for index in range(jobs):
         ops.register(
             JobDefinition(
@@ -166,14 +178,14 @@ def measure(
     registry = HandlerRegistry()
     registry.add("noop", lambda _ctx: None)
     worker = Worker(store, queue, telemetry, clock, cfg, registry, "reads", logger_for=quiet_logger)
-    trigger = Trigger(store, queue, telemetry, clock, cfg, parallel_queries=False)
-    detector = MissDetector(store, queue, telemetry, clock, cfg, parallel_queries=False)
+    trigger = stack_shapes.trigger(shape, store, queue, clock, cfg)
+    detector = stack_shapes.detector(shape, store, queue, clock, cfg)
     finished = 0
     for number in range(warm_up + occurrences):
         if number == warm_up:
             store.reset_meters()
             finished = 0
-        instant = min(int(state["next_run_at"]) for state in _states(store))
+        instant = next_instant(store)
         clock.set(instant - 5_000)
         with store.reading("trigger"):
             trigger.tick("reads")
@@ -218,5 +230,16 @@ def measure(
     )
 
 
-def _states(store: MeteringStore) -> list[dict[str, Any]]:
-    return [item for item in store.tables["state"].values() if "next_run_at" in item]
+def next_instant(store: MeteringStore) -> int:
+    """The earliest instant a job is positioned at: a legacy state's ``next_run_at``, or a head's
+    ``scheduled_at`` (a ``scheduled`` occurrence whose successor key holds nothing)."""
+    positions = [int(item["next_run_at"]) for item in store.tables[STATE].values() if "next_run_at" in item]
+    runs = store.tables[RUNS]
+    positions += [
+        int(item["scheduled_at"])
+        for item in runs.values()
+        if item.get("status") == RunStatus.SCHEDULED.value
+        and "next_key" in item
+        and (item["job_id"], item["next_key"]) not in runs
+    ]
+    return min(positions)

@@ -31,6 +31,8 @@ from jobsched_tools.bench import (
     first_lag,
     idle,
     memory,
+    shape_figures,
+    stack_shapes,
     units,
     write_units,
 )
@@ -84,7 +86,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         progress("trigger dispatch")
         dispatch = measure_dispatch(moto, settings, cfg)
         ceiling = measure_claim_ceiling(moto, settings.dispatch_runs, cfg)
-        shapes = measure_claim_shapes(moto, min(settings.dispatch_runs, 300), cfg)
+        claim_shapes = measure_claim_shapes(moto, min(settings.dispatch_runs, 300), cfg)
         raw_after = measure_raw(moto, settings.raw_writes - settings.raw_writes // 2)
         raw = (raw_before + raw_after) / 2
         progress("trigger fan-out: the dispatch phase with 1, 2 and 4 trigger processes")
@@ -92,15 +94,19 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         progress("client CPU per dispatched run and per bare write")
         # At the run's own sizes: --quick and the smoke test used to time 400 runs and 200 bare
         # writes whatever they asked for (issue 35 item 15); the full bench's sizes are unchanged.
+        # On the template's default shape: the claim the shipped stack makes (bench/stack_shapes.py).
         cpu_figures = cpu.measure(
-            moto, runs=min(400, settings.dispatch_runs), bare_writes=min(200, settings.raw_writes)
+            moto,
+            runs=min(400, settings.dispatch_runs),
+            bare_writes=min(200, settings.raw_writes),
+            shape=stack_shapes.shipped().deployed,
         )
         progress("request counts per run")
         counts = {
             overlap: measure_counts(moto, settings.count_runs, overlap, cfg) for overlap in ("allow", "skip")
         }
         progress(f"live stack: start lag over {settings.lag_seconds:.0f} s, then crash recovery")
-        live = measure_live(moto, settings, cfg)
+        live = measure_live(moto, settings, cfg, stack_shapes.shipped().deployed)
     finally:
         moto.stop()
 
@@ -117,6 +123,10 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
     )
     cost, cpu_keys = cpu.bench_keys(cpu_figures, cost, prices, default["est_read_units_per_run"])
     modes = capacity_modes(default, cost, prices)
+    progress("units, reads and prices of each stack shape (successor, migrating, legacy)")
+    # Each shape's DynamoDB units metered, everything else a run costs as this run measured it.
+    others = {name: value for name, value in cost.items() if not name.startswith(("dynamodb", "total"))}
+    shapes = shape_figures.measure(DEFAULT_OVERLAP, others)
     with_payload = write_units.measure("allow", payload_bytes=4096, runs=20, heartbeats=0)
     writes_per_dispatch = 1  # the claim: one TransactWriteItems (the run's put and the state's update)
     lags = [float(v) for v in live["lag_ms"]]
@@ -130,7 +140,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         "claim_transactions_per_s": round(ceiling, 1),
         "dispatch_vs_claim_ceiling": round(dispatch["runs_per_s"] / ceiling, 3),
         "claim_vs_raw_write": round(ceiling * writes_per_dispatch / raw, 3),
-        **shapes,
+        **claim_shapes,
         "ddb_write_requests_per_run": round(main["ddb_write_requests_per_run"], 4),
         "ddb_read_requests_per_run": round(main["ddb_read_requests_per_run"], 4),
         "sqs_requests_per_run": round(main["sqs_requests_per_run"], 4),
@@ -148,6 +158,10 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] = lambda 
         # sweep, not per run (the idle cost prices it); not in usd_per_million_runs.
         "est_read_units_per_run_page_floor": default["est_read_units_page_floor_per_run"],
         "lambda_requests_per_run": round(main["lambda_requests_per_run"], 4),
+        # The stack shape those units and prices are metered on: template.yaml's ClaimShape
+        # default (bench/stack_shapes.py), and every shape side by side, priced both ways.
+        "claim_shape": shapes["shipped"],
+        "by_claim_shape": shapes["shapes"],
         "usd_per_million_runs": cost["total"],  # at the default overlap policy
         "usd_per_million_runs_policy": DEFAULT_OVERLAP,
         "usd_per_million_runs_by_service": cost,

@@ -23,7 +23,7 @@ Limits (AWS documentation, as of this writing):
 - SQS standard queue: about 120,000 in-flight messages
   (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-queues.html).
 - DynamoDB: 1,000 WCU/s and 3,000 RCU/s per partition (a GSI partition key value is one partition
-  for writes: the next-run and lease indexes have ``ShardCount``), and 40,000 write request units/s
+  for writes: the next-run, lease and due indexes have ``ShardCount``), and 40,000 write request units/s
   per table and per GSI by default on demand (adjustable).
 """
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jobsched_tools.bench import units, worker_wait, write_units
+from jobsched_tools.bench import stack_shapes, units, worker_wait, write_units
 
 MB_PER_VCPU = 1_769
 LAMBDA_REGIONAL_CONCURRENCY = 1_000
@@ -70,7 +70,10 @@ class Measured:
         missing = [k for k in ("trigger_cpu_ms_per_run", "worker_cpu_ms_per_run") if k not in data]
         if missing:
             raise KeyError(f"the bench JSON has no {missing}: run `jobsched bench --json` first")
-        units = write_units.measure(overlap, payload_bytes=0, runs=20, heartbeats=0)
+        # The stack shape that bench run metered (bench/stack_shapes.py; a run before issue 37's
+        # shapes metered the legacy claim), so that a JSON's model stays that run's.
+        shape = stack_shapes.BY_NAME[str(data.get("claim_shape", stack_shapes.LEGACY.name))]
+        units = write_units.measure(overlap, payload_bytes=0, runs=20, heartbeats=0, shape=shape)
         return cls(
             trigger_cpu_ms_per_run=float(data["trigger_cpu_ms_per_run"]),
             worker_cpu_ms_per_run=float(data["worker_cpu_ms_per_run"]),
@@ -170,7 +173,11 @@ def limits(m: Measured, s: Settings) -> dict[str, float]:
         / batch_s,
         "SQS in-flight messages (120,000)": SQS_IN_FLIGHT / batch_s,
     }
-    for index, label in (("state/next-run", "next-run index"), ("runs/lease", "lease index")):
+    for index, label in (
+        ("state/next-run", "next-run index"),
+        ("runs/lease", "lease index"),
+        ("runs/due", "due index"),
+    ):
         units = m.units_by_table.get(index, 0.0)
         if units:
             out[f"{label} partitions (ShardCount x 1,000 WCU/s)"] = s.shard_count * PARTITION_WCU / units
@@ -178,7 +185,8 @@ def limits(m: Measured, s: Settings) -> dict[str, float]:
         if units:
             out[f"{table} on-demand quota (40,000 WRU/s, adjustable)"] = TABLE_DEFAULT_WRU / units
     if m.read_units_per_run:
-        out["next-run index reads (ShardCount x 3,000 RCU/s)"] = (
+        claim_index = "next-run" if m.units_by_table.get("state/next-run") else "due"
+        out[f"{claim_index} index reads (ShardCount x 3,000 RCU/s)"] = (
             s.shard_count * PARTITION_RCU / m.read_units_per_run
         )
     return out
@@ -245,7 +253,7 @@ def plan(m: Measured, target: int, default: Settings, largest: Settings) -> Plan
     shards = [s.trigger_groups, default.shard_count]
     shards += [
         math.ceil(target * m.units_by_table.get(k, 0) / PARTITION_WCU)
-        for k in ("state/next-run", "runs/lease")
+        for k in ("state/next-run", "runs/lease", "runs/due")
     ]
     s = replace(s, shard_count=min(largest.shard_count, max(shards)))
     s = _size_worker(m, target, s, default, largest)
@@ -279,6 +287,16 @@ HOURS_PER_MONTH = 730
 def capacity_plan(
     m: Measured, target: int, prices: dict[str, dict[str, Any]] | None = None
 ) -> dict[str, Any]:
+    """``capacity`` for the measured units (``m``'s CPU figures play no part)."""
+    return capacity(m.units_by_table, m.read_units_per_run, target, prices)
+
+
+def capacity(
+    units_by_table: dict[str, float],
+    read_units_per_run: float,
+    target: int,
+    prices: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """What ``target`` runs/s need of DynamoDB in each capacity mode, a month, steady: the write
     capacity each table and index must have provisioned (its metered units per run times the rate,
     over the utilisation target tracking holds), and the month's DynamoDB bill on-demand and
@@ -286,13 +304,13 @@ def capacity_plan(
     prices = prices or units.load_prices()[0]
     provisioned = prices["dynamodb_provisioned"]
     used = float(provisioned["utilization"])
-    wcu = {name: math.ceil(target * per_run / used) for name, per_run in sorted(m.units_by_table.items())}
-    rcu = math.ceil(target * m.read_units_per_run / used)
+    wcu = {name: math.ceil(target * per_run / used) for name, per_run in sorted(units_by_table.items())}
+    rcu = math.ceil(target * read_units_per_run / used)
     seconds = HOURS_PER_MONTH * 3600
-    write_units_month = target * sum(m.units_by_table.values()) * seconds
+    write_units_month = target * sum(units_by_table.values()) * seconds
     on_demand = write_units_month / 1e6 * float(prices["dynamodb"]["write_request_unit_usd_per_million"]) + (
         target
-        * m.read_units_per_run
+        * read_units_per_run
         * seconds
         / 1e6
         * float(prices["dynamodb"]["read_request_unit_usd_per_million"])

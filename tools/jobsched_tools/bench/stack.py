@@ -18,14 +18,18 @@ from typing import TYPE_CHECKING, Any
 from jobsched.adapters.aws import RequestCounter, make_client
 from jobsched.adapters.dynamodb_store import DynamoStore, serialize_item
 from jobsched.adapters.sqs_queue import SqsWorkQueue
+from jobsched.core.claim_shape import DeployedShape
 from jobsched.core.clock import iso_z
 from jobsched.core.config import SchedulerConfig
+from jobsched.core.head_change import HeadChangePlan, plan_head_change
 from jobsched.core.job import JobDefinition, OverlapPolicy
 from jobsched.core.state import registered_state
-from jobsched.core.writes import RUNS
+from jobsched.core.transitions.head_change import head_change_ops
+from jobsched.core.writes import JOBS, RUNS, STATE, Put, Update
 
+from jobsched_tools.emulator.claim_indexes import deploy_claim_indexes
 from jobsched_tools.emulator.local_moto import MotoProcess
-from jobsched_tools.emulator.provision import Resources, provision
+from jobsched_tools.emulator.provision import Resources, load_template, provision
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -68,6 +72,16 @@ class BenchSettings:
         )
 
 
+def legacy_tables() -> dict[str, str]:
+    """The template parameters that give a phase legacy tables (``next-run`` and ``lease``): the
+    moto phases seed their jobs as legacy states (``scheduled_job``) and run today's claim, so
+    their request counts, CPU, lag and recovery are the legacy claim's. What the shipped shape
+    writes and reads, and its price, is metered on the product's services
+    (bench/stack_shapes.py, bench/shape_figures.py). Empty for a template without ``ClaimShape``,
+    whose tables are legacy's."""
+    return {"ClaimShape": "legacy"} if "ClaimShape" in load_template()["Parameters"] else {}
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100)."""
     if not values:
@@ -94,7 +108,13 @@ class Servers:
 class BenchStack:
     """One phase's tables and queue on the shared server, with counted clients."""
 
-    def __init__(self, moto: Servers, name: str, counter: RequestCounter | None = None) -> None:
+    def __init__(
+        self,
+        moto: Servers,
+        name: str,
+        counter: RequestCounter | None = None,
+        shape: DeployedShape = DeployedShape.LEGACY,
+    ) -> None:
         self.ddb: DynamoDBClient = make_client("dynamodb", moto.dynamodb.endpoint_url, "us-east-1")
         self.sqs: SQSClient = make_client("sqs", moto.sqs.endpoint_url, "us-east-1")
         # Setup and inspection go through separate, uncounted clients.
@@ -104,7 +124,12 @@ class BenchStack:
             self.admin_ddb,
             self.admin_sqs,
             prefix=f"bench-{name}-{uuid.uuid4().hex[:6]}",
-            parameters={"WorkerTimeoutSeconds": "120"},
+            parameters={"WorkerTimeoutSeconds": "120", **legacy_tables()},
+        )
+        # The tables brought to ``shape``'s claim indexes, as a deploy with ClaimShape set does.
+        self.shape = shape
+        deploy_claim_indexes(
+            self.admin_ddb, {"state": self.res.state_table, "runs": self.res.runs_table}, shape
         )
         if counter is not None:
             counter.attach(self.ddb)
@@ -118,20 +143,40 @@ class BenchStack:
     def put_jobs(self, jobs: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
         """Job items and their state items, as the registrar leaves them (BatchWriteItem: at
         most 25 requests each)."""
-        for table, items in (
-            (self.res.jobs_table, [j for j, _ in jobs]),
-            (self.res.state_table, [s for _, s in jobs]),
-        ):
-            for start in range(0, len(items), 25):
-                requests: list[Any] = [
-                    {"PutRequest": {"Item": serialize_item({k: v for k, v in item.items() if v is not None})}}
-                    for item in items[start : start + 25]
-                ]
-                pending: dict[str, Any] = {table: requests}
-                while pending:
-                    pending = dict(
-                        self.admin_ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
-                    )
+        self._batch_put(self.res.jobs_table, [j for j, _ in jobs])
+        self._batch_put(self.res.state_table, [s for _, s in jobs])
+
+    def put_heads(
+        self, jobs: list[tuple[dict[str, Any], HeadChangePlan]], now: int, cfg: SchedulerConfig
+    ) -> None:
+        """Job items and each job's first registration under the successor claim (its state and
+        its head: ``registered_head``), as the registrar's transaction leaves them, written in
+        batches as ``put_jobs`` writes legacy states (one transaction a job took seconds for a
+        phase's jobs on moto, and an occurrence due meanwhile started late)."""
+        names = {JOBS: self.res.jobs_table, STATE: self.res.state_table, RUNS: self.res.runs_table}
+        items: dict[str, list[dict[str, Any]]] = {JOBS: [item for item, _ in jobs], STATE: [], RUNS: []}
+        for _, plan in jobs:
+            for op in head_change_ops(plan, now, cfg):
+                # A first registration makes its state (an update of an absent item: its key and
+                # what it sets) and puts its head; nothing else.
+                if isinstance(op, Put):
+                    items[op.table].append(dict(op.item))
+                else:
+                    assert isinstance(op, Update) and not (op.remove or op.add), op
+                    items[op.table].append({**op.key, **op.set_if_missing, **op.set})
+        for table, batch in items.items():
+            self._batch_put(names[table], batch)
+
+    def _batch_put(self, table: str, items: list[dict[str, Any]]) -> None:
+        for start in range(0, len(items), 25):
+            requests: list[Any] = [
+                {"PutRequest": {"Item": serialize_item({k: v for k, v in item.items() if v is not None})}}
+                for item in items[start : start + 25]
+            ]
+            pending: dict[str, Any] = {table: requests}
+            while pending:
+                done = self.admin_ddb.batch_write_item(RequestItems=pending)
+                pending = dict(done.get("UnprocessedItems", {}))
 
     def visible(self) -> int:
         attrs = self.admin_sqs.get_queue_attributes(
@@ -171,6 +216,40 @@ def scheduled_job(
     )
     item = {**definition.to_item(), "status": "active", "def_hash": definition.definition_hash()}
     return item, registered_state(definition, due_ms, cfg.shard_count, due_ms)
+
+
+def registered_head(
+    job_id: str, due_ms: int, now: int, cfg: SchedulerConfig, overlap: str = "allow", target: str = NOOP
+) -> tuple[dict[str, Any], HeadChangePlan]:
+    """A job item and its first registration under the successor claim (the state and the head
+    at ``due_ms``, epoch 1), planned as the registrar plans it (``plan_head_change``): the
+    successor claim's ``scheduled_job``. Hourly, anchored at ``due_ms`` (a whole second after
+    ``now``), so the head is that instant."""
+    definition = JobDefinition(
+        job_id=job_id,
+        schedule="rate(1 hour)",
+        target=target,
+        overlap=OverlapPolicy(overlap),
+        start=datetime.fromtimestamp(due_ms // 1000, UTC),
+    )
+    digest = definition.definition_hash()
+    item = {**definition.to_item(), "status": "active", "def_hash": digest}
+    plan = plan_head_change(job_id, None, None, definition, digest, now, cfg)
+    assert isinstance(plan, HeadChangePlan), plan
+    return item, plan
+
+
+def seed_due(stack: BenchStack, jobs: list[tuple[str, int, str]], cfg: SchedulerConfig) -> None:
+    """Jobs ``(job_id, due_ms, target)``, each due once at its whole-second ``due_ms``, as the
+    stack's shape holds them: legacy states in ``next-run`` (``scheduled_job``, an ``at()``), or
+    heads (``registered_head``, hourly from ``due_ms``)."""
+    if stack.shape is DeployedShape.SUCCESSOR:
+        now = now_ms()
+        stack.put_heads(
+            [registered_head(job, due, now, cfg, target=target) for job, due, target in jobs], now, cfg
+        )
+    else:
+        stack.put_jobs([scheduled_job(job, due, cfg, target=target) for job, due, target in jobs])
 
 
 def now_ms() -> int:

@@ -63,6 +63,7 @@ from jobsched_tools.bench.shaped_store import (
     no_lease_entry,
     unchanged,
 )
+from jobsched_tools.bench.stack_shapes import LEGACY
 from jobsched_tools.fakes.metering import Index
 
 DEFAULTS = SchedulerConfig()
@@ -178,7 +179,7 @@ def measure_shapes() -> list[ShapeUnits]:
     short_visits = _visits_while_listed(SHORT_RUN_MS)
     kept_visits = _visits_while_listed(DEFAULTS.trigger_lookback_seconds * 1000)
     # The product's own reads, metered on its services (the same for every shape that keeps them).
-    product_reads = product_reads_meter.measure("skip").read_units_per_run
+    product_reads = product_reads_meter.measure("skip", shape=LEGACY).read_units_per_run
 
     def detector_walk(index_name: str) -> Callable[[Driven], float]:
         """Shape b: the detector meets each kept lease entry once (after its per-shard watermark)

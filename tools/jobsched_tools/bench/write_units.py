@@ -1,5 +1,6 @@
 """Write units per run, metered: the real services run short jobs on a MeteringStore (DynamoDB's
-capacity rules, the template's indexes) on a manual clock, and each step's units are read off.
+capacity rules, one stack shape's indexes: bench/stack_shapes.py) on a manual clock, and each
+step's units are read off.
 
 Deterministic and fast (no server, no real time), so the benchmark reports it and a test holds
 the figures to their targets.
@@ -7,7 +8,6 @@ the figures to their targets.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,14 +15,13 @@ from jobsched.core.clock import ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.job import JobDefinition, OverlapPolicy
 from jobsched.services.messages import parse_run_message
-from jobsched.services.operations import Operations
-from jobsched.services.trigger import Trigger
 from jobsched.services.worker import HandlerResult, Started, Worker
 from jobsched.targets.registry import HandlerRegistry
 
+from jobsched_tools.bench import stack_shapes
+from jobsched_tools.bench.stack_shapes import StackShape
 from jobsched_tools.fakes.memory_queue import MemoryWorkQueue
 from jobsched_tools.fakes.memory_telemetry import MemoryTelemetry
-from jobsched_tools.fakes.metering import MeteringStore
 
 T0 = 1_796_083_200_000  # 2026-12-01T00:00:00Z
 HOUR = 3_600_000
@@ -41,6 +40,10 @@ class RunUnits:
     # Write units per run by table or index ("runs", "runs/lease", ...), heartbeats included: what
     # the scale model divides among an index's partitions.
     by_table: dict[str, float] = field(default_factory=dict)
+    shape: str = ""  # the stack shape metered (bench/stack_shapes.py)
+    # Write units per run by write (its label) and by table or index: ``{"claim head": {"runs": 1,
+    # "runs/due": 1}}``, heartbeats included.
+    by_write: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -62,18 +65,17 @@ def measure(
     payload_bytes: int = 0,
     runs: int = 20,
     heartbeats: int = 1,
-    extra_indexes: Iterable[str] = (),
+    shape: StackShape | None = None,
 ) -> RunUnits:
     """``runs`` hourly jobs, each claimed once, started, heartbeating ``heartbeats`` times and
-    committed; the units of that, per run. ``extra_indexes`` adds indexes the template lacks
-    (``("due",)``: what today's writes cost with the successor claim's index beside ``lease``,
-    build step S3)."""
+    committed; the units of that, per run, on ``shape``'s stack (bench/stack_shapes.py; None: the
+    template's default, what a new stack ships with)."""
+    shape = shape or stack_shapes.shipped()
     clock = ManualClock(T0)
     cfg = SchedulerConfig()
-    store = MeteringStore(extra_indexes=extra_indexes)
+    store = stack_shapes.metered_store(shape, stack_shapes.ByWriteMeter)
     queue = MemoryWorkQueue(clock, visibility_timeout_seconds=900)
-    telemetry = MemoryTelemetry()
-    ops = Operations(store, queue, telemetry, clock, cfg)
+    ops = stack_shapes.operations(shape, store, queue, clock, cfg)
     payload = {"blob": "x" * payload_bytes} if payload_bytes else {}
     for index in range(runs):
         ops.register(
@@ -87,11 +89,11 @@ def measure(
         )
     store.reset_meters()
     clock.set(T0 + HOUR - 5_000)
-    Trigger(store, queue, telemetry, clock, cfg, parallel_queries=False).tick("units")
+    stack_shapes.trigger(shape, store, queue, clock, cfg).tick("units")
     clock.set(T0 + HOUR)
     registry = HandlerRegistry()
     registry.add("noop", lambda _ctx: None)
-    worker = Worker(store, queue, telemetry, clock, cfg, registry, "units", logger_for=quiet_logger)
+    worker = Worker(store, queue, MemoryTelemetry(), clock, cfg, registry, "units", logger_for=quiet_logger)
     started: list[Started] = []
     for _, body in queue.receive(runs):
         begun = worker.begin(parse_run_message(body), clock.now_ms() + 900_000)
@@ -119,6 +121,11 @@ def measure(
         job_item_writes / runs,
         by_step,
         by_table={name: units / runs for name, units in sorted(store.write_units.items())},
+        shape=shape.name,
+        by_write={
+            label: {name: units / runs for name, units in sorted(tables.items()) if units}
+            for label, tables in sorted(store.by_write.items())
+        },
     )
 
 
@@ -126,6 +133,7 @@ def measure(
 PHASES = {
     "create run": "claim",
     "advance job": "claim",
+    "claim head": "claim",  # the successor claim: one put of the next head (core/transitions/head_claim.py)
     "start run": "start",
     "commit succeeded": "commit",
 }

@@ -20,6 +20,7 @@ from jobsched_tools.bench.stack import BenchSettings
 from jobsched_tools.emulator.credentials import DUMMY_AWS_ENV
 
 SUMMARY_KEYS = (
+    "claim_shape",
     "raw_conditional_writes_per_s",
     "dispatch_runs_per_s",
     "dispatch_efficiency",
@@ -107,6 +108,14 @@ def run(args: argparse.Namespace) -> int:
     for mode in ("", "_provisioned"):
         key = f"baseline_usd_per_million_runs{mode}"
         print(f"{key:<{width}}  {result[key]!s:>12}  {result['baseline_description']}")
+    # Every stack shape's metered units and both prices, side by side (issue 37).
+    print("by claim shape: write units a run, read units a run, $ a million runs on-demand / provisioned")
+    for name, shape in result["by_claim_shape"].items():
+        usd = shape["usd_per_million_runs"]
+        print(
+            f"  {name:<20} {shape['write_units_per_run']:>5g} {shape['read_units_per_run']:>8g}"
+            f"  {usd['on_demand']['total']:>7.2f} / {usd['provisioned']['total']:.2f}"
+        )
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=2, sort_keys=True)

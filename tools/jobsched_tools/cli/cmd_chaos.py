@@ -57,13 +57,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a successor-shaped stack (issue 37): the due index, the migration switch on, the checks "
         "read heads and markers (sim/successor.py); --switch then also takes the head_* writes' parts",
     )
+    parser.add_argument(
+        "--migrate-midway",
+        action="store_true",
+        help="a migrating stack (issue 37: the next-run, lease and due indexes, the switch off): every "
+        "job starts on today's claim, and `jobsched migrate successor-claim` turns the switch on at a "
+        "seeded moment with claims, runs and changes in flight (sim/migration.py); the legacy states "
+        "are converted, the successor checks read the end; --switch then also takes the head_* parts",
+    )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config = ChaosConfig(
-        seed=args.seed, jobs=args.jobs, hours=args.hours, store=args.store, successor=args.successor
+        seed=args.seed,
+        jobs=args.jobs,
+        hours=args.hours,
+        store=args.store,
+        successor=args.successor,
+        migrate_midway=args.migrate_midway,
     )
     from contextlib import ExitStack
 
@@ -75,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         if args.switch:
             from jobsched_tools.sim.mutants import condition_parts, switched_off
 
-            known = condition_parts(args.successor)
+            shaped = args.successor or args.migrate_midway
+            known = condition_parts(shaped)
             unknown = [name for name in args.switch if name not in known]
             if unknown:
                 print(
@@ -83,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return 2
-            removed.enter_context(switched_off(*args.switch, successor=args.successor))
+            removed.enter_context(switched_off(*args.switch, successor=shaped))
         report = run_chaos(config)
     if args.json:
         if report.invariant_violations:

@@ -16,7 +16,7 @@ def _cmd_top(args: argparse.Namespace) -> int:
 
     from jobsched.runtime.clock import SystemClock
 
-    from jobsched_tools.api import store_for
+    from jobsched_tools.api import claim_shape_of, store_for
     from jobsched_tools.ops.top import render, snapshot
 
     target = resolve_target(args)
@@ -24,8 +24,9 @@ def _cmd_top(args: argparse.Namespace) -> int:
     if shards is None:
         raise TargetError("the shard count (the stack's ShardCount) is needed for this deployment")
     store, clock = store_for(target), SystemClock()
+    shape = claim_shape_of(target)
     while True:
-        status = snapshot(store, shards, clock.now_ms(), args.horizon)
+        status = snapshot(store, shards, clock.now_ms(), args.horizon, shape)
         if args.json:
             print(json.dumps(status.__dict__, default=str, sort_keys=True), flush=True)
         else:

@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "local": ("cmd_local", "run the whole stack locally on moto (no AWS account, no Docker) until Ctrl-C"),
     "demo": ("cmd_local", "a measured minute on the local stack, with a worker SIGKILLed mid-run"),
     "chaos": ("cmd_chaos", "simulate hours of scheduling under injected faults and check exactly-once"),
-    "migrate": ("cmd_migrate", "stack migrations (unfinished: issue 37)"),
+    "migrate": ("cmd_migrate", "stack migrations (the successor claim: issue 37)"),
     "bench": (
         "cmd_bench",
         "measure throughput, requests and cost per run, start lag and crash recovery locally",

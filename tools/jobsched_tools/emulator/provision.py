@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
-from jobsched.ports import INDEX_TABLE, UNDEPLOYED_INDEXES, index_definition
+from jobsched.ports import BASE_QUERIES, INDEX_TABLE, index_definition
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -122,7 +122,9 @@ def table_specs(
 ) -> dict[str, dict[str, Any]]:
     """``dynamodb.create_table`` keyword arguments for every table in the template, by logical id
     (the caller adds ``TableName``), under the template's parameter defaults and ``parameters``
-    (``{"CapacityMode": "PROVISIONED"}`` gives provisioned tables and indexes)."""
+    (``{"CapacityMode": "PROVISIONED"}`` gives provisioned tables and indexes;
+    ``{"ClaimShape": "legacy"}`` the claim indexes of ``ports.DEPLOYED_INDEXES["legacy"]``, the
+    default ``successor`` only ``due``)."""
     resolver = _Resolver(template, parameters or {})
     specs: dict[str, dict[str, Any]] = {}
     for logical_id, resource in _resources_of_type(template, "AWS::DynamoDB::Table").items():
@@ -145,23 +147,28 @@ def table_specs(
 
 
 def with_indexes(specs: Mapping[str, dict[str, Any]], names: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """``specs`` (``table_specs``) with each index of ``names`` added to its table, as
-    ``ports.index_definition`` defines it: only indexes template.yaml lacks
-    (``ports.UNDEPLOYED_INDEXES``), so a deployed index has one definition, the template's. An
-    index of a provisioned table gets the table's throughput, as the template's indexes do."""
+    """``specs`` (``table_specs``) with each index of ``names`` its table lacks added, as
+    ``ports.index_definition`` defines it (tests/template holds the template's indexes equal to
+    it): ``("due",)`` beside a ``legacy`` stack's indexes gives a ``migrating`` one. An index the
+    table has already is left as the template defines it. An index of a provisioned table gets
+    the table's throughput, as the template's indexes do."""
     logical = {suffix: logical_id for logical_id, suffix in _TABLE_SUFFIXES.items()}
     out = {logical_id: dict(spec) for logical_id, spec in specs.items()}
     for name in names:
-        if name not in UNDEPLOYED_INDEXES:
-            raise TemplateError(f"{name!r} is not an index the template lacks (ports.UNDEPLOYED_INDEXES)")
+        if name not in INDEX_TABLE or name in BASE_QUERIES:
+            raise TemplateError(
+                f"{name!r} is not a global secondary index the code defines (ports.INDEX_TABLE)"
+            )
         spec = out[logical[INDEX_TABLE[name]]]
+        if name in {index["IndexName"] for index in spec.get("GlobalSecondaryIndexes", [])}:
+            continue
         definition = index_definition(name)
         if "ProvisionedThroughput" in spec:
             definition["ProvisionedThroughput"] = dict(spec["ProvisionedThroughput"])
         declared = {attr["AttributeName"] for attr in spec["AttributeDefinitions"]}
         keys = [key["AttributeName"] for key in definition["KeySchema"]]
         missing = [key for key in keys if key not in declared]
-        if missing:  # the index's keys are the lease index's, so the runs table declares them
+        if missing:  # due's keys are lease's: the runs table declares them under every ClaimShape
             raise TemplateError(f"index {name!r}: the table declares no type for {missing}")
         spec["GlobalSecondaryIndexes"] = [*spec.get("GlobalSecondaryIndexes", []), definition]
     return out
@@ -189,10 +196,11 @@ def provision(
 
     Idempotent: existing tables are reused as they are; existing queues get the template's
     attributes again. ``parameters`` overrides template parameter defaults where the template's
-    queue properties refer to them (e.g. ``{"WorkerTimeoutSeconds": "120"}`` gives the work queue a
-    short visibility timeout for a local stack). ``extra_indexes`` names indexes the code defines
-    and the template does not create yet (``ports.UNDEPLOYED_INDEXES``: ``("due",)``), which the
-    tables are then created with.
+    table and queue properties refer to them (e.g. ``{"WorkerTimeoutSeconds": "120"}`` gives the
+    work queue a short visibility timeout for a local stack; ``{"ClaimShape": "legacy"}`` gives
+    today's claim indexes, ``next-run`` and ``lease``, where the default, ``successor``, gives
+    ``due`` alone: ``ports.DEPLOYED_INDEXES``). ``extra_indexes`` names indexes the code defines
+    that the tables then get beside the template's (``with_indexes``).
     """
     template = load_template(template_path)
     resolver = _Resolver(template, parameters or {})
@@ -277,8 +285,8 @@ class _Resolver:
         self.attributes: dict[str, dict[str, str]] = {}
 
     def resolve(self, value: Any) -> Any:
-        if isinstance(value, list):
-            return [self.resolve(item) for item in value]
+        if isinstance(value, list):  # an item that resolves to AWS::NoValue is left out
+            return [item for item in (self.resolve(item) for item in value) if item is not _NO_VALUE]
         if not isinstance(value, dict):
             return value
         if len(value) == 1:

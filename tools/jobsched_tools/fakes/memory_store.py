@@ -18,11 +18,12 @@ DynamoDB rules it enforces, so that code which works here also works there:
 - tables other than "jobs", "state" and "runs" (the worker's staged user effects) need their key
   attributes declared: ``MemoryStore(extra_keys={"effects": ("pk",)})``; an undeclared table
   learns its key from the first get/update/check/delete on it;
-- an index the code defines but template.yaml does not create yet (``ports.UNDEPLOYED_INDEXES``:
-  the successor claim's ``due``) exists only when asked for,
-  ``MemoryStore(extra_indexes=("due",))``; a query of it otherwise raises ``ValueError``, as
-  DynamoDB rejects a Query naming an index the table lacks (ValidationException, "The table does
-  not have the specified index").
+- the tables have the claim indexes of one deployed shape (template.yaml's ``ClaimShape``,
+  ``ports.DEPLOYED_INDEXES``): ``MemoryStore(indexes=DEPLOYED_INDEXES["successor"])`` has ``due``
+  alone; by default legacy's ``next-run`` and ``lease``, plus any of ``extra_indexes``
+  (``extra_indexes=("due",)``: a migrating stack's). A query of an index the store lacks raises
+  ``ValueError``, as DynamoDB rejects a Query naming an index the table lacks (ValidationException,
+  "The table does not have the specified index"), so a test fails if any path queries one.
 """
 
 from __future__ import annotations
@@ -51,11 +52,11 @@ from jobsched.core.writes import (
 from jobsched.ports import (
     BASE_QUERIES,
     BATCH_GET_MAX_KEYS,
+    DEPLOYED_INDEXES,
     INDEX_KEYS,
     INDEX_PROJECTION,
     INDEX_TABLE,
     TABLE_KEY,
-    UNDEPLOYED_INDEXES,
     IndexName,
     Page,
 )
@@ -74,14 +75,27 @@ def _check_value(value: Any, where: str) -> None:
             _check_value(v, where)
 
 
+# Every global secondary index the code defines (ports.INDEX_KEYS less the base-table queries).
+ALL_INDEXES = frozenset(name for name in INDEX_KEYS if name not in BASE_QUERIES)
+LEGACY_INDEXES = DEPLOYED_INDEXES["legacy"]
+
+
 class MemoryStore:
     def __init__(
-        self, extra_keys: Mapping[str, tuple[str, ...]] | None = None, extra_indexes: Iterable[str] = ()
+        self,
+        extra_keys: Mapping[str, tuple[str, ...]] | None = None,
+        extra_indexes: Iterable[str] = (),
+        *,
+        indexes: Iterable[str] | None = None,
     ) -> None:
-        self.extra_indexes = frozenset(extra_indexes)
-        unknown = self.extra_indexes - UNDEPLOYED_INDEXES
+        base = LEGACY_INDEXES if indexes is None else frozenset(indexes)
+        # The global secondary indexes the tables have (module docstring).
+        self.deployed_indexes = base | frozenset(extra_indexes)
+        unknown = self.deployed_indexes - ALL_INDEXES
         if unknown:
-            raise ValueError(f"{sorted(unknown)}: not an index template.yaml lacks (UNDEPLOYED_INDEXES)")
+            raise ValueError(f"{sorted(unknown)}: not an index the code defines (ports.INDEX_KEYS)")
+        # Those beyond legacy's (``due`` on a migrating or successor stack's tables).
+        self.extra_indexes = self.deployed_indexes - LEGACY_INDEXES
         self.tables: dict[str, dict[Any, Item]] = {JOBS: {}, STATE: {}, RUNS: {}}
         self.key_schema: dict[str, tuple[str, ...]] = dict(KEYS)
         self.key_schema.update({table: tuple(attrs) for table, attrs in (extra_keys or {}).items()})
@@ -126,6 +140,13 @@ class MemoryStore:
             item = self._table(table).get(self._key_value(table, key))
             return copy.deepcopy(item) if item is not None else None
 
+    def get_attributes(
+        self, table: str, key: Item, names: Sequence[str], consistent: bool = True
+    ) -> Item | None:
+        """A GetItem with a ProjectionExpression (ports.AttributeRead): counted as a GetItem."""
+        item = self.get(table, key, consistent)
+        return None if item is None else {name: item[name] for name in names if name in item}
+
     def query(
         self,
         index: IndexName,
@@ -141,10 +162,10 @@ class MemoryStore:
             raise ValueError(f"{index!r} queries a table's key: it takes no sort bounds")
         if consistent and not base:
             raise ValueError(f"{index!r} is a global secondary index: it has no consistent reads")
-        if index in UNDEPLOYED_INDEXES and index not in self.extra_indexes:
+        if not base and index not in self.deployed_indexes:
             raise ValueError(
                 f"the {INDEX_TABLE[index]} table does not have the specified index: {index!r} "
-                "(template.yaml does not create it yet: MemoryStore(extra_indexes=...))"
+                f"(this store's tables have {sorted(self.deployed_indexes)}: ports.DEPLOYED_INDEXES)"
             )
         pk, sk = INDEX_KEYS[index]
         key_attr = KEYS[INDEX_TABLE[index]][-1]  # the table key's last attribute: unique in a partition

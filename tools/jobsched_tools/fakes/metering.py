@@ -16,10 +16,10 @@ as DynamoDB would (docs/benchmarks.md, "Write units", with the sources):
 - a read costs ``ceil(size / 4 KB)`` read units, half for an eventually consistent one; a query
   charges the bytes it returns (at least one unit per page).
 
-The indexes and their projections come from template.yaml, the deployed schema itself, plus any
-index of ``ports.UNDEPLOYED_INDEXES`` the store is made with
-(``MeteringStore(extra_indexes=("due",))``: the successor claim's index, from its definition in
-ports, charged by the same rules). Without it the store charges what the deployed tables would.
+The indexes are those the store's tables have (MemoryStore's ``indexes``/``extra_indexes``: one
+deployed shape's, ``ports.DEPLOYED_INDEXES``; legacy's by default), each with its projection from
+template.yaml, the deployed schema itself, or from its definition in ports where the template
+lacks it, charged by the same rules: the store charges what that shape's deployed tables would.
 Charges are kept per label (``claim``, ``start run``, ``heartbeat``, ...), so a caller can tell
 what each step of a run costs.
 """
@@ -38,7 +38,7 @@ from jobsched.core.limits import item_size
 from jobsched.core.writes import Check, Cond, Delete, Item, Put, Update, WriteOp
 from jobsched.ports import INDEX_TABLE, TABLE_KEY, IndexName, Page, index_definition
 
-from jobsched_tools.emulator.provision import load_template
+from jobsched_tools.emulator.provision import load_template, table_specs
 from jobsched_tools.fakes.memory_store import MemoryStore
 
 KB = 1024
@@ -74,10 +74,11 @@ def template_indexes() -> list[Index]:
 def _template_indexes() -> tuple[Index, ...]:
     # Parsed once per process: template.yaml takes seconds to load, and a benchmark or a test
     # makes many stores (the indexes are frozen dataclasses, safe to share).
+    # Every claim index the template makes: ClaimShape migrating has all three.
     indexes = []
-    resources = load_template()["Resources"]
+    specs = table_specs(load_template(), {"ClaimShape": "migrating"})
     for logical_id, table in LOGICAL_TABLE.items():
-        props = resources[logical_id]["Properties"]
+        props = specs[logical_id]
         table_keys = tuple(k["AttributeName"] for k in props["KeySchema"])
         for gsi in props.get("GlobalSecondaryIndexes", []):
             projection = gsi["Projection"]
@@ -122,10 +123,15 @@ class MeteringStore(MemoryStore):
     """MemoryStore charging DynamoDB's capacity units per request (``units``, ``by_label``)."""
 
     def __init__(
-        self, extra_keys: Mapping[str, tuple[str, ...]] | None = None, extra_indexes: Iterable[str] = ()
+        self,
+        extra_keys: Mapping[str, tuple[str, ...]] | None = None,
+        extra_indexes: Iterable[str] = (),
+        *,
+        indexes: Iterable[str] | None = None,
     ) -> None:
-        super().__init__(extra_keys, extra_indexes)
-        self.indexes = template_indexes() + [code_index(name) for name in sorted(self.extra_indexes)]
+        super().__init__(extra_keys, extra_indexes, indexes=indexes)
+        from_template = {index.name: index for index in template_indexes()}
+        self.indexes = [from_template.get(name) or code_index(name) for name in sorted(self.deployed_indexes)]
         self._meter_lock = threading.Lock()
         self.write_units: Counter[str] = Counter()  # by table or index
         self.by_label: Counter[str] = Counter()  # write units by the operation's label

@@ -14,10 +14,14 @@ from typing import Any
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.core.clock import dt_to_ms
 from jobsched.core.job import JobDefinition
+from jobsched.core.occurrences import CLAIM, Claim, records
 from jobsched.services.paging import query_all
 
 COMMITTED = ("succeeded", "failed")
 ACCOUNTED = ("succeeded", "failed", "skipped", "missed")
+# A run not ended: ``scheduled`` is a claimed successor-claim run not started yet (job_runs leaves
+# the head, which no claim has taken, out).
+UNFINISHED = ("scheduled", "pending", "running", "buffered")
 
 
 @dataclass
@@ -75,9 +79,15 @@ def due_occurrences(definition: JobDefinition, window_from_ms: int, window_to_ms
 
 
 def job_runs(store: DynamoStore, job_id: str) -> list[dict[str, Any]]:
+    """The job's runs and records, as readers show them (core/occurrences.py ``records``): under
+    the successor claim (issue 37) its partition also holds closure and end markers, cancelled
+    heads and its head (its next occurrence, not claimed yet), none of which is a run. A claimed
+    run not yet started stays (``scheduled``: unfinished). On legacy items, the partition as
+    stored."""
     # The job's partition of the runs table. moto may repeat a page's end item: one per run id.
-    runs = {run["run_id"]: run for run in query_all(store, "runs-of-job", job_id)}
-    return [runs[run_id] for run_id in sorted(runs)]
+    items = {run["run_id"]: run for run in query_all(store, "runs-of-job", job_id)}
+    shown = records(items[run_id] for run_id in sorted(items))
+    return [run for run in shown if run.get(CLAIM) != Claim.NEXT.value]
 
 
 def ledger_rows(store: DynamoStore, table: str) -> list[dict[str, Any]]:
@@ -162,7 +172,7 @@ def _measure_job(
 
 
 def _measure_run(report: Report, run: dict[str, Any], lags: list[int]) -> None:
-    if run["status"] in ("pending", "running", "buffered"):
+    if run["status"] in UNFINISHED:
         report.runs_unfinished += 1
         report.violations.append(f"unfinished: {run['run_id']} {run['status']}")
     if "lease_expires_at" in run:
@@ -237,5 +247,5 @@ def unfinished_runs(store: DynamoStore, job_ids: list[str]) -> int:
         1
         for job_id in job_ids
         for run in job_runs(store, job_id)
-        if run["status"] in ("pending", "running", "buffered") or "lease_expires_at" in run
+        if run["status"] in UNFINISHED or "lease_expires_at" in run
     )

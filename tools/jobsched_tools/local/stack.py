@@ -30,12 +30,14 @@ from typing import Any
 from jobsched.adapters.aws import make_client
 from jobsched.adapters.dynamodb_store import DynamoStore
 from jobsched.adapters.sqs_queue import SqsWorkQueue
+from jobsched.core.claim_shape import DeployedShape
 from jobsched.core.config import SchedulerConfig
 from jobsched.runtime.clock import SystemClock
 from jobsched.runtime.settings import Settings
 from jobsched.services.operations import Operations
 
 from jobsched_tools.deployment import ALLOW_LIST_PARAMETERS
+from jobsched_tools.emulator.claim_indexes import deploy_claim_indexes, template_shape
 from jobsched_tools.emulator.credentials import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, LOCAL_REGION
 from jobsched_tools.emulator.local_moto import LocalMoto, start_moto_server
 from jobsched_tools.emulator.provision import Resources, load_template, provision
@@ -122,6 +124,7 @@ class LocalStack:
         self._scratch: Path | None = None  # the stream mappings' checkpoints live here
         self.outcome_events_queue_url: str | None = None  # with outcomes: every event put on the bus
         self._lock = threading.Lock()
+        self.claim_shape = DeployedShape.LEGACY  # set by ``start``: the tables' claim indexes
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -141,8 +144,18 @@ class LocalStack:
             os.environ.setdefault(key, base[key])  # this process's own clients talk to moto too
         dynamodb = make_client("dynamodb", self.moto.endpoint_url, REGION)
         sqs = make_client("sqs", self.moto.endpoint_url, REGION)
+        # The claim indexes of the shape a deploy of template.yaml gives (its ClaimShape default),
+        # so the local stack and the demo run what ships; CLAIM_SHAPE (a --setting, or the
+        # environment every process here inherits) chooses another.
+        self.claim_shape = DeployedShape(
+            self.options.settings.get("CLAIM_SHAPE")
+            or os.environ.get("CLAIM_SHAPE")
+            or template_shape(load_template())
+        )
         with _env(base):
             self.resources = provision(dynamodb, sqs, self.options.prefix)
+            tables = {"state": self.resources.state_table, "runs": self.resources.runs_table}
+            deploy_claim_indexes(dynamodb, tables, self.claim_shape)
         sqs.set_queue_attributes(
             QueueUrl=self.resources.work_queue_url, Attributes={"VisibilityTimeout": LOCAL_VISIBILITY_TIMEOUT}
         )
@@ -167,6 +180,7 @@ class LocalStack:
             "PYTHONUNBUFFERED": "1",
             "PYTHONWARNINGS": "ignore",
             **LOCAL_SETTINGS,
+            "CLAIM_SHAPE": self.claim_shape.value,
             "DETECTOR_SWEEP_SECONDS": str(max(1, round(self.options.detector_seconds))),
             **self.options.settings,
         }
@@ -362,6 +376,7 @@ class LocalStack:
             SystemClock(),
             settings.scheduler_config(),
             allow_lists=settings,  # checked at registration as the local functions check them
+            deployed=settings.claim_shape,
         )
 
     def state(self) -> dict[str, Any]:
@@ -386,8 +401,12 @@ class LocalStack:
             # The stack's allow-lists: the CLI's --local and the Python API check a job's
             # destination at registration, as this stack's registrar does.
             "allow_lists": {name: list(getattr(settings, name)) for name in ALLOW_LIST_PARAMETERS.values()},
+            # The tables' claim indexes: the CLI's --local claims and reads as this stack's functions do.
+            "claim_shape": self.claim_shape.value,
             "settings": {
-                k: v for k, v in self.env.items() if k in LOCAL_SETTINGS or k in self.options.settings
+                k: v
+                for k, v in self.env.items()
+                if k in LOCAL_SETTINGS or k in self.options.settings or k == "CLAIM_SHAPE"
             },
             "pid": os.getpid(),
         }

@@ -6,6 +6,11 @@ run the same check). Why not ``Fn::ForEach`` (AWS::LanguageExtensions): with SAM
 plain ``sam validate`` rejects it ("All 'Resources' must be Objects") and ``sam build`` crashes
 ('list' object has no attribute 'get'), although cfn-lint 1.58.0 accepts it. A generated block
 keeps the deployed template plain CloudFormation that every tool here reads.
+
+No alarm watches one index: the DynamoDB ones are per table (a write an index throttles counts on
+its table). An alarm on a claim index (a ``GlobalSecondaryIndexName`` dimension) would need the
+index's presence under ``ClaimShape`` as its condition (capacity.SCALED's ``condition``):
+tests/template/test_claim_shape.py fails for any resource naming an index its stack lacks.
 """
 
 from __future__ import annotations

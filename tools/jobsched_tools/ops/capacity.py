@@ -3,10 +3,14 @@
 Every table and every global secondary index gets two scalable targets (read and write capacity)
 with a target-tracking policy each, under the ``ProvisionedCapacity`` condition. A GSI has its own
 provisioned throughput and throttles its table's writes when it runs short, so leaving one out
-would cap the table at the index's minimum. ``python -m jobsched_tools.ops.capacity`` rewrites the
-block between the marker lines of template.yaml from ``SCALED``; ``--check`` only reports whether
-it is current (the template tests run it). Generated for the reason alarms.py gives: SAM CLI
-rejects ``Fn::ForEach``.
+would cap the table at the index's minimum. A claim index exists only under some values of
+``ClaimShape`` (ports.DEPLOYED_INDEXES): its targets carry ``ProvisionedCapacity`` and its
+presence (``HasDueIndex``, ...) combined with ``Fn::And`` in a named condition, since a scalable
+target naming a missing index would fail the deploy. ``python -m jobsched_tools.ops.capacity``
+rewrites the two blocks between the marker lines of template.yaml from ``SCALED`` (the combined
+conditions, and the targets with their policies); ``--check`` only reports whether they are
+current (the template tests run it). Generated for the reason alarms.py gives: SAM CLI rejects
+``Fn::ForEach``.
 
 Sources:
 - AWS::ApplicationAutoScaling::ScalableTarget, ``RoleARN``: omitted, Application Auto Scaling uses
@@ -22,7 +26,6 @@ Sources:
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jobsched.ports import DUE_INDEX
@@ -32,6 +35,11 @@ from jobsched_tools.ops import blocks
 BEGIN = "  # BEGIN generated capacity: edit SCALED in tools/jobsched_tools/ops/capacity.py, then run"
 BEGIN_2 = "  # `python -m jobsched_tools.ops.capacity` (the template tests fail while they disagree)."
 END = "  # END generated capacity"
+# The conditions block, in the template's Conditions section.
+CONDITIONS_BEGIN = (
+    "  # BEGIN generated capacity conditions: edit SCALED in tools/jobsched_tools/ops/capacity.py, then run"
+)
+CONDITIONS_END = "  # END generated capacity conditions"
 CONDITION = "ProvisionedCapacity"
 
 
@@ -41,11 +49,26 @@ class Scaled:
 
     table: str  # the table's logical id
     index: str | None = None  # a global secondary index's name
+    presence: str | None = None  # the template condition the index exists under (None: always)
+
+    @property
+    def index_part(self) -> str:
+        return "".join(word.capitalize() for word in self.index.split("-")) + "Index" if self.index else ""
 
     @property
     def stem(self) -> str:
-        part = "".join(word.capitalize() for word in self.index.split("-")) + "Index" if self.index else ""
-        return f"{self.table}{part}"
+        return f"{self.table}{self.index_part}"
+
+    @property
+    def condition(self) -> str:
+        """The condition its targets and policies exist under: provisioned capacity, and the
+        index's presence if it has one (a named condition: a resource's Condition takes a name)."""
+        return f"Provisioned{self.stem}" if self.presence else CONDITION
+
+    def condition_yaml(self) -> str | None:
+        if not self.presence:
+            return None
+        return f"  {self.condition}: !And [!Condition {CONDITION}, !Condition {self.presence}]"
 
     def yaml(self, kind: str) -> str:
         """The scalable target and its policy for ``kind`` (``Read`` or ``Write``)."""
@@ -56,7 +79,7 @@ class Scaled:
             [
                 f"  {target}:",
                 "    Type: AWS::ApplicationAutoScaling::ScalableTarget",
-                f"    Condition: {CONDITION}",
+                f"    Condition: {self.condition}",
                 "    Properties:",
                 "      ServiceNamespace: dynamodb",
                 f"      ResourceId: !Sub {resource}",
@@ -66,7 +89,7 @@ class Scaled:
                 "",
                 f"  {target}Tracking:",
                 "    Type: AWS::ApplicationAutoScaling::ScalingPolicy",
-                f"    Condition: {CONDITION}",
+                f"    Condition: {self.condition}",
                 "    Properties:",
                 f"      PolicyName: jobsched-{kind.lower()}-utilization",
                 "      PolicyType: TargetTrackingScaling",
@@ -79,26 +102,31 @@ class Scaled:
         )
 
 
+# The claim indexes follow ClaimShape (template.yaml's HasNextRunIndex, HasLeaseIndex,
+# HasDueIndex; ports.DEPLOYED_INDEXES): a stack moving to the successor claim scales `due` from
+# its migrating deploy, and stops scaling next-run and lease with the successor deploy
+# (docs/proposals/successor-claim-build.md §5, "Capacity"). tests/template/test_capacity_mode.py
+# holds SCALED to the template's indexes under each ClaimShape, both ways.
 SCALED = (
     Scaled("JobsTable"),
     Scaled("StateTable"),
-    Scaled("StateTable", "next-run"),
+    Scaled("StateTable", "next-run", "HasNextRunIndex"),
     Scaled("RunsTable"),
-    Scaled("RunsTable", "lease"),
+    Scaled("RunsTable", "lease", "HasLeaseIndex"),
+    Scaled("RunsTable", DUE_INDEX, "HasDueIndex"),
 )
-# The successor claim's index (jobsched.ports.DUE_INDEX), scaled only where it exists: template.yaml
-# does not create it yet (ports.UNDEPLOYED_INDEXES), and a scalable target naming a missing index
-# would fail the deploy. The plan's deploy 1 adds the index and this to SCALED together; deploy 2
-# removes next-run and lease (docs/proposals/successor-claim-build.md §5, "Capacity").
-# tests/template/test_capacity_mode.py holds SCALED to the template's indexes, both ways.
-DUE_SCALED = Scaled("RunsTable", DUE_INDEX)
 
 
-def render(extra: Sequence[Scaled] = ()) -> str:
-    """The generated block for SCALED, and ``extra`` after it (``(DUE_SCALED,)``: the block as
-    deploy 1 will have it)."""
-    blocks = [scaled.yaml(kind) for scaled in (*SCALED, *extra) for kind in ("Write", "Read")]
+def render() -> str:
+    """The generated block of scalable targets and policies for SCALED."""
+    blocks = [scaled.yaml(kind) for scaled in SCALED for kind in ("Write", "Read")]
     return "\n".join([BEGIN, BEGIN_2, "", "\n\n".join(blocks), END])
+
+
+def render_conditions() -> str:
+    """The generated conditions: each index's provisioned capacity and presence, combined."""
+    lines = [line for line in (scaled.condition_yaml() for scaled in SCALED) if line]
+    return "\n".join([CONDITIONS_BEGIN, BEGIN_2, *lines, CONDITIONS_END])
 
 
 def current(text: str) -> str:
@@ -106,8 +134,17 @@ def current(text: str) -> str:
     return blocks.current(text, BEGIN, END)
 
 
+def current_conditions(text: str) -> str:
+    """The generated conditions block as it stands in ``text``."""
+    return blocks.current(text, CONDITIONS_BEGIN, CONDITIONS_END)
+
+
 def main(argv: list[str]) -> int:
-    return blocks.rewrite(argv, BEGIN, END, render, "capacity", "jobsched_tools.ops.capacity")
+    module = "jobsched_tools.ops.capacity"
+    conditions = blocks.rewrite(
+        argv, CONDITIONS_BEGIN, CONDITIONS_END, render_conditions, "capacity conditions", module
+    )
+    return max(conditions, blocks.rewrite(argv, BEGIN, END, render, "capacity", module))
 
 
 if __name__ == "__main__":

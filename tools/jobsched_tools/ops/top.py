@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched.core.claim_shape import DeployedShape
 from jobsched.core.head import HEAD_CHECK_DELAY_MS
 from jobsched.core.run import run_key
 from jobsched.core.writes import JOBS, RUNS, STATE
@@ -60,19 +61,17 @@ class Status:
     requests: int = 0  # reads and queries this refresh made
 
 
-def snapshot(store: Store, shard_count: int, now: int, horizon_s: int = 600) -> Status:
+def snapshot(
+    store: Store, shard_count: int, now: int, horizon_s: int = 600, shape: DeployedShape | None = None
+) -> Status:
+    """``shape``: the stack's claim indexes (template.yaml's ClaimShape): a successor stack has no
+    ``next-run`` and no ``lease``, so its leases are ``due``'s entries that are not heads. None:
+    legacy's indexes (and ``due`` when a successor job is shown)."""
     status = Status(now)
-    for shard in range(shard_count):
-        page = store.query("next-run", shard, None, now + horizon_s * 1000, limit=DUE_PER_SHARD)
-        status.requests += 1
-        for state in page.items:
-            (status.behind if int(state["next_run_at"]) < now else status.due_soon).append(state)
-    status.due_soon.sort(key=lambda s: int(s["next_run_at"]))
-    status.behind.sort(key=lambda s: int(s["next_run_at"]))
-    entries: list[Item] = []
-    for shard in range(shard_count):
-        entries += store.query("lease", shard, None, None, limit=LEASES_PER_SHARD).items
-        status.requests += 1
+    successor_stack = shape is DeployedShape.SUCCESSOR
+    if not successor_stack:
+        _next_runs(store, status, shard_count, now, horizon_s)
+    entries = _lease_entries(store, status, shard_count, successor_stack)
     for entry in sorted(entries, key=lambda e: int(e.get("check_at", 0)))[:RUNS_SHOWN]:
         run = store.get(RUNS, run_key(str(entry["run_id"])))
         status.requests += 1
@@ -101,9 +100,44 @@ def snapshot(store: Store, shard_count: int, now: int, horizon_s: int = 600) -> 
             chain.append(run)
             run_id = run.get("after_run_id")
         status.jobs.append((job, job_state, chain))
-    if successor_jobs:
+    if successor_jobs or successor_stack:
         _heads(store, status, shard_count, now, horizon_s)
     return status
+
+
+def _next_runs(store: Store, status: Status, shard_count: int, now: int, horizon_s: int) -> None:
+    for shard in range(shard_count):
+        page = store.query("next-run", shard, None, now + horizon_s * 1000, limit=DUE_PER_SHARD)
+        status.requests += 1
+        for state in page.items:
+            (status.behind if int(state["next_run_at"]) < now else status.due_soon).append(state)
+    status.due_soon.sort(key=lambda s: int(s["next_run_at"]))
+    status.behind.sort(key=lambda s: int(s["next_run_at"]))
+
+
+def _lease_entries(store: Store, status: Status, shard_count: int, successor_stack: bool) -> list[Item]:
+    """The first ``LEASES_PER_SHARD`` lease entries of each shard: ``lease``'s, or on a successor
+    stack ``due``'s that are not heads."""
+    entries: list[Item] = []
+    for shard in range(shard_count):
+        if successor_stack:
+            page = store.query("due", shard, None, None, limit=LEASES_PER_SHARD).items
+            entries += [entry for entry in page if not _is_head_entry(entry)]
+        else:
+            entries += store.query("lease", shard, None, None, limit=LEASES_PER_SHARD).items
+        status.requests += 1
+    return entries
+
+
+def _is_head_entry(entry: Item) -> bool:
+    """A ``due`` entry of a head or a claimed run not yet started (its instant plus
+    ``HEAD_CHECK_DELAY_MS``): not a lease."""
+    at = entry.get("scheduled_at")
+    return (
+        entry.get("epoch") is not None
+        and at is not None
+        and int(entry["check_at"]) == int(at) + HEAD_CHECK_DELAY_MS
+    )
 
 
 def _successor_job(

@@ -98,6 +98,9 @@ class FaultyStore(LedgerKeeper):
         self.skew_bound_ms = 0
         # Set by the world: stretches in which capacity runs short (FaultRates.capacity_squeezes).
         self.squeezes: list[tuple[int, int]] = []
+        # Set by the world: called with the operations of each write just before it lands (a
+        # migrating world's switch and stale ticks, sim/migration.py).
+        self.before_write: Callable[[Sequence[WriteOp]], None] | None = None
 
     # --- faults --------------------------------------------------------------------------------
 
@@ -155,6 +158,8 @@ class FaultyStore(LedgerKeeper):
     def write(self, ops: Sequence[WriteOp]) -> None:
         what = ", ".join(f"{op.label} {_op_key(op)}" for op in ops[:3]) + (" ..." if len(ops) > 3 else "")
         self._before_call(what)
+        if self.before_write is not None:
+            self.before_write(ops)
         if self.interleave is not None and any(op.label in CLAIM_STATE_LABELS for op in ops):
             interleave, self.interleave = self.interleave, None
             interleave()

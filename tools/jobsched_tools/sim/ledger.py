@@ -18,7 +18,8 @@ from jobsched.core import head_invariants
 from jobsched.core import invariants as core_invariants
 from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.head_change import HEAD_AT
+from jobsched.core.head import is_end_marker
+from jobsched.core.head_change import EPOCH, HEAD_AT
 from jobsched.core.run import RunStatus, run_key
 from jobsched.core.writes import (
     JOBS,
@@ -40,6 +41,8 @@ from jobsched.services.paging import query_all
 from jobsched_tools.fakes.memory_store import MemoryStore
 
 EFFECTS = "effects"
+# The state write of a legacy state's conversion (core/transitions/head_convert.py ``_state_op``).
+CONVERSION = "convert to the successor claim"
 UNFINISHED_STATUSES = frozenset({"scheduled", "pending", "running", "buffered"})
 MARKERS = (RunStatus.CLOSED.value, RunStatus.END.value)  # the successor claim's markers: not runs
 
@@ -69,6 +72,10 @@ class StateMark:
     # The successor claim (issue 37): the instant of the head the state's last change made (the
     # state's ``head_at``; the state has no ``next_run_at``), the first occurrence of its stretch.
     head_at: int | None = None
+    # When the write landed: ``at`` is the change's date (``changed_at``), which a late stream
+    # record puts before it. Until the write lands the store still reads the mark before it, so
+    # a claim made in between runs as claimed (docs/design.md, "A change is dated when it was made").
+    landed: int | None = None
 
 
 @dataclass
@@ -86,6 +93,8 @@ class Ledger:
     # heads; ``head_invariants.is_live_record``), per (job, instant), over every epoch's id; and
     # the writes that made a second one live beside one already there, per instant.
     live_at: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    # When each run id first became a live record there (a head put, a settle's record).
+    live_since: dict[str, int] = field(default_factory=dict)
     instant_creations: Counter[str] = field(default_factory=Counter)
     # Violations seen at the moment of a write (kind, key, detail).
     seen: list[tuple[str, str, str]] = field(default_factory=list)
@@ -106,6 +115,10 @@ class Ledger:
     writes: int = 0
     token_written_at: dict[str, int] = field(default_factory=dict)
     unfinished_at: dict[str, int] = field(default_factory=dict)
+    # A migrating world (sim/migration.py): the conversions of legacy states that landed, per job
+    # and per actor (the trigger, the registrar, the detector's reconcile pass).
+    conversions: Counter[str] = field(default_factory=Counter)
+    conversion_actors: Counter[str] = field(default_factory=Counter)
 
 
 class LedgerKeeper:
@@ -121,6 +134,9 @@ class LedgerKeeper:
     skew_bound_ms: int
     # The world is successor-shaped (issue 37): the per-instant view of the runs is kept.
     successor: bool = False
+    # The world migrates mid-run (sim/migration.py): a write to a job still legacy (its state
+    # has no epoch) is checked as today's, one to a converted job as the successor claim's.
+    migrating: bool = False
     head_writes: head_invariants.WriteLedger
     head_write_slack_ms: int
     dispatch_lease_ms: int
@@ -142,6 +158,9 @@ class LedgerKeeper:
             if isinstance(op, Delete) and op.table == JOBS and op.label == "delete after completion":
                 self._completion_delete(str(op.key["job_id"]), now)
         for op in ops:
+            if op.label == CONVERSION and isinstance(op, Update):
+                self.ledger.conversions[str(op.key["job_id"])] += 1
+                self.ledger.conversion_actors[self.actor.split("-", 1)[0]] += 1
             if op.table == STATE and not isinstance(op, Check):
                 job_id = str(op.item["job_id"] if isinstance(op, Put) else op.key["job_id"])
                 if not is_snapshot({"job_id": job_id}):  # a definition snapshot is not a job's state
@@ -194,8 +213,18 @@ class LedgerKeeper:
             if op.table == STATE and isinstance(op, Update) and not is_snapshot({"job_id": op.key["job_id"]})
         }
         states = [state for state in (self.inner.get(STATE, {"job_id": job}) for job in jobs) if state]
-        local = self.SUCCESSOR_LOCAL_INVARIANTS if self.successor else self.LOCAL_INVARIANTS
-        self.note_core(core_invariants.check(states, written, None, self.ledger.tokens, local))
+        if self.migrating:
+            # Each job by its shape as this write left it: a legacy job's write keeps today's
+            # checks (one record per occurrence, nothing beyond its next-run position).
+            legacy = {str(state["job_id"]) for state in states if EPOCH not in state}
+            for local, is_legacy in ((self.LOCAL_INVARIANTS, True), (self.SUCCESSOR_LOCAL_INVARIANTS, False)):
+                mine = [s for s in states if (str(s["job_id"]) in legacy) is is_legacy]
+                theirs = [r for r in written if (str(r["job_id"]) in legacy) is is_legacy]
+                if mine or theirs:
+                    self.note_core(core_invariants.check(mine, theirs, None, self.ledger.tokens, local))
+        else:
+            local = self.SUCCESSOR_LOCAL_INVARIANTS if self.successor else self.LOCAL_INVARIANTS
+            self.note_core(core_invariants.check(states, written, None, self.ledger.tokens, local))
         if self.successor:
             self._check_head_write(runs_before)
         self._check_waits(written, runs_before)
@@ -401,6 +430,7 @@ class LedgerKeeper:
             next_run,
             state.get("last_scheduled_at"),
             None if head_at is None else int(head_at),
+            self.clock.now_ms(),
         )
         self._add_mark(job_id, mark)
 
@@ -431,7 +461,10 @@ class LedgerKeeper:
                 continue
             after = self.inner.get(RUNS, run_key(run_id))
             if parts.kind == "end":
-                if after is not None and runs_before.get(run_id) is None:
+                # Only an end marker ends the life: a settle that decides a life's last head
+                # missed closes its end key with a closure marker (``closed``), and the life goes
+                # on to the next head (a miss is no run of ``max_runs``).
+                if after is not None and runs_before.get(run_id) is None and is_end_marker(after):
                     self._end_marker(parts.job_id, parts.instant_ms)
                 continue
             if parts.kind != "timed":
@@ -441,6 +474,7 @@ class LedgerKeeper:
             was_live = run_id in live
             if after is not None and head_invariants.is_live_record(after):
                 live.add(run_id)
+                self.ledger.live_since.setdefault(run_id, self.clock.now_ms())
                 if not was_live:
                     touched.append((parts.job_id, parts.instant_ms, run_id))
             else:

@@ -25,7 +25,9 @@ def moto_store(extra_indexes: tuple[str, ...] = ()) -> Iterator[DynamoStore]:
         region = os.environ["AWS_DEFAULT_REGION"]
         dynamodb = boto3.client("dynamodb", region_name=region)
         sqs = boto3.client("sqs", region_name=region)
-        resources = provision(dynamodb, sqs, prefix="chaos", extra_indexes=extra_indexes)
+        resources = provision(
+            dynamodb, sqs, prefix="chaos", parameters={"ClaimShape": "legacy"}, extra_indexes=extra_indexes
+        )
         dynamodb.create_table(
             TableName=EFFECTS,
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],

@@ -232,6 +232,8 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     "head_change_ops:_head_version",
     "head_change_ops:_change_marker_absent",
     "head_change_ops:_change_new_head_free",
+    # (w3chaos: chaos --migrate-midway catches these two as well, sim/migration.py;
+    # tests/sim/test_chaos_migrating.py)
     "_state_op:_state_unchanged",
     "convert_legacy_ops:_run_is_new",
     # Misfire, max_runs and backfill (w3mis): explore/sets_successor_mis.py ``CATCHERS``, or

@@ -57,11 +57,16 @@ class ChaosReport:
     store_requests: int = 0
     wall_seconds: float = 0.0
     trace: list[str] = field(default_factory=list)
+    # A migrating world's figures (sim/migration.py ``MigrationLog``): absent from the JSON and
+    # the summary of every other world, whose reports stay as they were.
+    migration: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = {
             k: v for k, v in self.__dict__.items() if k not in ("trace", "violation_keys", "core_examples")
         }
+        if not self.migration:
+            del data["migration"]
         return data
 
     def json_line(self) -> str:
@@ -90,6 +95,8 @@ class ChaosReport:
             + (", ".join(f"{k} {v}" for k, v in self.core_invariants.items()) or "none violated")
             + " (issue 25: reported, not yet enforced)",
         ]
+        if self.migration:
+            lines.append("  migration            " + ", ".join(f"{k} {v}" for k, v in self.migration.items()))
         if self.invariant_violations:
             lines.append(f"INVARIANT VIOLATIONS ({len(self.invariant_violations)}):")
             lines += [f"  - {v}" for v in self.invariant_violations[:50]]

@@ -144,6 +144,18 @@ class ChaosConfig:
     # runs table has the ``due`` index and the migration switch (core/claim_shape.py) is on before
     # the first job registers; the checks read heads, markers and epochs (sim/successor.py).
     successor: bool = False
+    # A migrating stack (issue 37 §5 "The migration", between the deploys: ports.DEPLOYED_INDEXES
+    # ["migrating"], the next-run, lease and due indexes): the switch starts off, every job
+    # registers and runs today's claim, and ``jobsched migrate successor-claim``'s write turns it
+    # on at a seeded moment of the window while claims, runs, retries and changes are in flight;
+    # the trigger and the reconcile pass convert the legacy states (sim/migration.py).
+    migrate_midway: bool = False
+
+    @property
+    def ends_successor(self) -> bool:
+        """The stack claims from heads by the run's end: the successor world's checks apply to
+        the final tables (sim/successor.py); a migrating run's legacy part is checked per write."""
+        return self.successor or self.migrate_midway
 
 
 @dataclass(frozen=True)

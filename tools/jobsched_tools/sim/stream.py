@@ -67,7 +67,7 @@ class JobStream(WorldState):
         """The event source mapping: records in order; a failed one is retried, in order, before
         any later one (a shard's iterator does not move past it)."""
         while self.stream and self.stream[0].due <= self.clock.now_ms():
-            _, job_id, created, image = self.stream[0]
+            due, job_id, created, image = self.stream[0]
             deliver = functools.partial(self.registrar.on_stream_record, "MODIFY", job_id, image, created)
             ok, _ = self.call("registrar", deliver, job_id)
             if not ok:
@@ -81,6 +81,10 @@ class JobStream(WorldState):
                 # here (store faults are rare).
                 if self._in(self.store.squeezes):
                     self.counts["stream_failed_in_squeeze"] += 1
+                    # Lost for good, as a record ``stream_lost`` drops: the reconcile pass applies
+                    # the change under the date it first sees it, the only date it has (the
+                    # invariants' ``after_writes`` holds no write to its person's date then).
+                    self._lost_for_good(job_id, due)
                 else:
                     self.unexpected.append(
                         f"registration_dropped {job_id}: registrar failed {STREAM_RETRIES + 1} times"
@@ -91,3 +95,10 @@ class JobStream(WorldState):
                 self.stream.insert(0, StreamRecord(self.clock.now_ms() + 1_000, job_id, created, image))
                 self.at(self.clock.now_ms() + 1_000, self._registrar_poll)
                 return
+
+    def _lost_for_good(self, job_id: str, due: int) -> None:
+        """The person's write whose record was due at ``due`` reached no registrar."""
+        writes = self.person_log.get(job_id, [])
+        for index, (at, item, delivered) in enumerate(writes):
+            if delivered == due:
+                writes[index] = (at, item, None)

@@ -20,6 +20,7 @@ from jobsched.ports import DUE_INDEX, Store
 from jobsched.services.completion import asks_delete, finished_as_written
 
 from jobsched_tools.sim.invariants import Checker, all_items, check
+from jobsched_tools.sim.migration import Migration
 from jobsched_tools.sim.report import ChaosReport
 from jobsched_tools.sim.scenario import ChaosConfig
 from jobsched_tools.sim.successor import SuccessorChecker
@@ -29,10 +30,11 @@ from jobsched_tools.sim.world_state import MINUTE
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "skipped", "missed", "cancelled"})
 
 
-class World(Workers):
+class World(Migration, Workers):
     """The world: its state (sim/world_state.py) and its actors, a mixin each: the stream
     (sim/stream.py), the people (sim/people.py), the trigger and detector (sim/ticks.py), the
-    workers (sim/workers.py). This module runs them: the event loop, the drain, the check."""
+    workers (sim/workers.py), and on a migrating stack the operator's switch (sim/migration.py).
+    This module runs them: the event loop, the drain, the check."""
 
     def __init__(self, cfg: ChaosConfig, store: Store | None = None) -> None:
         super().__init__(cfg, store)
@@ -55,6 +57,8 @@ class World(Workers):
         self.at(first_minute + self.rng.randrange(2000), self._tick)
         self.at(first_minute + 30_000 + self.rng.randrange(2000), self._detect)
         self._schedule_operators()
+        if self.cfg.migrate_midway:
+            self._schedule_migration()
         self.at(self.window_end, self._faults_off)
         self.at(self.window_end + 10 * MINUTE, self._drain_check)
         while True:
@@ -74,7 +78,10 @@ class World(Workers):
             while self._heap and self._heap[0].at <= self.clock.now_ms():
                 heapq.heappop(self._heap).action()
         self.clock.set(self.end)
-        report = check(self, SuccessorChecker if self.cfg.successor else Checker)
+        report = check(self, SuccessorChecker if self.cfg.ends_successor else Checker)
+        if self.cfg.migrate_midway:
+            report.migration = self.migration_figures()
+            report.invariant_violations += self.migration_violations()
         report.wall_seconds = round(time.perf_counter() - wall, 2)
         return report
 
@@ -90,11 +97,12 @@ class World(Workers):
         jobs = all_items(self.store.inner, STATE)
         # A successor-shaped world's markers end nothing (they are not runs), and its states have
         # no next-run entry: a job behind is a head at or before the window's end (open_runs).
-        settled = TERMINAL_STATUSES | MARKER_STATUSES if self.cfg.successor else TERMINAL_STATUSES
+        successor = self.cfg.ends_successor
+        settled = TERMINAL_STATUSES | MARKER_STATUSES if successor else TERMINAL_STATUSES
         open_runs = any(r.get("status") not in settled and r["scheduled_at"] <= self.window_end for r in runs)
         behind = any(
             j.get("status") == "active"
-            and (not self.cfg.successor or "next_run_at" in j)
+            and (not successor or "next_run_at" in j)
             and j.get("next_run_at", 0) <= self.window_end
             for j in jobs
         )
@@ -124,6 +132,6 @@ def run_chaos(cfg: ChaosConfig) -> ChaosReport:
     if cfg.store == "moto":
         from jobsched_tools.sim.moto_store import moto_store
 
-        with moto_store((DUE_INDEX,) if cfg.successor else ()) as store:
+        with moto_store((DUE_INDEX,) if cfg.ends_successor else ()) as store:
             return World(cfg, store).run()
     return World(cfg).run()

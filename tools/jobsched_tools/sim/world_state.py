@@ -134,7 +134,9 @@ class WorldState:
         # The scenarios' fault coverage per seed (tests/sim, docs/chaos.md) was set at 8 shards;
         # the simulated triggers each claim every shard (trigger groups: test_trigger_fanout.py).
         self.sched_cfg = SchedulerConfig(shard_count=8, trigger_groups=1)
-        due: tuple[str, ...] = (DUE_INDEX,) if cfg.successor else ()
+        # A successor-shaped or migrating stack's runs table has the ``due`` index (the memory
+        # store keeps today's indexes too: a migrating stack has all three).
+        due: tuple[str, ...] = (DUE_INDEX,) if cfg.ends_successor else ()
         inner = (
             store
             if store is not None
@@ -143,7 +145,8 @@ class WorldState:
         if cfg.successor:
             switch_to_successor(inner, self.clock.now_ms())
         self.store = FaultyStore(inner, self.rng, rates, self.counts, self.clock, self.log)
-        self.store.successor = cfg.successor
+        self.store.successor = cfg.ends_successor
+        self.store.migrating = cfg.migrate_midway
         self.store.head_writes = head_invariants.WriteLedger()
         self.store.head_write_slack_ms = rates.clock_skew_max_ms + 1000
         self.store.dispatch_lease_ms = self.sched_cfg.dispatch_lease_seconds * 1000
@@ -206,10 +209,11 @@ class WorldState:
             {"claim_concurrency": 1} if "claim_concurrency" in inspect.signature(Trigger).parameters else {}
         )
         # A successor-shaped stack's functions as runtime/wiring.py wires them (issue 37): the
-        # trigger reads the migration switch, the worker adopts a claimed run. Today's world
-        # passes neither, so its services make exactly today's calls.
-        shaped: dict[str, Any] = {"read_claim_shape": True} if cfg.successor else {}
-        adopting: dict[str, Any] = {"adopt_scheduled": True} if cfg.successor else {}
+        # trigger reads the migration switch, the worker adopts a claimed run (a migrating
+        # stack's too: its functions run the code that knows both claims before the switch).
+        # Today's world passes neither, so its services make exactly today's calls.
+        shaped: dict[str, Any] = {"read_claim_shape": True} if cfg.ends_successor else {}
+        adopting: dict[str, Any] = {"adopt_scheduled": True} if cfg.ends_successor else {}
         self.triggers = [
             Trigger(
                 self.store,

@@ -254,6 +254,25 @@ class DynamoStore:
         item = response.get("Item")
         return deserialize_item(item) if item is not None else None
 
+    def get_attributes(
+        self, table: str, key: Item, names: Sequence[str], consistent: bool = True
+    ) -> Item | None:
+        """GetItem with a ProjectionExpression (ports.AttributeRead). DynamoDB returns no
+        ``Item`` when none exists, and an empty one when it has none of ``names``."""
+        placeholders = {f"#a{index}": name for index, name in enumerate(names)}
+        try:
+            response = self.client.get_item(
+                TableName=self.table_name(table),
+                Key=serialize_item(key),
+                ConsistentRead=consistent,
+                ProjectionExpression=", ".join(placeholders),
+                ExpressionAttributeNames=placeholders,
+            )
+        except (ClientError, HTTPClientError, BotoConnectionError) as error:
+            _raise_mapped(error)
+        item = response.get("Item")
+        return deserialize_item(item) if item is not None else None
+
     def query(
         self,
         index: IndexName,
@@ -306,8 +325,9 @@ class DynamoStore:
             response = self.client.query(**request)
         except (ClientError, HTTPClientError, BotoConnectionError) as error:
             if not base and isinstance(error, ClientError) and _missing_index(error):
-                # A table made without an index the code defines (ports.UNDEPLOYED_INDEXES: "due"
-                # before the successor claim's deploy) is a setup error, never a transient one.
+                # An index the stack's deployed shape lacks (ports.DEPLOYED_INDEXES: "due" on a
+                # legacy stack, "next-run" and "lease" on a successor one) is a setup error or a
+                # path that should not query it, never a transient error.
                 raise ValueError(
                     f"the {self.table_name(INDEX_TABLE[index])} table has no index {index!r}: {error}"
                 ) from error

@@ -108,7 +108,9 @@ class App:
             clock,
             self.cfg,
             registrar=self.inline_registrar(clock),
-            read_claim_shape=True,  # the migration switch (issue 37): one read per invocation
+            # The stack's claim indexes (template.yaml's ClaimShape): a successor stack claims from
+            # ``due`` alone; a migrating one reads the switch once per invocation (issue 37).
+            deployed=self.settings.claim_shape,
         )
 
     def trigger_invocation(self) -> TriggerInvocation:
@@ -137,7 +139,14 @@ class App:
         from jobsched.services.registrar import Registrar
 
         return Registrar(
-            self.store, self.telemetry, clock, self.cfg, self.queue, report=False, allow_lists=self.settings
+            self.store,
+            self.telemetry,
+            clock,
+            self.cfg,
+            self.queue,
+            report=False,
+            allow_lists=self.settings,
+            deployed=self.settings.claim_shape,
         )
 
     def detector(self) -> MissDetector:
@@ -153,6 +162,7 @@ class App:
             registrar=self.inline_registrar(clock),
             dead_letter_sender=self.dead_letter_sender,
             dead_letter_queues=self.settings.allowed_dead_letter_queue_arns,
+            deployed=self.settings.claim_shape,
         )
 
     def registrar(self) -> Registrar:
@@ -170,6 +180,7 @@ class App:
             claim_now=lambda job_id: trigger.claim_now(job_id, "registrar"),
             detector_wake=self.detector_wake,
             allow_lists=self.settings,
+            deployed=self.settings.claim_shape,
         )
 
     @cached_property
@@ -189,7 +200,13 @@ class App:
         from jobsched.services.operations import Operations
 
         return Operations(
-            self.store, self.queue, self.telemetry, SystemClock(), self.cfg, allow_lists=self.settings
+            self.store,
+            self.queue,
+            self.telemetry,
+            SystemClock(),
+            self.cfg,
+            allow_lists=self.settings,
+            deployed=self.settings.claim_shape,
         )
 
     def worker(self, worker_id: str) -> Worker:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobsched.core.claim_shape import ClaimShape
+from jobsched.core.claim_shape import ClaimShape, DeployedShape
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.dead_letter import PENDING
@@ -93,12 +93,18 @@ class MissDetector:
         registrar: Registrar | None = None,
         dead_letter_sender: DeadLetterSender | None = None,
         dead_letter_queues: Collection[str] | None = None,
+        deployed: DeployedShape = DeployedShape.MIGRATING,
     ) -> None:
         self._store = store
         self._parallel = parallel_queries
         self._settler = Settler(store, telemetry, cfg)
-        self._registrar = registrar or Registrar(store, telemetry, clock, cfg, queue, report=False)
-        self._reconciler = Reconciler(store, telemetry, clock, cfg, self._registrar)
+        self._registrar = registrar or Registrar(
+            store, telemetry, clock, cfg, queue, report=False, deployed=deployed
+        )
+        # The stack's claim indexes (template.yaml's ClaimShape): ``successor`` has no next-run and
+        # no lease index, so the detector then sweeps ``due`` alone from its first invocation.
+        self._deployed = deployed
+        self._reconciler = Reconciler(store, telemetry, clock, cfg, self._registrar, deployed=deployed)
         # The lease expiry up to which the last run looked (see next_lease_lapse).
         self._leases_read_through = 0
         self._telemetry = telemetry
@@ -108,9 +114,10 @@ class MissDetector:
         self._chain = Chain(store, cfg)
         self._pauser = Pauser(store, telemetry, clock)
         self._dead_letters = DeadLetters(store, dead_letter_sender, telemetry, clock, cfg, dead_letter_queues)
-        # The migration switch (core/claim_shape.py), from the bookkeeping item the reconcile pass
-        # reads first in each invocation: on, the detector sweeps ``due`` instead of ``lease``.
-        self._due_sweep = False
+        # The stack's claim (core/claim_shape.py ``stack_shape``): its deployed indexes, and on a
+        # migrating stack the switch on the bookkeeping item the reconcile pass reads first in each
+        # invocation. Successor: the detector sweeps ``due`` instead of ``lease``.
+        self._due_sweep = deployed is DeployedShape.SUCCESSOR
         self._due: DueSweep[DetectResult] = DueSweep(
             store,
             telemetry,
@@ -207,18 +214,19 @@ class MissDetector:
         ``HEAD_CHECK_DELAY_MS``) comes to be checked by then: a lease lapsing later, or a head due
         later, is the next invocation's, as a job due later is."""
         failed: list[StoreError] = []
-        firsts = shard_pages(
-            self._store,
-            "next-run",
-            self._reconciler.shard_span,
-            None,
-            horizon_ms,
-            failed.append,
-            self._parallel,
-            1,
-        )  # shard_span: while a lowered ShardCount's dropped shards drain, those too
-        if bool(failed) or any(True for shard in firsts for _ in itertools.islice(shard, 1)):
-            return True
+        if self._deployed is not DeployedShape.SUCCESSOR:  # a successor stack has no next-run
+            firsts = shard_pages(
+                self._store,
+                "next-run",
+                self._reconciler.shard_span,
+                None,
+                horizon_ms,
+                failed.append,
+                self._parallel,
+                1,
+            )  # shard_span: while a lowered ShardCount's dropped shards drain, those too
+            if bool(failed) or any(True for shard in firsts for _ in itertools.islice(shard, 1)):
+                return True
         if not self._due_sweep:
             return False
         firsts = shard_pages(
@@ -274,7 +282,8 @@ class MissDetector:
         self._due_sweep = self._reconciler.claim_shape is ClaimShape.SUCCESSOR
         if self._due_sweep:
             # One sweep of ``due`` (services/head_detector.py): leases and overdue heads in one
-            # pass, so no run is judged twice; ``next-run`` below still finds legacy states.
+            # pass, so no run is judged twice; on a migrating stack ``next-run`` below still finds
+            # legacy states (a successor stack has no next-run: the reconcile pass converts them).
             self._leases_read_through = self._clock.now_ms() - self._cfg.clock_skew_allowance_ms
             self._due.sweep(result, budget_left, leases_only)
         else:
@@ -282,7 +291,8 @@ class MissDetector:
             self._recover_leases(result, budget_left)
         self._telemetry.metric("LeasesRecovered", result.leases_recovered)
         if not leases_only:
-            self._catch_up_overdue(result, budget_left)
+            if self._deployed is not DeployedShape.SUCCESSOR:
+                self._catch_up_overdue(result, budget_left)
             self._telemetry.metric("MissedRuns", result.missed_recorded)
             self._telemetry.metric("DetectorBacklog", result.backlog)
         if reconcile and not leases_only:

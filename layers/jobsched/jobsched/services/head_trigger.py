@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobsched.core.claim_shape import ClaimShape, stack_shape
+from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE, ClaimShape, DeployedShape, stack_shape
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, Throttled, TransientStoreError
 from jobsched.core.head import (
@@ -76,7 +76,7 @@ from jobsched.core.transitions.head_convert import (
 )
 from jobsched.core.transitions.head_finish import finish_life_ops, reads_as_finished
 from jobsched.core.writes import JOBS, RUNS, STATE, Item
-from jobsched.ports import Store, Telemetry
+from jobsched.ports import Store, Telemetry, read_attributes
 from jobsched.services.head_registrar import find_head, read_job_items
 from jobsched.services.loaded_job import load_job
 from jobsched.services.paging import merge_oldest_first, shard_pages
@@ -176,18 +176,25 @@ class HeadClaims:
         cfg: SchedulerConfig,
         claimer_id: str,
         repair: Callable[[str], object],
+        deployed: DeployedShape = DeployedShape.MIGRATING,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
         self._cfg = cfg
         self._claimer_id = claimer_id
         self._repair = repair
-        self._shape: ClaimShape | None = None
+        self._deployed = deployed
+        # Only a migrating stack's switch is read: legacy and successor decide it alone.
+        self._shape: ClaimShape | None = (
+            None if deployed is DeployedShape.MIGRATING else stack_shape(None, deployed)
+        )
 
     # --- the switch and the due pages ----------------------------------------------------------
 
     def stack_shape(self, invocation_id: str) -> ClaimShape:
-        """The stack's switch: one strongly consistent GetItem, kept for this object's life. The
+        """The stack's claim: a legacy or successor stack's from its indexes alone, with no read; a
+        migrating stack's switch from one strongly consistent GetItem of the bookkeeping item's
+        ``claim_shape`` alone (``read_attributes``), kept for this object's life. The
         trigger function builds its services per Lambda invocation (runtime/wiring.py
         ``trigger_invocation``), so that is one read per invocation, and a flip of the switch
         takes effect at the next invocation; a long-lived Trigger (a benchmark, a simulation)
@@ -196,7 +203,8 @@ class HeadClaims:
         transaction until it is converted)."""
         if self._shape is None:
             try:
-                self._shape = stack_shape(self._store.get(STATE, dict(BOOKKEEPING_KEY)))
+                switch = read_attributes(self._store, STATE, dict(BOOKKEEPING_KEY), (CLAIM_SHAPE_ATTRIBUTE,))
+                self._shape = stack_shape(switch, self._deployed)
             except StoreError as exc:
                 self._telemetry.event("claim_shape.unread", invocation_id, error=str(exc)[:300])
                 return ClaimShape.LEGACY

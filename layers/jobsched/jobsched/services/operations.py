@@ -12,6 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from jobsched.core.claim_shape import DeployedShape
 from jobsched.core.clock import Clock, dt_to_ms, iso_z, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
@@ -101,12 +102,14 @@ class Operations:
         known_targets: Collection[str] | None = None,
         wake_detector: WakeSender | None = None,
         allow_lists: AllowLists | None = None,
+        deployed: DeployedShape = DeployedShape.MIGRATING,
     ) -> None:
         """``known_targets``: the handlers the deployment ships, and ``allow_lists``: the stack's
         allow-lists, checked at registration as the registrar function checks them
         (services/allow_lists.py; None: not checked here, only by the registrar function).
         ``wake_detector``: sends the miss detector an invocation when a manual run or a backfill
-        makes a lease (services/waking.py); None: nothing to wake."""
+        makes a lease (services/waking.py); None: nothing to wake. ``deployed``: the stack's claim
+        indexes (template.yaml's ClaimShape), which decide the claim a new job's registration takes."""
         self._store = store
         self._telemetry = telemetry
         self._clock = clock
@@ -119,6 +122,7 @@ class Operations:
             queue,
             known_targets=known_targets,
             allow_lists=allow_lists,
+            deployed=deployed,
         )
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
         self._heads = HeadJoins(store, telemetry, cfg)

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobsched.core.claim_shape import ClaimShape, stack_shape
+from jobsched.core.claim_shape import ClaimShape, DeployedShape, stack_shape
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
@@ -103,8 +103,10 @@ class Reconciler:
         clock: Clock,
         cfg: SchedulerConfig,
         registrar: Registrar,
+        deployed: DeployedShape = DeployedShape.MIGRATING,
     ) -> None:
         self._store = store
+        self._deployed = deployed  # the stack's claim indexes (template.yaml's ClaimShape)
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
@@ -130,8 +132,9 @@ class Reconciler:
     @property
     def claim_shape(self) -> ClaimShape:
         """The stack's migration switch (core/claim_shape.py), from the bookkeeping item as last
-        read: the detector takes its ``due`` sweep from this read, not from one of its own."""
-        return stack_shape(self._item)
+        read: the detector takes its ``due`` sweep from this read, not from one of its own.
+        Legacy and successor stacks decide it by their indexes alone."""
+        return stack_shape(self._item, self._deployed)
 
     def run(self, budget_left: Callable[[], bool], deadline_ms: int | None = None) -> Reconciled:
         done = Reconciled()
@@ -144,7 +147,7 @@ class Reconciler:
         sets: Item = {}
         remove: list[str] = []
         self._shards(item, now, sets, remove, budget_left, deadline_ms, done)
-        successor = stack_shape(item) is ClaimShape.SUCCESSOR
+        successor = stack_shape(item, self._deployed) is ClaimShape.SUCCESSOR
         self._scan(item, now, sets, budget_left, deadline_ms, done, successor)
         try:
             self._store.update(bookkeeping_op(item, sets, tuple(remove), now))
@@ -208,12 +211,15 @@ class Reconciler:
         the switch on, ``due`` in place of ``lease`` (HC13): it holds every lease and every head,
         and a head on a dropped shard stays there until it is claimed or settled."""
         leases: IndexName = "due" if self.claim_shape is ClaimShape.SUCCESSOR else "lease"
+        # A stack deployed ``successor`` has no next-run: its legacy states are converted as the
+        # pass walks them, and a converted state is on no shard.
+        positions = self._deployed is not DeployedShape.SUCCESSOR
         empty = True
         for shard in shards:
             try:
                 if self._store.query(leases, shard, limit=1).items:
                     empty = False
-                for state in query_all(self._store, "next-run", shard):
+                for state in query_all(self._store, "next-run", shard) if positions else ():
                     empty = False
                     if not budget_left():
                         return False

@@ -20,7 +20,13 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
-from jobsched.core.claim_shape import ClaimShape, job_shape, stack_shape
+from jobsched.core.claim_shape import (
+    CLAIM_SHAPE_ATTRIBUTE,
+    ClaimShape,
+    DeployedShape,
+    job_shape,
+    stack_shape,
+)
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
@@ -55,7 +61,7 @@ from jobsched.core.transitions.register import (
     redate_window,
 )
 from jobsched.core.writes import JOBS, STATE, Item, Update
-from jobsched.ports import Store, Telemetry, WorkQueue
+from jobsched.ports import Store, Telemetry, WorkQueue, read_attributes
 from jobsched.services.allow_lists import AllowLists, allow_list_problems
 from jobsched.services.definitions import Definitions
 from jobsched.services.dispatch import Dispatcher
@@ -114,11 +120,13 @@ class Registrar:
         claim_now: Callable[[str], object] | None = None,
         detector_wake: DetectorWake | None = None,
         allow_lists: AllowLists | None = None,
+        deployed: DeployedShape = DeployedShape.MIGRATING,
     ) -> None:
         self._store = store
         self._telemetry = telemetry
         self._clock = clock
         self._cfg = cfg
+        self._deployed = deployed  # the stack's claim indexes (template.yaml's ClaimShape)
         self._settler = Settler(store, telemetry, cfg)
         self._definitions = Definitions(store, cfg)
         self._dispatcher = (
@@ -144,7 +152,11 @@ class Registrar:
         self._wake = detector_wake
         # The successor claim's path (issue 37), for jobs whose ``job_shape`` says so.
         self._heads = HeadRegistrar(store, telemetry, clock, cfg, self._definitions, self._dispatcher)
-        self._stack: ClaimShape | None = None  # the migration switch, once read (``_stack_shape``)
+        # The stack's claim: a legacy or successor stack's from its indexes alone; a migrating
+        # stack's switch once read (``_stack_shape``).
+        self._stack: ClaimShape | None = (
+            None if deployed is DeployedShape.MIGRATING else stack_shape(None, deployed)
+        )
 
     def on_stream_record(
         self,
@@ -186,11 +198,11 @@ class Registrar:
         applied: Registration | None = None
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
-            state = self._read_state(job_id)
+            state = self._store.get(STATE, {"job_id": job_id})
             try:
                 stack = None
                 if state is None or EPOCH not in state or any(a in state for a in INDEX_ATTRIBUTES):
-                    stack = self._stack
+                    stack = self._stack_shape()
                 if _successor(state, stack):
                     outcome = self._register_successor(
                         job_id, job, state, deadline_ms, changed_at, report, provisional, written, image
@@ -209,22 +221,17 @@ class Registrar:
         self._telemetry.event("job.registration_conflict", job_id)
         return Registration.CONFLICT
 
-    def _read_state(self, job_id: str) -> Item | None:
-        """The job's state, strongly consistent. The first read of this registrar's life also reads
-        the stack's migration switch (core/claim_shape.py, the detector's bookkeeping item) in the
-        same request (a BatchGetItem of both keys): a registrar lives one invocation
-        (functions/registrar/app.py; the trigger's and the detector's inline ones), so the switch
-        is read once an invocation, and a switch set meanwhile is read by the next; and the
-        registration makes no more requests than today's."""
-        key = {"job_id": job_id}
-        if self._stack is not None:
-            return self._store.get(STATE, key)
-        found = {
-            str(item["job_id"]): item
-            for item in self._store.batch_get(STATE, [key, dict(BOOKKEEPING_KEY)], consistent=True)
-        }
-        self._stack = stack_shape(found.get(str(BOOKKEEPING_KEY["job_id"])))
-        return found.get(job_id)
+    def _stack_shape(self) -> ClaimShape:
+        """The stack's claim, for a state that does not decide its own (none, or legacy): a legacy
+        or successor stack's from its indexes, with no read; a migrating stack's switch (core/
+        claim_shape.py) from one strongly consistent GetItem of the bookkeeping item's
+        ``claim_shape`` alone, the first time this registrar needs it: a registrar lives one
+        invocation (functions/registrar/app.py; the trigger's and the detector's inline ones), so
+        a switch set meanwhile is read by the next. A converted state needs no read at all."""
+        if self._stack is None:
+            switch = read_attributes(self._store, STATE, dict(BOOKKEEPING_KEY), (CLAIM_SHAPE_ATTRIBUTE,))
+            self._stack = stack_shape(switch, self._deployed)
+        return self._stack
 
     def _report_only(self, job_id: str) -> Registration:
         """A job item keyed with no job id (``is_job_id``) is invalid, and gets no state item:

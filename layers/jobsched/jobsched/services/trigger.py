@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobsched.core.claim_shape import ClaimShape, job_shape
+from jobsched.core.claim_shape import ClaimShape, DeployedShape, job_shape
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, Throttled, TransientStoreError
@@ -124,8 +124,15 @@ class Trigger:
         registrar: Registrar | None = None,
         claimer_id: str | None = None,
         read_claim_shape: bool = False,
+        deployed: DeployedShape | None = None,
     ) -> None:
         self._store = store
+        # The stack's claim indexes (template.yaml's ClaimShape, runtime/wiring.py passes
+        # ``Settings.claim_shape``). Not given: ``read_claim_shape`` says migrating (the switch is
+        # read) or legacy (exactly today's calls: a benchmark, a simulation of today's stack).
+        if deployed is None:
+            deployed = DeployedShape.MIGRATING if read_claim_shape else DeployedShape.LEGACY
+        self._deployed = deployed
         # Names this trigger's claims (with the invocation and the occurrence), so that a write
         # retried after its first attempt landed is recognised as its own, and a racer's is not.
         self._claimer_id = claimer_id or uuid.uuid4().hex[:12]
@@ -133,19 +140,21 @@ class Trigger:
         self._clock = clock
         self._cfg = cfg
         self._dispatcher = Dispatcher(queue, telemetry, clock, Definitions(store, cfg))
-        self._registrar = registrar or Registrar(store, telemetry, clock, cfg, queue, report=False)
+        self._registrar = registrar or Registrar(
+            store, telemetry, clock, cfg, queue, report=False, deployed=deployed
+        )
         self._parallel = parallel_queries
         # Sequential queries and claims make a tick fully deterministic (the chaos simulation and
         # tests ask for parallel_queries=False); Lambda uses the configured concurrency.
         if claim_concurrency is None:
             claim_concurrency = cfg.claim_concurrency if parallel_queries else 1
         self._claim_concurrency = claim_concurrency
-        # The successor claim (issue 37), taken only with the stack's migration switch on. The
-        # function reads the switch (runtime/wiring.py: once per invocation); a Trigger built
-        # without ``read_claim_shape`` (a benchmark, a simulation of today's stack) makes exactly
-        # today's calls.
-        self._heads = HeadClaims(store, telemetry, cfg, self._claimer_id, self._registrar.apply)
-        self._read_claim_shape = read_claim_shape
+        # The successor claim (issue 37): from the first tick on a stack deployed ``successor``;
+        # on a ``migrating`` one only with the stack's switch on, read once per invocation
+        # (runtime/wiring.py); never on a ``legacy`` one.
+        self._heads = HeadClaims(
+            store, telemetry, cfg, self._claimer_id, self._registrar.apply, deployed=deployed
+        )
 
     # --- the tick ------------------------------------------------------------------------------
 
@@ -166,8 +175,11 @@ class Trigger:
 
         tick = _Tick(invocation_id, now, window_to, _ClaimBudget(self._cfg.max_claims_per_tick), out_of_time)
         result = TickResult()
-        successor = self._read_claim_shape and self._heads.stack_shape(invocation_id) is ClaimShape.SUCCESSOR
-        due = self._due_jobs(window_from, window_to, result, shards)
+        successor = self._heads.stack_shape(invocation_id) is ClaimShape.SUCCESSOR
+        # A stack deployed ``successor`` has no next-run index: its legacy states (a stack
+        # deployed so over unconverted ones) are the reconcile pass's to convert.
+        no_next_run = self._deployed is DeployedShape.SUCCESSOR
+        due = iter(()) if no_next_run else self._due_jobs(window_from, window_to, result, shards)
         with _Sender(self._dispatcher, result, parallel=self._claim_concurrency > 1) as sender:
             # With the switch on, a legacy state met in next-run is converted and its head
             # claimed (head_trigger.py), then the heads in the due index are claimed.
@@ -197,6 +209,8 @@ class Trigger:
         state = self._read_state(job_id, successor_too=True)
         if state is not None and job_shape(state, ClaimShape.LEGACY) is ClaimShape.SUCCESSOR:
             return self._claim_head_now(job_id, invocation_id, now)
+        if state is not None and self._deployed is DeployedShape.SUCCESSOR:
+            return self._convert_now(state, invocation_id, now)
         if state is None or int(state["next_run_at"]) > now + self._cfg.lookahead_seconds * 1000:
             return result  # nothing a tick would claim now
         tick = _Tick(
@@ -224,6 +238,17 @@ class Trigger:
         if result.claimed:
             self._telemetry.metric("EarlyClaims", result.claimed)
             self._telemetry.event("claim.early", job_id, **result.summary())
+        return result
+
+    def _convert_now(self, state: Item, invocation_id: str, now: int) -> TickResult:
+        """``claim_now`` for a legacy state on a stack deployed ``successor`` (no next-run to claim
+        it from): converted and its head claimed, as a tick on a migrating stack does."""
+        result = TickResult()
+        window_to = now + self._cfg.lookahead_seconds * 1000
+        budget = _ClaimBudget(self._cfg.max_claims_per_tick)
+        tick = _Tick(invocation_id, now, window_to, budget, lambda: False)
+        with _Sender(self._dispatcher, result, parallel=False) as sender:
+            sender.collect(*self._convert_isolated(state, tick))
         return result
 
     def _convert_isolated(self, state: Item, tick: _Tick) -> tuple[TickResult, list[Item]]:
