@@ -504,6 +504,9 @@ PROMISE_SETS: dict[str, tuple[int, Any]] = {
     "drain-detectors": (2, ()),
     # a stale skip after its holder ended and the skipped run was redispatched (row 8)
     "workers-detector-skip": (2, ()),
+    # w3floor: a change between the pass and the late record keeps the floor the record dates
+    "redate-after-retime": (2, ()),
+    "redate-after-pause": (2, ()),
 }
 
 
@@ -531,6 +534,31 @@ def test_a_late_records_occurrences_are_checked_from_the_persons_write(
     from jobsched.services.registrar import Registrar
 
     monkeypatch.setattr(Registrar, "_late_record", lambda *_args, **_kwargs: False)
+    found = explore(PROMISES[name], k=1, stop_on_first=True)
+    assert {f.check: f.key for f in found.violations} == {"lost_occurrence": rid(5)}
+
+
+def _dropping_floor(state: Any, _now: int) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``kept_redate_marks`` as it was before w3floor: any later change drops the floor."""
+    from jobsched.core.transitions.register import REDATE_MARKS
+
+    return {}, tuple(name for name in REDATE_MARKS if state is not None and name in state)
+
+
+@pytest.mark.parametrize(
+    ("name", "mutant"),
+    [("redate-after-retime", "kept_redate_marks"), ("redate-after-pause", "_dates_floor")],
+)
+def test_a_change_before_the_late_record_keeps_the_floor_the_record_dates(
+    name: str, mutant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """w3floor: a retime or a pause applied between the reconcile pass and the resume's late
+    record. With the floor dropped by the change (``kept_redate_marks`` as it was), or a record
+    that applied the change first not reading again (``_dates_floor``), 00:05 is reported lost."""
+    from jobsched.services import registrar
+
+    replacement = _dropping_floor if mutant == "kept_redate_marks" else (lambda *_args: False)
+    monkeypatch.setattr(registrar, mutant, replacement)
     found = explore(PROMISES[name], k=1, stop_on_first=True)
     assert {f.check: f.key for f in found.violations} == {"lost_occurrence": rid(5)}
 

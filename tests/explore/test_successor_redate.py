@@ -1,16 +1,21 @@
 """``redate-across-epochs`` (HC4; explore/sets_successor_redate.py) on the product's explorer's
 successor world: a resume's late stream record, after the reconcile pass applied the resume, puts
 00:05 in the head's epoch beside the pause's cancelled head, against the head's claim, a backfill
-of the same key and its own duplicate. The sets hold at k=1; the redate's record part switched off
+of the same key and its own duplicate, or a change applied from its own record (w3floor's
+``redate-after-*``). The sets hold at k=1; the redate's record part switched off
 (``redate_with_head_ops:_run_is_new``, sim/mutants.py ``SUCCESSOR_SWITCHABLE``) is caught, and so
-is the successor registrar without its redate (00:05 lost)."""
+are the successor registrar without its redate and a later change dropping the floor (00:05 lost)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
+import jobsched.core.transitions.head_redate as head_redate
+import jobsched.services.registrar as registrar
 import pytest
+from jobsched.core.transitions.register import REDATE_MARKS
 from jobsched.services.head_registrar import HeadRegistrar
 from jobsched_tools.explore import successor
 from jobsched_tools.explore.sets_successor_redate import REDATE_SETS
@@ -38,10 +43,38 @@ def _no_successor_redate() -> Iterator[None]:
         HeadRegistrar._late_record = original  # type: ignore[method-assign]
 
 
+@contextmanager
+def _floor_dropped() -> Iterator[None]:
+    """w3floor's fix undone: a change after the pass drops the floor (as before)."""
+    original = head_redate.kept_redate_marks
+
+    def dropping(state: Any, _now: int) -> tuple[dict[str, Any], tuple[str, ...]]:
+        return {}, tuple(name for name in REDATE_MARKS if state is not None and name in state)
+
+    head_redate.kept_redate_marks = dropping
+    try:
+        yield
+    finally:
+        head_redate.kept_redate_marks = original
+
+
+@contextmanager
+def _no_second_read() -> Iterator[None]:
+    """w3floor's read again undone: a record that applied a later item first dates nothing."""
+    original = registrar._dates_floor
+    registrar._dates_floor = lambda *_args: False
+    try:
+        yield
+    finally:
+        registrar._dates_floor = original
+
+
 # Each mutant: what it does, the set that catches it, and what that set reports.
 MUTANTS: dict[str, tuple[Callable[[], AbstractContextManager[None]], str, str]] = {
     RUN_IS_NEW: (lambda: switched_off(RUN_IS_NEW), "redate-across-epochs", "record_overwritten"),
     "no successor redate": (_no_successor_redate, "redate-across-epochs-run", "lost_occurrence"),
+    "floor dropped by a later change": (_floor_dropped, "redate-after-retime", "lost_occurrence"),
+    "no read again after the record's change": (_no_second_read, "redate-after-pause", "lost_occurrence"),
 }
 
 

@@ -8,6 +8,7 @@ person's write and the pass's date behind the head (or, without one, the state's
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from jobsched.core import head_invariants
 from jobsched.core.head import is_record
 from jobsched.core.head_change import EPOCH
 from jobsched.core.state import Registration
-from jobsched.core.transitions.register import REDATE_FLOOR
+from jobsched.core.transitions.register import REDATE_FLOOR, REDATE_UNTIL
 from jobsched.core.writes import JOBS, RUNS, STATE, Put
 from jobsched.services.head_registrar import find_head, read_job_items
 from jobsched_tools.sim.invariants import all_items
@@ -145,7 +146,8 @@ def test_a_late_record_of_an_earlier_write_does_not_date_a_later_one(senv: Env) 
 
 def test_a_change_s_own_record_leaves_no_floor(senv: Env) -> None:
     """Only the pass's date is provisional: a change applied from its own record is dated
-    exactly, and a later change drops a floor the pass left."""
+    exactly, and a later change keeps a floor the pass left, with the pass's date and digest
+    aside, for the late record (tests/functional/test_redate_floor.py)."""
     senv.clock.set(T0 - 500)
     created = put(senv, job("own", "cron(0 0 * * ? *)").to_item())
     senv.claiming_registrar().on_stream_record("INSERT", "own", None, changed_at=created)
@@ -153,9 +155,10 @@ def test_a_change_s_own_record_leaves_no_floor(senv: Env) -> None:
     put(senv, job("floor", "cron(0 0 * * ? *)").to_item())
     reconciled_first(senv, T0 + 10 * SECOND)
     assert REDATE_FLOOR in senv.state("floor")
+    dated = senv.state("floor")["changed_at"]
     put(senv, job("floor", "cron(0 1 * * ? *)").to_item())
     senv.claiming_registrar().apply("floor")
-    assert REDATE_FLOOR not in senv.state("floor")
+    assert REDATE_FLOOR in senv.state("floor") and senv.state("floor")[REDATE_UNTIL] == dated
 
 
 def test_a_late_record_of_the_same_item_written_before_a_pause_dates_nothing(senv: Env) -> None:
@@ -182,3 +185,60 @@ def test_a_late_record_of_the_same_item_written_before_a_pause_dates_nothing(sen
     for minute in (2, 3):
         assert records_at(senv, "aba", T0 + minute * MINUTE) == [], minute  # paused then
     successor_invariants_hold(senv)
+
+
+STATE_UNCHANGED = "redate_with_head_ops:_state_unchanged"
+RETIMED_AT = T0 + 2 * MINUTE
+
+
+def retime_raced_into_the_redate(senv: Env, monkeypatch: pytest.MonkeyPatch, part_on: bool) -> dict[str, Any]:
+    """w3floor: a retime (applied from its own record) lands between the late record's read and
+    its redate; misfire ``skip``, so the record is ``missed`` and the head is not relinked: only
+    the state's part stands between them. Returns the state after the record."""
+    from jobsched.core.job import Misfire, MisfirePolicy
+    from jobsched_tools.sim.mutants import switched_off
+
+    skip = Misfire(policy=MisfirePolicy.SKIP)
+    senv.clock.set(T0 - 500)
+    created = put(senv, job("daily", "cron(0 0 * * ? *)", misfire=skip).to_item())
+    reconciled_first(senv, T0 + 10 * SECOND)
+    senv.clock.set(RETIMED_AT)
+    original, raced = senv.store.write, []
+
+    def racing(ops: Any) -> None:
+        if not raced and ops and ops[0].label == "redate a reconciled change":
+            raced.append(True)
+            monkeypatch.setattr(senv.store, "write", original)
+            put(senv, job("daily", "cron(0 1 * * ? *)", misfire=skip).to_item())
+            senv.claiming_registrar().apply("daily")
+        original(ops)
+
+    monkeypatch.setattr(senv.store, "write", racing)
+    with nullcontext() if part_on else switched_off(STATE_UNCHANGED, successor=True):
+        late_record(senv, "daily", created)
+    assert raced
+    state = senv.state("daily")
+    assert state["timing"]["schedule"] == "cron(0 1 * * ? *)"
+    return state
+
+
+def test_a_retime_between_the_record_s_read_and_its_write_keeps_its_date(
+    senv: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record reads again and dates the floor the retime kept (00:00 ``missed``, in the new
+    head's epoch); the retime's ``changed_at`` (what ``jobsched show`` and the chaos checker
+    read) stays."""
+    state = retime_raced_into_the_redate(senv, monkeypatch, part_on=True)
+    assert state["changed_at"] == RETIMED_AT
+    assert [r["status"] for r in records_at(senv, "daily", T0)] == ["missed"]
+    successor_invariants_hold(senv)
+
+
+def test_the_redate_s_state_part_is_caught_by_a_retime_between_its_read_and_write(
+    senv: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``redate_with_head_ops:_state_unchanged`` switched off (sim/mutants.py
+    ``SUCCESSOR_SWITCHABLE``): the record's write lands over the retime and sets the state's
+    ``changed_at`` back to the person's first write, so the retime reads as made before 00:00."""
+    state = retime_raced_into_the_redate(senv, monkeypatch, part_on=False)
+    assert state["changed_at"] != RETIMED_AT

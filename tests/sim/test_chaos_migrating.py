@@ -21,8 +21,7 @@ from jobsched.core.run import parse_run_id
 from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY
 from jobsched.core.writes import RUNS, STATE, Put
 from jobsched_tools.cli.main import main
-from jobsched_tools.ops import migrate
-from jobsched_tools.sim import ChaosConfig, ChaosReport, FaultRates, run_chaos
+from jobsched_tools.sim import ChaosConfig, ChaosReport, FaultRates, migration, run_chaos
 from jobsched_tools.sim.invariants import all_items
 from jobsched_tools.sim.lease_store import LeaseIndexedMemoryStore
 from jobsched_tools.sim.mutants import SUCCESSOR_SWITCHABLE, switched_off
@@ -107,7 +106,7 @@ def test_the_checks_fail_a_world_whose_switch_never_lands(monkeypatch: pytest.Mo
     """The checks can fail: with the operator's write dropped (the switch stays off, every job
     claims as today), the run reports the switch missing, every active job without a head (H1)
     and with its next-run entry (registration_not_converged)."""
-    monkeypatch.setattr(migrate, "switch_on", lambda *_args, **_kwargs: True)
+    monkeypatch.setattr(migration, "write_switch", lambda *_args, **_kwargs: True)
     report = run_chaos(replace(SMALL, hours=0.5, faults=FaultRates.none()))
     kinds = _kinds(report)
     assert set(kinds) == {"migration_not_switched", "H1_one_head", "registration_not_converged"}, kinds

@@ -3,11 +3,11 @@ late, not lost, arriving after the reconcile pass applied its change), more paus
 malformed items, with the services' successor paths. Seed 1 found a re-put's late record, after
 a pause and a resume the pass applied, recording the pause's occurrences (``run_not_due``):
 a record of a write made before the registration the pass's change came after now dates nothing
-(core/transitions/head_redate.py ``written_before_the_change``)."""
+(core/transitions/register.py ``written_before_the_change``)."""
 
 from __future__ import annotations
 
-import jobsched.services.head_registrar as head_registrar
+import jobsched.core.transitions.register as register
 import pytest
 from jobsched_tools.sim import ChaosConfig, FaultRates, run_chaos
 
@@ -24,6 +24,6 @@ def test_late_records_on_a_successor_stack_hold_every_invariant(monkeypatch: pyt
     assert report.faults_injected.get("stream_late", 0) > 10
     assert report.invariant_violations == [], report.invariant_violations[:5]
     # Without the check, the re-put's record dates the resume and records the pause's instants.
-    monkeypatch.setattr(head_registrar, "written_before_the_change", lambda *_args: False)
+    monkeypatch.setattr(register, "written_before_the_change", lambda *_args: False)
     kinds = {v.split(" ", 1)[0] for v in run_chaos(late_records_world()).invariant_violations}
     assert "run_not_due" in kinds

@@ -1,6 +1,6 @@
 """Build step S3 (docs/proposals/successor-claim-build.md §5): the `due` index, defined once in
 code (``jobsched.ports.index_definition``) and created by template.yaml under ``ClaimShape``
-migrating and successor (tests/template/test_claim_shape.py holds each shape's indexes). These
+migrating and successor (tests/template/test_template_claim_shape.py holds each shape's indexes). These
 hold that definition to the plan's §0, the template's `due` to it, and the tooling that adds it to
 a legacy stack's tables (provision's ``extra_indexes``, the migrating deploy on moto).
 """

@@ -689,7 +689,7 @@ def test_table_specs_are_create_table_kwargs(template: dict[str, Any]) -> None:
 
 def test_provision_creates_the_data_model(aws: tuple[Any, Any]) -> None:
     """A legacy stack's tables (ClaimShape legacy: next-run and lease); tests/template/
-    test_claim_shape.py checks each shape's indexes, the default's `due` among them."""
+    test_template_claim_shape.py checks each shape's indexes, the default's `due` among them."""
     dynamodb, sqs = aws
     resources = provision(dynamodb, sqs, prefix="t", parameters={"ClaimShape": "legacy"})
 

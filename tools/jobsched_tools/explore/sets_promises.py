@@ -345,3 +345,31 @@ PROMISES.update(
         ),
     )
 )
+
+# w3floor: a change applied between the reconcile pass and the late stream record of the write the
+# pass applied (a retime, a pause, each from its own record) keeps the pass's provisional date
+# (``redate_floor``, core/transitions/register.py ``kept_redate_marks``) until the record dates it:
+# 00:05, due after the resume (00:04:30) and before the pass's date (00:05:10), runs or is
+# recorded whichever comes first (dropped by the change: ``lost_occurrence``). The record may also
+# read the job item first and apply the change itself: it then reads again and dates the floor.
+PROMISES.update(
+    by_name(
+        *(
+            ActorSet(
+                f"redate-after-{change}",
+                (
+                    actor_spec("record", "late_record", arg=RESUMED_AT),
+                    actor_spec("person", "registrar", arg=change),
+                ),
+                setup="resumed-reconciled",
+                at=T0 + 6 * MINUTE + 30 * SECOND,
+                window_end=T0 + 11 * MINUTE,
+                budget=Budget(crashes=0, dups=1),
+                note=f"a resume's late stream record (after the reconcile pass applied it) races a "
+                f"{change} applied from its own record: 00:05, due after the person's write, is "
+                "recorded whichever lands first",
+            )
+            for change in ("retime", "pause")
+        ),
+    )
+)

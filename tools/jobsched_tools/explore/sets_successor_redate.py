@@ -19,10 +19,13 @@ record with what else writes before or at the head:
   run that joins the chain by relinking the head, against the head's claim (no backfill: without
   the record's redate, nothing records 00:05, ``lost_occurrence``).
 
-Not explored here (a gap, not a rule): a change applied between the pass and the late record (a
-retime, a pause) drops ``redate_floor``, so the record dates nothing and 00:05 is never recorded
-(today's path does the same: ``Registrar._late_record``); a set racing a change with the record
-reports ``lost_occurrence`` on the product as it is.
+- ``redate-after-retime``, ``redate-after-pause`` (w3floor): the record and a change applied from
+  its own record (a retime, a pause) between the pass and the record. The change keeps the floor,
+  the pass's date and digest aside (core/transitions/register.py ``kept_redate_marks``), so the
+  record still records 00:05 (the resume's timing; ``missed`` once paused), behind the head the
+  change left; a record that read the job item first applies the change itself and reads again
+  (services/registrar.py ``_dates_floor``). With the change dropping the floor, or without the
+  read again: ``lost_occurrence`` at 00:05 (tests/explore/test_successor_redate.py).
 """
 
 from __future__ import annotations
@@ -66,5 +69,19 @@ REDATE_SETS = by_name(
         budget=Budget(crashes=0, dups=1),
         note="misfire run_once: 00:05 runs late behind the head, relinking it, as a tick claims "
         "the head; without the record's redate 00:05 is lost",
+    ),
+    # w3floor: a change between the pass and the late record keeps the floor the record dates.
+    *(
+        ActorSet(
+            f"redate-after-{change}",
+            (_a("record", "late_record", arg=RESUMED_AT), _a("person", "registrar", arg=change)),
+            setup="resumed-reconciled",
+            at=T0 + 6 * MINUTE + 30 * SECOND,
+            window_end=WINDOW_END,
+            budget=Budget(crashes=0, dups=1),
+            note=f"a resume's late record races a {change} applied from its own record: 00:05, "
+            "due after the person's write, is recorded whichever lands first",
+        )
+        for change in ("retime", "pause")
     ),
 )

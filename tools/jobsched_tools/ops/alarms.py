@@ -10,7 +10,7 @@ keeps the deployed template plain CloudFormation that every tool here reads.
 No alarm watches one index: the DynamoDB ones are per table (a write an index throttles counts on
 its table). An alarm on a claim index (a ``GlobalSecondaryIndexName`` dimension) would need the
 index's presence under ``ClaimShape`` as its condition (capacity.SCALED's ``condition``):
-tests/template/test_claim_shape.py fails for any resource naming an index its stack lacks.
+tests/template/test_template_claim_shape.py fails for any resource naming an index its stack lacks.
 """
 
 from __future__ import annotations

@@ -25,15 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE, ClaimShape, DeployedShape, stack_shape
-from jobsched.core.errors import ConditionFailed
-from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY, bookkeeping_op
+from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY
 from jobsched.core.writes import STATE, Item
 from jobsched.ports import DEPLOYED_INDEXES, DUE_INDEX, Store
+from jobsched.services.claim_switch import write_switch
 from jobsched.services.head_reconciler import LEGACY_LAST_PASS, LEGACY_LAST_PASS_AT
 from jobsched.services.paging import query_all
 
-# Rounds of the switch's write against a detector moving the bookkeeping item at the same time.
-SWITCH_TRIES = 5
 SCAN_PAGE = 100
 # Lease entries compared with ``due`` per shard (the check's cost stays bounded).
 LEASES_COMPARED = 100
@@ -117,20 +115,10 @@ def require_migrating(deployed: Deployed, runs_table: str) -> None:
 
 
 def switch_on(store: Store, dynamodb: Any, state_table: str, runs_table: str, now: int) -> bool:
-    """Set the switch. Returns False when it was on already. Raises ``NotMigrating``."""
+    """Set the switch (services/claim_switch.py). Returns False when it was on already. Raises
+    ``NotMigrating``."""
     require_migrating(deployed_shape(dynamodb, state_table, runs_table), runs_table)
-    for _ in range(SWITCH_TRIES):
-        current = store.get(STATE, dict(BOOKKEEPING_KEY))
-        if stack_shape(current) is ClaimShape.SUCCESSOR:
-            return False
-        try:
-            store.write(
-                [bookkeeping_op(current, {CLAIM_SHAPE_ATTRIBUTE: ClaimShape.SUCCESSOR.value}, (), now)]
-            )
-        except ConditionFailed:
-            continue  # the detector moved its cursor meanwhile: read it again
-        return True
-    raise RuntimeError("the detector's bookkeeping item kept moving: try again")
+    return write_switch(store, now)
 
 
 @dataclass

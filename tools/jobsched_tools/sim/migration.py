@@ -2,9 +2,10 @@
 §5 "The migration", between the deploys): a migrating stack (ports.DEPLOYED_INDEXES["migrating"]:
 the next-run, lease and due indexes) whose functions all run the code that knows both claims, with
 the switch off. Every job registers and runs today's claim; at a seeded moment of the window an
-operator runs ``jobsched migrate successor-claim`` (ops/migrate.py ``switch_on``, its write
-through the faulty store) while claims, runs, retries and changes are in flight, and the trigger,
-the registrar and the reconcile pass convert the legacy states (core/transitions/head_convert.py).
+operator runs ``jobsched migrate successor-claim`` (its write, services/claim_switch.py, which
+ops/migrate.py ``switch_on`` makes, through the faulty store) while claims, runs, retries and
+changes are in flight, and the trigger, the registrar and the reconcile pass convert the legacy
+states (core/transitions/head_convert.py).
 
 The moments that make the conversion's conditions matter, made on purpose:
 
@@ -29,7 +30,6 @@ A part of ``World`` (sim/world.py), mixed in over the trigger and the detector (
 
 from __future__ import annotations
 
-import inspect
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +39,8 @@ from jobsched.core.claim_shape import ClaimShape, stack_shape
 from jobsched.core.clock import iso_z
 from jobsched.core.transitions.bookkeeping import BOOKKEEPING_KEY
 from jobsched.core.transitions.head_convert import is_legacy
-from jobsched.core.writes import RUNS, STATE, Update, WriteOp
-from jobsched.ports import DEPLOYED_INDEXES, INDEX_TABLE
+from jobsched.core.writes import STATE, Update, WriteOp
+from jobsched.services.claim_switch import write_switch
 from jobsched.services.definitions import Definitions
 from jobsched.services.head_registrar import convert_legacy
 from jobsched.services.registrar import Registrar
@@ -68,27 +68,6 @@ SWITCH_BETWEEN = (0.3, 0.6)
 # The switch lands inside the first legacy claim after the operator's moment, or at most this
 # late (an outage may leave no claim to land in).
 LAND_WITHIN_MS = 3 * MINUTE
-
-
-class _MigratingTables:
-    """The tables' DescribeTable as ``switch_on`` reads it (ops/migrate.py): a migrating stack's
-    claim indexes (``ports.DEPLOYED_INDEXES["migrating"]``), each on its table, ACTIVE."""
-
-    def describe_table(self, TableName: str) -> dict[str, Any]:
-        names = sorted(name for name in DEPLOYED_INDEXES["migrating"] if INDEX_TABLE[name] == TableName)
-        indexes = [{"IndexName": name, "IndexStatus": "ACTIVE"} for name in names]
-        return {"Table": {"GlobalSecondaryIndexes": indexes}}
-
-
-def _switch_arguments(now: int) -> dict[str, Any]:
-    """``switch_on``'s table names and time; the state table's too where it reads both tables'
-    indexes (h/w3runtime's ``deployed_shape``)."""
-    from jobsched_tools.ops.migrate import switch_on
-
-    arguments: dict[str, Any] = {"runs_table": RUNS, "now": now}
-    if "state_table" in inspect.signature(switch_on).parameters:
-        arguments["state_table"] = STATE
-    return arguments
 
 
 @dataclass
@@ -218,11 +197,10 @@ class Migration(TriggerAndDetector):
             convert_legacy(self.store, self.sched_cfg, definitions, state, self.clock.now_ms())
 
     def _switch(self) -> bool:
-        """``jobsched migrate successor-claim``: ops/migrate.py's ``switch_on``, its write through
-        the faulty store (throttled or failing as any call), retried by the operator a minute
-        later until it lands."""
-        from jobsched_tools.ops.migrate import switch_on
-
+        """``jobsched migrate successor-claim``: its write (services/claim_switch.py, which
+        ops/migrate.py's ``switch_on`` makes once it has seen the stack deployed migrating, as
+        this world's is by construction) through the faulty store (throttled or failing as any
+        call), retried by the operator a minute later until it lands."""
         self.migration.switch_tries += 1
         if self.migration.switched_at is None:
             legacy = frozenset(str(s["job_id"]) for s in all_items(self.store.inner, STATE) if is_legacy(s))
@@ -232,7 +210,7 @@ class Migration(TriggerAndDetector):
         try:
             ok, _ = self.call(
                 "operator",
-                lambda: switch_on(self.store, _MigratingTables(), **_switch_arguments(self.clock.now_ms())),
+                lambda: write_switch(self.store, self.clock.now_ms()),
                 "migrate",
             )
         finally:

@@ -258,6 +258,9 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     "relink_head_ops:_head_version",
     # w3redate: explore/sets_successor_redate.py ``redate-across-epochs`` (HC4's late-record redate).
     "redate_with_head_ops:_run_is_new",
+    # w3floor: tests/functional/test_redate_successor.py (a retime between the late record's
+    # read and its redate: without the part the retime's ``changed_at`` is written over).
+    "redate_with_head_ops:_state_unchanged",
 )
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and

@@ -51,7 +51,10 @@ from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.limits import chunks_by_size, item_size
 from jobsched.core.occurrences import find_head as find_occurrence_head
 from jobsched.core.run import RunStatus
-from jobsched.core.state import STREAM_RETENTION_MS, JobStatus, Registration, state_misfire, state_schedule
+from jobsched.core.state import (
+    JobStatus,
+    Registration,
+)
 from jobsched.core.timing import effective_grace_ms
 from jobsched.core.transitions.head_change import after_lost_change, head_change_ops
 from jobsched.core.transitions.head_convert import (
@@ -67,10 +70,13 @@ from jobsched.core.transitions.head_redate import (
     redate_with_head_ops,
     redate_without_head_ops,
     with_redate_floor,
-    written_before_the_change,
 )
 from jobsched.core.transitions.head_settle import settle_head_ops
-from jobsched.core.transitions.register import REDATE_FLOOR
+from jobsched.core.transitions.register import (
+    REDATE_UNTIL,
+    record_definition,
+    redate_window,
+)
 from jobsched.core.writes import STATE, Item, Put, Update, WriteOp
 from jobsched.ports import Store, Telemetry
 from jobsched.services.definitions import Definitions
@@ -203,10 +209,12 @@ class HeadRegistrar:
         budget_left: Callable[[], bool],
         provisional: bool = False,
         written: str | None = None,
+        image: Item | None = None,
     ) -> HeadRegistration:
         """Bring a successor job's state and head in line with its job item (as read by the
-        caller with ``state``). ``provisional`` and ``written``: the reconcile pass's date and a
-        stream record's image digest, as ``Registrar.apply`` takes them (the module's step 5).
+        caller with ``state``). ``provisional``, ``written`` and ``image``: the reconcile pass's
+        date, a stream record's image digest and the image, as ``Registrar.apply`` takes them
+        (the module's step 5).
         Raises ``ReadJobAgain`` (read both items again), ``SettleIncomplete`` (out of time while
         settling), ``ConditionFailed`` (a conversion lost)."""
         while True:
@@ -238,14 +246,13 @@ class HeadRegistrar:
                     raise SettleIncomplete(f"job {job_id}: the old timing's backlog is not settled yet")
                 self._settle_first(job_id, planned)
                 continue  # the head the settle left is after the change: plan against it
-            if (
-                planned.outcome is Registration.UNCHANGED
-                and state is not None
-                and definition is not None
-                and changed_at is not None
-                and written == digest == state.get("def_hash")
-            ):
-                redated = self._late_record(job_id, state, found.head, definition, changed_at, now)
+            dated = (
+                record_definition(state, definition, digest, written, image)
+                if planned.outcome is Registration.UNCHANGED and state is not None and changed_at is not None
+                else None
+            )
+            if dated is not None and state is not None and changed_at is not None:
+                redated = self._late_record(job_id, state, found.head, dated, changed_at, now)
                 return HeadRegistration(planned, written=redated)
             return self._write(
                 job_id, state, planned, definition, digest, invalid_reason, changed_at, now, provisional
@@ -287,7 +294,7 @@ class HeadRegistrar:
         for _ in range(CHANGE_TRIES):
             if not plan.writes:
                 return HeadRegistration(plan, written=False)
-            plan = with_redate_floor(plan, provisional)
+            plan = with_redate_floor(plan, provisional, now)
             if definition is not None:
                 # Kept before the state names it, as today (services/registrar.py
                 # ``_switch_definition``): every run claimed under its digest finds it.
@@ -333,18 +340,12 @@ class HeadRegistrar:
         keys in the head's epoch (the state's, without a head), none at an instant that holds a
         live record already (``redate_records``: the job's items as read with the head), written
         behind the head in chunks (``_redate_chunk``). Returns whether anything was written."""
-        floor, dated = state.get(REDATE_FLOOR), state.get("changed_at")
-        if floor is None or not isinstance(dated, int) or definition.max_runs is not None:
+        window = redate_window(state, definition, changed_at, now)
+        if window is None:
             return False
-        if written_before_the_change(state, changed_at):
-            return False  # an earlier write of the same item (today's path clamps it to the floor)
-        status = state.get("status")
-        if status not in (JobStatus.ACTIVE.value, JobStatus.FINISHED.value):
-            return False
-        if status == JobStatus.ACTIVE.value and head is None:
+        if state.get("status") == JobStatus.ACTIVE.value and head is None:
             raise ReadJobAgain(f"job {job_id}: an active state read without a head")
-        at = max(min(changed_at, now), int(floor), now - STREAM_RETENTION_MS)
-        schedule = state_schedule(state)
+        at, dated, schedule = window.at, window.dated, window.schedule
         # Up to the pass's date, and before the head (its instant and after are its timing's).
         until = min(dated, int(head["scheduled_at"]) - 1) if head is not None else dated
         instants: list[int] = []
@@ -357,15 +358,18 @@ class HeadRegistrar:
         epoch = (
             epoch_of(head) if head is not None else int(state[EPOCH] if EPOCH in state else state["version"])
         )
-        misfire = state_misfire(state)
+        misfire = window.misfire
         snapshot = definition.to_item()
+        if REDATE_UNTIL in state:
+            self._definitions.save(definition)  # the runs' definition, superseded since: kept
         request = SettleRequest(
             schedule=schedule,
             misfire=misfire,
             snapshot=snapshot,
-            def_hash=str(state["def_hash"]),
+            def_hash=window.applied,
             overdue_before=now - effective_grace_ms(misfire.grace_seconds, self._cfg),
             late_until=dated,
+            reason=window.reason,
         )
         made = self._settler.records_for(state, request, instants, now, epoch)
         records = redate_records(made, read_job_items(self._store, job_id))

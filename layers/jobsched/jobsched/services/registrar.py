@@ -36,7 +36,6 @@ from jobsched.core.limits import RequestTooLarge, chunks_by_size, item_size
 from jobsched.core.run import RunStatus
 from jobsched.core.state import (
     INDEX_ATTRIBUTES,
-    STREAM_RETENTION_MS,
     JobStatus,
     Registration,
     RegistrationPlan,
@@ -53,6 +52,14 @@ from jobsched.core.transitions import (
     sized_report_ops,
 )
 from jobsched.core.transitions.head_convert import is_legacy
+from jobsched.core.transitions.register import (
+    REDATE_AFTER,
+    REDATE_HASH,
+    REDATE_UNTIL,
+    kept_redate_marks,
+    record_definition,
+    redate_window,
+)
 from jobsched.core.writes import JOBS, STATE, Item, Update
 from jobsched.ports import Store, Telemetry, WorkQueue, read_attributes
 from jobsched.services.allow_lists import AllowLists, allow_list_problems
@@ -165,7 +172,7 @@ class Registrar:
         the image only tells whether this record is of the write the reconcile pass applied
         before it arrived (``_late_record``)."""
         written = definition_digest(new_image) if new_image is not None else None
-        return self.apply(job_id, changed_at=changed_at, written=written)
+        return self.apply(job_id, changed_at=changed_at, written=written, image=new_image)
 
     def apply(
         self,
@@ -175,17 +182,20 @@ class Registrar:
         provisional: bool = False,
         written: str | None = None,
         report: bool | None = None,
+        image: Item | None = None,
     ) -> Registration:
         """Bring the job's state in line with its job item. ``changed_at``: when the person made
         the change (None: now), so that occurrences due between the change and this call are
         run late or recorded, not dropped (core/state.py ``change_time`` bounds it).
         ``provisional``: the reconcile pass's date (when it first saw the change): the person
         wrote it earlier, and the change's own record, if it comes late rather than never, dates
-        it again. ``written``: the digest of the item a stream record's write left. ``report``:
+        it again. ``written``/``image``: the digest of the item a stream record's write left, and
+        that item (``record_definition``). ``report``:
         write the outcome on the job item, or not, whatever this registrar does otherwise (the
         reconcile pass reports a job the stack's allow-lists allow now: no stream record comes)."""
         if not is_job_id(job_id):
             return self._report_only(job_id)
+        applied: Registration | None = None
         for _ in range(TRIES):
             job = self._store.get(JOBS, {"job_id": job_id})
             state = self._store.get(STATE, {"job_id": job_id})
@@ -194,14 +204,20 @@ class Registrar:
                 if state is None or EPOCH not in state or any(a in state for a in INDEX_ATTRIBUTES):
                     stack = self._stack_shape()
                 if _successor(state, stack):
-                    return self._register_successor(
-                        job_id, job, state, deadline_ms, changed_at, report, provisional, written
+                    outcome = self._register_successor(
+                        job_id, job, state, deadline_ms, changed_at, report, provisional, written, image
                     )
-                return self._register(
-                    job_id, job, state, deadline_ms, changed_at, provisional, written, report
-                )
+                else:
+                    outcome = self._register(
+                        job_id, job, state, deadline_ms, changed_at, provisional, written, report, image
+                    )
             except (ConditionFailed, _LostRace, ReadJobAgain):
                 continue  # changed under us: read both again
+            if outcome is Registration.UNCHANGED or not _dates_floor(state, written):
+                return applied if applied is not None and outcome is Registration.UNCHANGED else outcome
+            # This record is of the write the pass applied provisionally, and it carried the job to
+            # a later item first (the change kept the floor): read again, so it dates the floor.
+            applied = outcome
         self._telemetry.event("job.registration_conflict", job_id)
         return Registration.CONFLICT
 
@@ -245,6 +261,7 @@ class Registrar:
         provisional: bool = False,
         written: str | None = None,
         report: bool | None = None,
+        image: Item | None = None,
     ) -> Registration:
         now = self._clock.now_ms()
         definition, reasons = self._parse(job)
@@ -262,15 +279,12 @@ class Registrar:
             return Registration.ABSENT
         changed = plan.changes(state)
         if changed:
-            plan = _with_floor(plan, state, provisional)
+            plan = _with_floor(plan, state, provisional, now)
             self._switch_definition(job_id, state, plan, definition, now, deadline_ms)
-        elif (
-            state is not None
-            and definition is not None
-            and changed_at is not None
-            and written == digest == state.get("def_hash")
-        ):
-            changed = self._late_record(job_id, state, definition, changed_at, now)
+        elif state is not None and changed_at is not None:
+            dated = record_definition(state, definition, digest, written, image)
+            if dated is not None:
+                changed = self._late_record(job_id, state, dated, changed_at, now)
         reported = (
             (self._report_enabled if report is None else report)
             and job is not None
@@ -315,6 +329,7 @@ class Registrar:
         report: bool | None,
         provisional: bool = False,
         written: str | None = None,
+        image: Item | None = None,
     ) -> Registration:
         """A job under the successor claim (core/claim_shape.py ``job_shape``; issue 37, build plan
         §1 "change", HC1, HC2, HC4, HC5, HC10, HC12): its change is one transaction on the state
@@ -333,6 +348,7 @@ class Registrar:
             lambda: self._budget(deadline_ms)(0),
             provisional=provisional,
             written=written,
+            image=image,
         )
         if done.outcome is Registration.ABSENT:
             return Registration.ABSENT
@@ -464,17 +480,15 @@ class Registrar:
         timing's occurrences between the person's write and that date were taken as not due. The
         record dates the change exactly: they are settled now, behind the job's place, as a change
         settles what came due before the registrar saw it (late runs within grace, else the
-        misfire policy). Only for the write the pass applied (the caller compares the record's
-        image with the item and the state), never before the floor (the previous registration's
-        read, or the last record), and not for ``max_runs`` jobs (their count is the claims').
-        Returns whether anything was written."""
-        floor, dated = state.get(REDATE_FLOOR), state.get("changed_at")
-        if floor is None or not isinstance(dated, int) or definition.max_runs is not None:
+        misfire policy). Only for the write the pass applied (``record_definition``: the record's
+        image against the item and the state, or the digest a later change kept aside), never
+        before the floor (the previous registration's read, or the last record), and not for
+        ``max_runs`` jobs (their count is the claims'): ``redate_window``. Returns whether
+        anything was written."""
+        window = redate_window(state, definition, changed_at, now)
+        if window is None:
             return False
-        if state.get("status") not in (JobStatus.ACTIVE.value, JobStatus.FINISHED.value):
-            return False
-        at = max(min(changed_at, now), int(floor), now - STREAM_RETENTION_MS)
-        schedule = state_schedule(state)
+        at, dated, schedule = window.at, window.dated, window.schedule
         instants: list[int] = []
         following = schedule.next_after(ms_to_dt(at))
         while following is not None and dt_to_ms(following) <= dated and len(instants) < MAX_PER_PASS:
@@ -482,15 +496,18 @@ class Registrar:
             following = schedule.next_after(following)
         if not instants:
             return False
-        misfire = state_misfire(state)
+        misfire = window.misfire
         snapshot = definition.to_item()
+        if REDATE_UNTIL in state:
+            self._definitions.save(definition)  # the runs' definition, superseded since: kept
         request = SettleRequest(
             schedule=schedule,
             misfire=misfire,
             snapshot=snapshot,
-            def_hash=str(state["def_hash"]),
+            def_hash=window.applied,
             overdue_before=now - effective_grace_ms(misfire.grace_seconds, self._cfg),
             late_until=dated,
+            reason=window.reason,
         )
         records = self._settler.records_for(state, request, instants, now)
         chunks = chunks_by_size(records, item_size, CHUNK_RECORDS, CHUNK_BYTES)
@@ -576,6 +593,14 @@ def _successor(state: Item | None, stack: ClaimShape | None) -> bool:
     return job_shape(state, stack or ClaimShape.SUCCESSOR) is ClaimShape.SUCCESSOR
 
 
+def _dates_floor(state: Item | None, written: str | None) -> bool:
+    """Whether a stream record whose write left an item of digest ``written`` is of the write the
+    pass applied provisionally (``REDATE_FLOOR`` on the state as read): it dates that change."""
+    if state is None or written is None or REDATE_FLOOR not in state:
+        return False
+    return written == state.get(REDATE_HASH, state.get("def_hash"))
+
+
 def _says(job: Item, report: Update) -> bool:
     """The job item says what the report would write already (its time apart)."""
     return all(
@@ -583,19 +608,24 @@ def _says(job: Item, report: Update) -> bool:
     ) and not any(name in job for name in report.remove)
 
 
-def _with_floor(plan: RegistrationPlan, state: Item | None, provisional: bool) -> RegistrationPlan:
+def _with_floor(plan: RegistrationPlan, state: Item | None, provisional: bool, now: int) -> RegistrationPlan:
     """The plan, with the reconcile pass's mark that its date is provisional (``REDATE_FLOOR``:
-    the earliest the change can have been made), for a change that starts a timing where none
-    ran (a new, resumed, fixed or re-created job: the old timing settled nothing); any other
-    registration drops the mark."""
+    the earliest the change can have been made; ``REDATE_AFTER``: the registration read it came
+    after), for a change that starts a timing where none ran (a new, resumed, fixed or re-created
+    job: the old timing settled nothing). Any other registration keeps a floor the state has
+    until its record dates it or is known lost (``kept_redate_marks``): dropping it lost the
+    occurrences between the person's write and the pass's date."""
     starts = state is None or state.get("status") != JobStatus.ACTIVE.value
     if provisional and starts and plan.outcome in (Registration.SCHEDULED, Registration.FINISHED):
         before = state or {}
-        floor = max(int(before.get("registered_at") or 0), int(before.get("last_scheduled_at") or 0))
-        return replace(plan, set={**plan.set, REDATE_FLOOR: floor})
-    if state is not None and REDATE_FLOOR in state:
-        return replace(plan, remove=(*plan.remove, REDATE_FLOOR))
-    return plan
+        read = int(before.get("registered_at") or 0)
+        floor = max(read, int(before.get("last_scheduled_at") or 0))
+        aside = tuple(name for name in (REDATE_UNTIL, REDATE_HASH) if name in before)
+        return replace(
+            plan, set={**plan.set, REDATE_FLOOR: floor, REDATE_AFTER: read}, remove=(*plan.remove, *aside)
+        )
+    kept, lost = kept_redate_marks(state, now)
+    return replace(plan, set={**plan.set, **kept}, remove=(*plan.remove, *lost))
 
 
 def _dated(plan: RegistrationPlan) -> dict[str, int]:

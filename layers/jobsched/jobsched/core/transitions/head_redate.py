@@ -40,7 +40,7 @@ record it never saw, dated when it first saw the difference; a change that start
 none ran (a new, resumed, fixed or re-created job, as today's ``registrar._with_floor``) records
 ``redate_floor`` on the state in the change's own transaction, the earliest the person can have
 written it, so the record, if it comes late rather than never, dates it again. Any other change
-drops it.
+keeps it (and the pass's date and digest aside) until the record dates it or is known lost.
 """
 
 from __future__ import annotations
@@ -56,13 +56,17 @@ from jobsched.core.run import parse_run_id, run_id_for
 from jobsched.core.state import JobStatus, Registration
 from jobsched.core.transitions.conditions import RunItem, StateItem, _run_is_new, _state_unchanged
 from jobsched.core.transitions.head_adhoc import relink_head_ops
-from jobsched.core.transitions.register import REDATE_FLOOR
+from jobsched.core.transitions.register import (
+    REDATE_AFTER,
+    REDATE_FLOOR,
+    REDATE_HASH,
+    REDATE_MARKS,
+    REDATE_UNTIL,
+    kept_redate_marks,
+)
 from jobsched.core.transitions.settle import link_runs
 from jobsched.core.writes import RUNS, STATE, Item, Put, Update, WriteOp
 
-# The registration read the person's write came after, beside ``REDATE_FLOOR`` (which an earlier
-# chunk moves on): ``written_before_the_change``.
-REDATE_AFTER = "redate_after"
 # A chunk's records: the transaction also holds the state, the head and the check at its successor.
 REDATE_CHUNK_RECORDS = DYNAMODB_MAX_TRANSACTION_ITEMS - 3
 
@@ -104,8 +108,9 @@ def redate_with_head_ops(
     sets: Item = {"version": int(state["version"]) + 1, "updated_at": now}
     remove: tuple[str, ...] = ()
     if dated_at is not None:
-        sets["changed_at"] = dated_at
-        remove = tuple(name for name in (REDATE_FLOOR, REDATE_AFTER) if name in state)
+        if REDATE_UNTIL not in state:  # else ``changed_at`` is a later change's, kept
+            sets["changed_at"] = dated_at
+        remove = tuple(name for name in REDATE_MARKS if name in state)
     else:
         sets[REDATE_FLOOR] = upto
     ops: list[WriteOp] = [
@@ -149,8 +154,9 @@ def redate_without_head_ops(
         sets[CHAIN_END] = end
     remove: tuple[str, ...] = ()
     if dated_at is not None:
-        sets["changed_at"] = dated_at
-        remove = tuple(name for name in (REDATE_FLOOR, REDATE_AFTER) if name in state)
+        if REDATE_UNTIL not in state:  # else ``changed_at`` is a later change's, kept
+            sets["changed_at"] = dated_at
+        remove = tuple(name for name in REDATE_MARKS if name in state)
     else:
         sets[REDATE_FLOOR] = upto
     ops: list[WriteOp] = [
@@ -167,31 +173,30 @@ def redate_without_head_ops(
     return ops
 
 
-def with_redate_floor(plan: HeadChangePlan, provisional: bool) -> HeadChangePlan:
+def with_redate_floor(plan: HeadChangePlan, provisional: bool, now: int) -> HeadChangePlan:
     """The change, with the reconcile pass's mark that its date is provisional when it starts a
     timing where none ran (the state read is absent or not active) and schedules or finishes the
     job: ``REDATE_FLOOR``, the earliest the change can have been made (the last registration's
     read of the job item, or the last occurrence decided), and ``REDATE_AFTER``, that read alone
     (a record of a write made before it is of an earlier write, ``written_before_the_change``).
-    Any other change drops both."""
+    Any other change keeps a floor the state has, until its record dates it or is known lost
+    (``register.kept_redate_marks``): dropping it lost the occurrences the record would date."""
     state = plan.state
     starts = state is None or state.get("status") != JobStatus.ACTIVE.value
     if provisional and starts and plan.outcome in (Registration.SCHEDULED, Registration.FINISHED):
         before = state or {}
         read = int(before.get("registered_at") or 0)
         floor = max(read, *(int(before.get(name) or 0) for name in (THROUGH, "last_scheduled_at")))
-        return replace(plan, state_set={**plan.state_set, REDATE_FLOOR: floor, REDATE_AFTER: read})
+        # A floor kept from an earlier provisional change is replaced (its record, if it comes
+        # now, is of an earlier write: ``written_before_the_change``).
+        aside = tuple(n for n in (REDATE_UNTIL, REDATE_HASH) if n in before)
+        return replace(
+            plan,
+            state_set={**plan.state_set, REDATE_FLOOR: floor, REDATE_AFTER: read},
+            state_remove=(*plan.state_remove, *aside),
+        )
     if plan.writes and state is not None:
-        marks = tuple(n for n in (REDATE_FLOOR, REDATE_AFTER) if n in state and n not in plan.state_remove)
-        if marks:
-            return replace(plan, state_remove=(*plan.state_remove, *marks))
+        kept, lost = kept_redate_marks(state, now)
+        marks = tuple(n for n in lost if n not in plan.state_remove)
+        return replace(plan, state_set={**plan.state_set, **kept}, state_remove=(*plan.state_remove, *marks))
     return plan
-
-
-def written_before_the_change(state: StateItem, changed_at: int) -> bool:
-    """Whether a stream record made at ``changed_at`` (its ``ApproximateCreationDateTime``, whole
-    seconds) is of a write made before the registration read the change the pass applied came
-    after (``REDATE_AFTER``): an earlier write, whose item the person wrote again since (a pause
-    and a resume bring the same digest back). Its record dates nothing."""
-    after = state.get(REDATE_AFTER)
-    return after is not None and changed_at + 1000 <= int(after)

@@ -5,12 +5,21 @@ completion, each conditional on the definition as read.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from jobsched.core.job import DEFINITION_FIELDS, bound_reasons
+from jobsched.core.job import DEFINITION_FIELDS, InvalidJob, JobDefinition, Misfire, bound_reasons
 from jobsched.core.limits import DYNAMODB_MAX_ITEM_BYTES, SAFETY_BYTES, item_size
-from jobsched.core.state import JobStatus
+from jobsched.core.schedule import Schedule
+from jobsched.core.state import (
+    STREAM_RETENTION_MS,
+    JobStatus,
+    misfire_of,
+    state_misfire,
+    state_schedule,
+    timing_of,
+)
 from jobsched.core.transitions.conditions import (
     RunItem,
     StateItem,
@@ -66,6 +75,114 @@ def register_ops(
 # it arrives late rather than never, dates it exactly (``redate_ops``).
 REDATE_FLOOR = "redate_floor"
 
+# The registration read the person's write came after, beside ``REDATE_FLOOR`` (which an earlier
+# chunk moves on): a record made before it is of an earlier write (``written_before_the_change``).
+REDATE_AFTER = "redate_after"
+# A provisional date outlives the changes applied after it until its record dates it or is known
+# lost (``kept_redate_marks``): the first such change copies the pass's date and the digest it
+# applied here, since the state's ``changed_at`` and ``def_hash`` are then the later change's.
+REDATE_UNTIL = "redate_until"
+REDATE_HASH = "redate_hash"
+REDATE_MARKS = (REDATE_FLOOR, REDATE_AFTER, REDATE_UNTIL, REDATE_HASH)
+
+
+def pending_redate(state: Item) -> tuple[int, str] | None:
+    """The provisional change a late record may still date: the pass's date and the digest it
+    applied (the state's own, unless a later change kept them aside), or None (no floor)."""
+    if REDATE_FLOOR not in state:
+        return None
+    until = state.get(REDATE_UNTIL, state.get("changed_at"))
+    applied = state.get(REDATE_HASH, state.get("def_hash"))
+    if not isinstance(until, (int, Decimal)) or not isinstance(applied, str):
+        return None
+    return int(until), applied
+
+
+def kept_redate_marks(state: Item | None, now: int) -> tuple[Item, tuple[str, ...]]:
+    """What a change that sets no floor of its own does with one the state has: keeps it (the
+    sets: the pass's date and digest copied aside, ``REDATE_UNTIL``/``REDATE_HASH``), so the late
+    record still dates the pass's change and records the occurrences between the person's write
+    and the pass's date (dropping it lost them silently: w3floor). Once the stream's retention has
+    passed since the pass's date the record is known lost: the marks are removed (the removes)."""
+    pending = pending_redate(state) if state is not None else None
+    if state is None or pending is None:
+        return {}, tuple(name for name in REDATE_MARKS if state is not None and name in state)
+    until, applied = pending
+    if now - until > STREAM_RETENTION_MS:
+        return {}, tuple(name for name in REDATE_MARKS if name in state)
+    return {REDATE_UNTIL: until, REDATE_HASH: applied}, ()
+
+
+def record_definition(
+    state: Item,
+    definition: JobDefinition | None,
+    digest: str | None,
+    written: str | None,
+    image: Item | None,
+) -> JobDefinition | None:
+    """The definition of the provisional change a stream record dates, or None (it dates none).
+    ``written``/``image``: the digest of the item the record's write left, and that item;
+    ``definition``/``digest``: the job item's now. The record of the write the pass applied has
+    the digest the state follows and the item still has (``definition``), or, once a later change
+    kept the floor aside (``kept_redate_marks``), the digest the pass applied: the image is then
+    that definition (the item and the state have moved on)."""
+    if written is None or REDATE_FLOOR not in state:
+        return None
+    if REDATE_HASH in state:
+        if written != state[REDATE_HASH] or image is None:
+            return None
+        try:
+            return JobDefinition.from_item(image)
+        except InvalidJob:
+            return None
+    return definition if written == digest == state.get("def_hash") else None
+
+
+@dataclass(frozen=True)
+class RedateWindow:
+    """What a late record dates (``redate_window``): the occurrences of ``schedule`` after ``at``
+    (the record's time, at least the floor) up to ``dated`` (the pass's date), each recorded under
+    ``misfire`` (or ``missed`` with ``reason``) and carrying the digest the pass ``applied``."""
+
+    at: int
+    dated: int
+    applied: str
+    schedule: Schedule
+    misfire: Misfire
+    reason: str | None
+
+
+def redate_window(state: Item, definition: JobDefinition, changed_at: int, now: int) -> RedateWindow | None:
+    """The window a stream record made at ``changed_at`` dates, for the definition the pass
+    applied (``record_definition``), or None: no floor, a ``max_runs`` job (its count is the
+    claims'), a record of an earlier write (``written_before_the_change``), or a stopped job whose
+    floor no later change kept. A later change kept the floor (``REDATE_UNTIL``): the timing is the
+    definition's (the state's copy is the later change's), and a job it stopped records the
+    occurrences ``missed``, as its settle records a stopped job's backlog."""
+    pending = pending_redate(state)
+    if pending is None or definition.max_runs is not None or written_before_the_change(state, changed_at):
+        return None
+    dated, applied = pending
+    kept = REDATE_UNTIL in state
+    status = state.get("status")
+    reason = None
+    if status not in (JobStatus.ACTIVE.value, JobStatus.FINISHED.value):
+        if not kept:
+            return None
+        reason = f"job {status} before it ran"
+    timing = {"timing": timing_of(definition), "misfire": misfire_of(definition)} if kept else state
+    at = max(min(changed_at, now), int(state[REDATE_FLOOR]), now - STREAM_RETENTION_MS)
+    return RedateWindow(at, dated, applied, state_schedule(timing), state_misfire(timing), reason)
+
+
+def written_before_the_change(state: Item, changed_at: int) -> bool:
+    """Whether a stream record made at ``changed_at`` (its ``ApproximateCreationDateTime``, whole
+    seconds) is of a write made before the registration read the change the pass applied came
+    after (``REDATE_AFTER``): an earlier write, whose item the person wrote again since (a pause
+    and a resume bring the same digest back). Its record dates nothing."""
+    after = state.get(REDATE_AFTER)
+    return after is not None and changed_at + 1000 <= int(after)
+
 
 def redate_ops(
     state: StateItem, records: list[RunItem], dated_at: int | None, upto: int, now: int
@@ -73,10 +190,12 @@ def redate_ops(
     """A change the reconcile pass applied, dated by its late stream record (issue 34, item 4):
     the records of the occurrences of the job's timing between the person's write and the date
     the pass gave it (run late, caught up or recorded missed, as any change's settle), behind
-    the job's place, which stays. One transaction per chunk, oldest first: the state conditional
+    the job's place, which stays (a change applied since kept the floor aside: ``kept_redate_marks``).
+    One transaction per chunk, oldest first: the state conditional
     on its version (a claim, a change or another record since the read), each record created once
     (a backfill's record stays). The runs join the chain in the same write (``link_runs``). The
-    last chunk writes the change's date (``dated_at``) and drops the floor; an earlier one moves
+    last chunk writes the change's date (``dated_at``; not over a later change's) and drops the
+    floor's marks; an earlier one moves
     the floor to ``upto`` (its last occurrence), so a retry goes on after it."""
     sets: Item = {
         "version": state["version"] + 1,
@@ -88,8 +207,9 @@ def redate_ops(
         sets["latest_run_id"] = latest
     remove: tuple[str, ...] = ()
     if dated_at is not None:
-        sets["changed_at"] = dated_at
-        remove = (REDATE_FLOOR,)
+        if REDATE_UNTIL not in state:  # else ``changed_at`` is a later change's, kept
+            sets["changed_at"] = dated_at
+        remove = tuple(name for name in REDATE_MARKS if name in state)
     else:
         sets[REDATE_FLOOR] = upto
     ops: list[WriteOp] = [
