@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 from jobsched.core import head_invariants
-from jobsched.core.head import HeadJob, head_item
+from jobsched.core.head import HeadJob, head_check_delay_ms, head_item
 from jobsched.core.head_change import EPOCH, HEAD_AT
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import run_id_for
@@ -146,7 +146,9 @@ def test_the_claim_s_condition_part_is_switchable() -> None:
     the claim's only condition (the successor key is empty) always holds."""
     definition = JobDefinition(job_id=JOB_ID, schedule="rate(5 minutes)", target="t")
     job = HeadJob.of_definition(definition)
-    head = head_item(job, T0 + 5 * MINUTE, 1, through=T0, shard_count=1)
+    head = head_item(
+        job, T0 + 5 * MINUTE, 1, through=T0, shard_count=1, check_delay_ms=head_check_delay_ms(CFG)
+    )
     (condition,) = claim_head_op(head, T0 + 4 * MINUTE, "tick", CFG).condition
     assert "successor_absent" in condition.why
     with switched_off("claim_head_op:_successor_absent"):

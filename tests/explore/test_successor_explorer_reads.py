@@ -23,6 +23,7 @@ from jobsched_tools.explore.sets_successor_reads import (
     PAIRS,
     RECOVERY_LATE,
     SETS,
+    SHORT_LEASE_SETS,
     UNCAUGHT,
 )
 from jobsched_tools.explore.world import LAG, Budget
@@ -157,3 +158,24 @@ def test_the_checks_ported_from_the_model_can_fail() -> None:
         head_invariants.hidden_lease("x", {**running, "check_at": 40_000}, {**running, "check_at": 40_000})
         == []
     )
+
+
+@pytest.mark.parametrize("name", sorted(SHORT_LEASE_SETS))
+def test_a_fixed_30_s_check_delay_is_late_with_short_leases(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HC7: with leases of 5 s, a head's check delay fixed at 30 s (the constant it was) lets the
+    detector meet a run whose worker died at its start, or whose message was lost, only 30 s after
+    its instant: ``recovery_late`` (the ``sweeper``'s check) reports the sweep at 00:05:08."""
+    import sys
+
+    from jobsched.core import head
+
+    following = head.head_check_delay_ms
+    for module in list(sys.modules.values()):
+        named = getattr(module, "__name__", "")
+        if named.startswith("jobsched.") and vars(module).get("head_check_delay_ms") is following:
+            monkeypatch.setattr(module, "head_check_delay_ms", lambda _cfg: 30_000)
+    with successor.own_setups():  # the set-up's heads written with the fixed delay too
+        result = successor.explore(SETS[name], BOUNDS[name], stop_on_first=True)
+    assert RECOVERY_LATE in result.counts, dict(result.counts)

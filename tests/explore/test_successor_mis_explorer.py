@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from jobsched.core import head_invariants
-from jobsched.core.head import HeadJob, head_item
+from jobsched.core.head import HeadJob, head_check_delay_ms, head_item
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import end_run_id, run_id_for
 from jobsched.core.transitions import head_finish, head_settle
@@ -165,7 +165,14 @@ def _last_head(policy: str = "skip") -> dict[str, Any]:
         max_runs=1,
         misfire={"policy": policy, "grace_seconds": 60, "max_catchup": 1},
     )
-    head = head_item(HeadJob.of_definition(definition), T0 + 5 * MINUTE, 1, through=T0, shard_count=1)
+    head = head_item(
+        HeadJob.of_definition(definition),
+        T0 + 5 * MINUTE,
+        1,
+        through=T0,
+        shard_count=1,
+        check_delay_ms=head_check_delay_ms(CFG),
+    )
     assert head["next_key"] == end_run_id(JOB_ID, T0 + 5 * MINUTE, 1)  # its run would end the life
     return head
 

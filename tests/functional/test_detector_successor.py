@@ -136,7 +136,9 @@ def test_an_unclaimed_head_past_its_grace_is_settled_under_its_misfire_policy(
 def test_a_head_within_its_grace_is_left_to_the_trigger(mem: Env) -> None:
     head = register(mem, minutely())
     mem.clock.set(head["scheduled_at"] + 59 * SECOND)  # its check came, its grace has not passed
-    assert head_check_at(head["scheduled_at"]) <= mem.clock.now_ms() - mem.cfg.clock_skew_allowance_ms
+    assert (
+        head_check_at(head["scheduled_at"], mem.cfg) <= mem.clock.now_ms() - mem.cfg.clock_skew_allowance_ms
+    )
     result = mem.detector().run("d")
     assert result.items == 1 and result.missed_recorded == 0 and mem.queue.sent == []
     assert mem.run(head["run_id"]) == head
@@ -171,7 +173,7 @@ def test_a_sweep_wakes_for_a_lost_dispatch_the_moment_it_lapses(mem: Env) -> Non
     claim(mem, head)
     slept: list[int] = []
     mem.detector().sweep("inv", mem.clock.now_ms() + INVOCATION_MS, EVERY_MS, sleeper(mem, slept))
-    lapse = head_check_at(head["scheduled_at"]) + mem.cfg.clock_skew_allowance_ms
+    lapse = head_check_at(head["scheduled_at"], mem.cfg) + mem.cfg.clock_skew_allowance_ms
     assert mem.run(head["run_id"])["recovered_at"] == lapse + 1
     assert sent_ids(mem) == [head["run_id"]]
 
@@ -203,7 +205,7 @@ def test_a_claimed_run_in_a_start_window_is_not_redispatched_before_its_start(me
     starts_at = start_at_ms(head["run_id"], head["scheduled_at"], minutely(jitter_seconds=50).to_item())
     assert starts_at > head["scheduled_at"]  # this run id's place in its window
     lapse = starts_at + mem.cfg.dispatch_lease_seconds * SECOND
-    mem.clock.set(head_check_at(head["scheduled_at"]) + mem.cfg.clock_skew_allowance_ms)
+    mem.clock.set(head_check_at(head["scheduled_at"], mem.cfg) + mem.cfg.clock_skew_allowance_ms)
     result = mem.detector().run("at the check")
     assert result.leases_recovered == 0 and result.leases_rechecked == 1 and mem.queue.sent == []
     assert mem.run(head["run_id"])["check_at"] == lapse
@@ -231,6 +233,46 @@ def test_a_worker_that_started_and_died_is_recovered_within_a_lease_plus_the_ske
     # Recovered 1 ms after its lease plus the skew allowance: the guarantee is unchanged.
     assert recovered["recovery_latency_ms"] == mem.cfg.clock_skew_allowance_ms + 1
     assert sent_ids(mem)[0] == head["run_id"] and mem.run(head["run_id"])["status"] == "pending"
+
+
+# --- HC7 with short leases: the head's check follows DispatchLeaseSeconds ----------------------------
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def short(request: pytest.FixtureRequest) -> Iterator[Env]:
+    """A successor stack with DispatchLeaseSeconds 5 and LeaseSeconds 5 (the bench's settings)."""
+    cfg = default_cfg(dispatch_lease_seconds=5, lease_seconds=5, heartbeat_seconds=1)
+    with build(request.param, cfg=cfg, successor=True) as built:
+        yield built
+
+
+@pytest.mark.parametrize("starts", [False, True], ids=["dies-before-its-start-write", "dies-after-it"])
+def test_a_worker_that_dies_at_its_start_is_recovered_within_a_short_lease_plus_the_skew(
+    short: Env, starts: bool
+) -> None:
+    """Issue 37's guarantee on a successor stack whose leases are below 30 s: the head keeps its
+    ``due`` entry through its claim and start, so its ``check_at`` must be its instant plus the
+    dispatch lease (``head_check_delay_ms``), not a fixed 30 s, or the detector first meets the
+    dead run 30 s after its instant. A worker that took the message and died before its start
+    write leaves the run ``scheduled`` (redispatched); one that died after it leaves it
+    ``running`` with a lease (recovered as today)."""
+    head = register(short, minutely())
+    at = head["scheduled_at"]
+    short.clock.set(at - 30 * SECOND)
+    claim(short, head)
+    short.clock.set(at)  # its message arrives at its instant
+    if starts:
+        message = RunMessage.from_run_item({**short.run(head["run_id"]), "definition": minutely().to_item()})
+        assert isinstance(short.worker("dies").begin(message, short.clock.now_ms() + 900_000), Started)
+    bound = at + max(short.cfg.lease_seconds, short.cfg.dispatch_lease_seconds) * SECOND
+    bound += short.cfg.clock_skew_allowance_ms
+    slept: list[int] = []
+    short.detector().sweep("watch", short.clock.now_ms() + INVOCATION_MS, EVERY_MS, sleeper(short, slept))
+    first = short.telemetry.named("lease.recovered")[0].fields
+    recovered_at = first["lease_expired_at"] + first["recovery_latency_ms"]
+    assert first["was"] == ("running" if starts else "scheduled")
+    assert at < recovered_at <= bound + 1  # woken 1 ms after the lapse (the sweep's wake)
+    assert sent_ids(short)[0] == head["run_id"]
 
 
 # --- HC9: a late claim against the settle of the same head: exactly one of them --------------------

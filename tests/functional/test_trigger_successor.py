@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from harness import KINDS, MINUTE, T0, Env, build, job, seed_active
+from harness import KINDS, MINUTE, T0, Env, build, default_cfg, job, seed_active
 from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.head import is_head
@@ -360,3 +360,25 @@ def test_what_a_successor_claim_costs_with_due_and_lease_both_present() -> None:
         # shards' next-run and due pages (0.5 each, the minimum), the successor's eventually
         # consistent read (0.5) and the job item's strongly consistent one (1).
         assert store.read_units - before == pytest.approx(1 + 4 * 0.5 + 0.5 + 1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("written_s", "now_s"), [(30, 5), (5, 30)], ids=["lease-lowered", "lease-raised"])
+def test_a_head_written_under_another_dispatch_lease_is_claimed_before_its_instant(
+    kind: str, written_s: int, now_s: int
+) -> None:
+    """HC7: a head's ``check_at`` is its instant plus the dispatch lease it was written under, and
+    no write re-keys it when ``DispatchLeaseSeconds`` changes. The trigger finds it by its instant,
+    not by the stack's delay now, and the claim heads the next occurrence with the new delay."""
+    with build(kind, cfg=default_cfg(dispatch_lease_seconds=written_s), successor=True) as env:
+        head = change(env, job("j1", "rate(5 minutes)")).new_head
+        assert head is not None
+        at = int(head["scheduled_at"])
+        assert head["check_at"] == at + written_s * SECOND
+        env.cfg = default_cfg(dispatch_lease_seconds=now_s)  # the stack's parameter changed
+        env.clock.set(at - 60 * SECOND)  # due within the 90 s lookahead
+        assert env.trigger().tick("t").claimed == 1
+        assert sent_ids(env) == [head["run_id"]]
+        new_head = head_of(env, "j1")
+        assert new_head is not None and new_head["run_id"] == head["next_key"]
+        assert new_head["check_at"] == int(new_head["scheduled_at"]) + now_s * SECOND

@@ -246,3 +246,27 @@ def test_the_successor_claims_condition_switched_off_is_caught() -> None:
         report = run_chaos(config)
     kinds = {v.split(" ", 1)[0] for v in report.invariant_violations}
     assert "record_overwritten" in kinds, kinds
+
+
+def test_leases_of_5_s_are_recovered_within_them_and_a_fixed_check_delay_is_late(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37's "recovery of a crashed run within a lease plus the skew allowance" on a successor
+    stack with LeaseSeconds and DispatchLeaseSeconds 5 (``recovery_late``: no run recovered after a
+    clean detector run that began past its lapse). A head keeps its ``due`` entry through its claim
+    and start: with its check delay fixed at 30 s (HC7's old constant) the detector meets a worker
+    that died at its start, or a lost dispatch, a minute late."""
+    config = ChaosConfig(seed=1, jobs=20, hours=1, successor=True, lease_seconds=5)
+    report = run_chaos(config)
+    assert report.invariant_violations == [] and report.leases_recovered > 0
+    import sys
+
+    from jobsched.core import head
+
+    following = head.head_check_delay_ms
+    for module in list(sys.modules.values()):
+        named = getattr(module, "__name__", "")
+        if named.startswith("jobsched.") and vars(module).get("head_check_delay_ms") is following:
+            monkeypatch.setattr(module, "head_check_delay_ms", lambda _cfg: 30_000)
+    late = run_chaos(config).invariant_violations
+    assert late and all(v.startswith("recovery_late") for v in late), late[:3]

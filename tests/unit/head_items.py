@@ -9,7 +9,7 @@ from typing import Any
 
 from jobsched.core.clock import dt_to_ms
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.head import HeadJob, head_item
+from jobsched.core.head import HeadJob, head_check_delay_ms, head_item
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import run_id_for
 from jobsched.core.writes import RUNS, Item, Put, WriteOp, not_exists
@@ -33,7 +33,14 @@ def job(**changes: Any) -> HeadJob:
 
 def head(at: int = T0, epoch: int = 1, the_job: HeadJob | None = None, **options: Any) -> Item:
     options.setdefault("through", at - 5 * MINUTE)
-    return head_item(the_job or job(), at, epoch, shard_count=CFG.shard_count, **options)
+    return head_item(
+        the_job or job(),
+        at,
+        epoch,
+        shard_count=CFG.shard_count,
+        check_delay_ms=head_check_delay_ms(CFG),
+        **options,
+    )
 
 
 def key(at: int, epoch: int = 1) -> str:

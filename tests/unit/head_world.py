@@ -12,7 +12,7 @@ from typing import Any
 from jobsched.core.clock import dt_to_ms
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.head import HeadJob, head_item, is_unstarted_occurrence
+from jobsched.core.head import HeadJob, head_check_delay_ms, head_item, is_unstarted_occurrence
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import RunKind, RunStatus, run_id_for, run_key
 from jobsched.core.transitions import new_run_item
@@ -57,7 +57,13 @@ def world(head_at: int = T0, after: str | None = "j@prev", **head_changes: Any) 
     store = MemoryStore()
     store.write([Put(STATE, state_item(), (), "seed state")])
     head = head_item(
-        JOB, head_at, EPOCH, through=head_at - 5 * MINUTE, shard_count=CFG.shard_count, after_run_id=after
+        JOB,
+        head_at,
+        EPOCH,
+        through=head_at - 5 * MINUTE,
+        shard_count=CFG.shard_count,
+        check_delay_ms=head_check_delay_ms(CFG),
+        after_run_id=after,
     )
     head.update(head_changes)
     store.write([Put(RUNS, head, (), "seed head")])

@@ -31,7 +31,7 @@ from head_world import (
     world,
     write,
 )
-from jobsched.core.head import HeadJob, head_item
+from jobsched.core.head import HeadJob, head_check_delay_ms, head_item
 from jobsched.core.run import RunStatus, end_run_id, run_id_for, shard_of
 from jobsched.core.transitions.conditions import (
     _adhoc_run_absent,
@@ -423,6 +423,7 @@ def test_an_ad_hoc_run_meeting_the_lifes_last_claim_waits_for_the_finish_write()
         EPOCH,
         through=T0 - 5 * MINUTE,
         shard_count=CFG.shard_count,
+        check_delay_ms=head_check_delay_ms(CFG),
         runs_before=2,
         after_run_id="j@prev",
     )

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.head import HeadJob, ends_life, head_item, is_head
+from jobsched.core.head import HeadJob, ends_life, head_check_delay_ms, head_item, is_head
 from jobsched.core.head_change import (
     HeadChangePlan,
     LegacyState,
@@ -341,7 +341,12 @@ def test_a_change_meeting_a_due_head_settles_it_first() -> None:
     assert isinstance(pause, SettleFirst) and pause.settlement.reason == "job paused before it ran"
     # After the settle (its next head 00:10#1, through 00:05), the change closes that head.
     settled_head = head_item(
-        HeadJob.of_definition(definition()), at(10), 1, through=at(5), shard_count=CFG.shard_count
+        HeadJob.of_definition(definition()),
+        at(10),
+        1,
+        through=at(5),
+        shard_count=CFG.shard_count,
+        check_delay_ms=head_check_delay_ms(CFG),
     )
     after = job.plan(definition(schedule="rate(10 minutes)"), at(6), head=settled_head)
     assert isinstance(after, HeadChangePlan) and after.close is not None

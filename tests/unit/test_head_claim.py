@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from head_items import CFG, MINUTE, T0, get, head, job, key, store_with, without
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.head import HEAD_CHECK_DELAY_MS, ends_life, is_end_marker
+from jobsched.core.head import ends_life, head_check_delay_ms, is_end_marker
 from jobsched.core.run import RunStatus, end_run_id, run_id_for
 from jobsched.core.transitions.head_claim import (
     ClaimRace,
@@ -33,7 +33,7 @@ def test_the_claim_puts_the_next_head_linked_behind_n() -> None:
     assert successor["after_run_id"] == n["run_id"] and successor["through"] == T0
     assert successor["claimed_by"] == "t/1" and successor["claimed_at"] == NOW
     assert successor["next_key"] == key(T0 + 10 * MINUTE)
-    assert successor["check_at"] == T0 + 5 * MINUTE + HEAD_CHECK_DELAY_MS
+    assert successor["check_at"] == T0 + 5 * MINUTE + head_check_delay_ms(CFG)
     assert successor["def_hash"] == n["def_hash"] and successor["timing"] == n["timing"]
     assert successor["runs_before"] == 0  # no max_runs: not counted, as today's claim
     assert get(store, n["run_id"]) == n  # nothing is written on N

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from head_world import CFG, MINUTE, SNAPSHOT, T0, definition, get, items, snapshot, without, write
-from jobsched.core.head import HeadJob, ends_life
+from jobsched.core.head import HeadJob, ends_life, head_check_delay_ms
 from jobsched.core.run import RunKind, end_run_id, run_id_for
 from jobsched.core.transitions import claim_ops, new_run_item
 from jobsched.core.transitions.conditions import _run_is_new, _state_unchanged
@@ -68,7 +68,9 @@ def test_a_legacy_state_takes_its_epoch_and_the_job_its_first_head_in_one_transa
     state = legacy_state()
     store = legacy_store(state)
     assert is_legacy(state) and legacy_key(state) == run_id_for("j", T0)
-    ops = convert_legacy_ops(state, head_job(state), (), CFG.shard_count, NOW)
+    ops = convert_legacy_ops(
+        state, head_job(state), (), CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+    )
     assert len(ops) == 2 and isinstance(ops[0], Update) and isinstance(ops[1], Put)
     assert write(store, ops) is None
     converted = store.get(STATE, {"job_id": "j"})
@@ -92,7 +94,15 @@ def test_a_backfills_record_at_the_legacy_key_sends_the_head_to_the_next_occurre
     store = legacy_store(state)
     record = backfilled(T0)
     store.write([Put(RUNS, record, (), "seed backfill")])
-    assert write(store, convert_legacy_ops(state, head_job(state), {T0}, CFG.shard_count, NOW)) is None
+    assert (
+        write(
+            store,
+            convert_legacy_ops(
+                state, head_job(state), {T0}, CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+            ),
+        )
+        is None
+    )
     head = get(store, run_id_for("j", T0 + 5 * MINUTE, VERSION + 1))
     assert head is not None and head["through"] == T0 and head["after_run_id"] == LATEST
     assert get(store, run_id_for("j", T0, VERSION + 1)) is None  # one record at T0: the backfill's
@@ -106,7 +116,9 @@ def test_a_backfill_of_the_last_occurrence_finishes_the_converted_state() -> Non
     job = HeadJob.of_definition(definition(end=end))
     state = legacy_state(timing=dict(job.timing))
     store = legacy_store(state)
-    ops = convert_legacy_ops(state, head_job(state), {T0}, CFG.shard_count, NOW)
+    ops = convert_legacy_ops(
+        state, head_job(state), {T0}, CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+    )
     assert len(ops) == 1 and converted_head(ops) is None
     assert write(store, ops) is None
     finished = store.get(STATE, {"job_id": "j"})
@@ -119,7 +131,16 @@ def test_a_backfill_of_the_last_occurrence_finishes_the_converted_state() -> Non
 
 def test_the_last_run_of_a_max_runs_life_heads_towards_its_end_marker() -> None:
     state = legacy_state(runs_claimed=4)
-    head = converted_head(convert_legacy_ops(state, head_job(state, max_runs=5), (), CFG.shard_count, NOW))
+    head = converted_head(
+        convert_legacy_ops(
+            state,
+            head_job(state, max_runs=5),
+            (),
+            CFG.shard_count,
+            NOW,
+            check_delay_ms=head_check_delay_ms(CFG),
+        )
+    )
     assert head is not None and ends_life(head) and head["next_key"] == end_run_id("j", T0, VERSION + 1)
 
 
@@ -130,7 +151,9 @@ def test_an_old_code_claim_in_flight_fails_the_conversion_which_reads_again() ->
     the legacy run: the occurrence would run twice."""
     state = legacy_state()
     store = legacy_store(state)
-    conversion = convert_legacy_ops(state, head_job(state), (), CFG.shard_count, NOW)
+    conversion = convert_legacy_ops(
+        state, head_job(state), (), CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+    )
     run = new_run_item("j", run_id_for("j", T0), T0, SNAPSHOT, "h", RunKind.SCHEDULED, NOW, CFG)
     run["after_run_id"] = LATEST
     store.write(claim_ops(state, run, T0 + 5 * MINUTE, NOW))
@@ -141,7 +164,15 @@ def test_an_old_code_claim_in_flight_fails_the_conversion_which_reads_again() ->
     assert snapshot(store) == before
     again = store.get(STATE, {"job_id": "j"})
     assert again is not None and is_legacy(again)
-    assert write(store, convert_legacy_ops(again, head_job(again), (), CFG.shard_count, NOW)) is None
+    assert (
+        write(
+            store,
+            convert_legacy_ops(
+                again, head_job(again), (), CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+            ),
+        )
+        is None
+    )
     head = get(store, run_id_for("j", T0 + 5 * MINUTE, VERSION + 2))
     assert head is not None and head["after_run_id"] == run["run_id"] and head["through"] == T0
     # The mutant, on the first read: a second live record at T0.
@@ -155,14 +186,23 @@ def test_an_old_code_claim_in_flight_fails_the_conversion_which_reads_again() ->
 def test_a_second_conversion_finds_nothing_left_to_convert() -> None:
     state = legacy_state()
     store = legacy_store(state)
-    ops = convert_legacy_ops(state, head_job(state), (), CFG.shard_count, NOW)
+    ops = convert_legacy_ops(
+        state, head_job(state), (), CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+    )
     assert write(store, ops) is None
-    lost = write(store, convert_legacy_ops(state, head_job(state), (), CFG.shard_count, NOW))
+    lost = write(
+        store,
+        convert_legacy_ops(
+            state, head_job(state), (), CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+        ),
+    )
     assert lost is not None and lost.op.label == "convert to the successor claim"
     again = store.get(STATE, {"job_id": "j"})
     assert again is not None and not is_legacy(again)
     with pytest.raises(ValueError, match="only an active state in next-run"):
-        convert_legacy_ops(again, head_job(again), (), CFG.shard_count, NOW)
+        convert_legacy_ops(
+            again, head_job(again), (), CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+        )
 
 
 def test_only_an_active_state_in_next_run_is_converted() -> None:
@@ -171,17 +211,30 @@ def test_only_an_active_state_in_next_run_is_converted() -> None:
     for state in (paused, legacy_state(status="paused"), legacy_state(next_run_at=None)):
         assert not is_legacy(state)
         with pytest.raises(ValueError, match="only an active state in next-run"):
-            convert_legacy_ops(state, head_job(legacy_state()), (), CFG.shard_count, NOW)
+            convert_legacy_ops(
+                state,
+                head_job(legacy_state()),
+                (),
+                CFG.shard_count,
+                NOW,
+                check_delay_ms=head_check_delay_ms(CFG),
+            )
 
 
 def test_a_state_that_never_ran_heads_through_its_registration() -> None:
     state = legacy_state()
     for name in ("last_scheduled_at", "latest_run_id", "runs_claimed", "catchups"):
         del state[name]
-    head = converted_head(convert_legacy_ops(state, head_job(state), (), CFG.shard_count, NOW))
+    head = converted_head(
+        convert_legacy_ops(
+            state, head_job(state), (), CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+        )
+    )
     assert head is not None and head["through"] == state["registered_at"]
     assert "after_run_id" not in head and "catchups" not in head and head["runs_before"] == 0
-    ops = convert_legacy_ops(state, head_job(state), (), CFG.shard_count, NOW)
+    ops = convert_legacy_ops(
+        state, head_job(state), (), CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+    )
     assert isinstance(ops[0], Update) and set(ops[0].remove) == {"next_run_at", "sched_shard"}
 
 
@@ -190,7 +243,9 @@ def test_the_first_heads_put_never_replaces_an_item() -> None:
     store the state's version part stops any writer of that key first (as the model's
     ``change.new_head_free``, never caught alone); the put still never overwrites."""
     state = legacy_state()
-    put = convert_legacy_ops(state, head_job(state), (), CFG.shard_count, NOW)[1]
+    put = convert_legacy_ops(
+        state, head_job(state), (), CFG.shard_count, NOW, check_delay_ms=head_check_delay_ms(CFG)
+    )[1]
     assert isinstance(put, Put)
     assert failing_parts(put.condition, None) == []
     assert failing_parts(put.condition, dict(put.item)) == [_run_is_new()]
@@ -206,7 +261,14 @@ def test_an_overdue_states_backfilled_occurrences_are_all_passed() -> None:
     manual = new_run_item("j", "j@manual:r", NOW, SNAPSHOT, "h", RunKind.MANUAL, NOW, CFG)
     recorded = legacy_recorded(state, [*items(store), manual, {"run_id": "j@not-an-instant"}])
     assert recorded == {T0, T0 + 5 * MINUTE}  # not the one before next_run_at, nor a manual run
-    ops = convert_legacy_ops(state, head_job(state), recorded, CFG.shard_count, T0 + 7 * MINUTE)
+    ops = convert_legacy_ops(
+        state,
+        head_job(state),
+        recorded,
+        CFG.shard_count,
+        T0 + 7 * MINUTE,
+        check_delay_ms=head_check_delay_ms(CFG),
+    )
     assert write(store, ops) is None
     head = get(store, run_id_for("j", T0 + 10 * MINUTE, VERSION + 1))
     assert head is not None and head["through"] == T0 + 5 * MINUTE

@@ -22,7 +22,7 @@ from head_world import (
     world,
     write,
 )
-from jobsched.core.head import HeadJob, head_item
+from jobsched.core.head import HeadJob, head_check_delay_ms, head_item
 from jobsched.core.run import end_run_id, run_id_for, run_key
 from jobsched.core.transitions.conditions import _end_marker_written, _state_as_read
 from jobsched.core.transitions.head_claim import claim_head_op
@@ -47,6 +47,7 @@ def end_marker(**changes: Any) -> dict[str, Any]:
         EPOCH,
         through=T0 - 5 * MINUTE,
         shard_count=CFG.shard_count,
+        check_delay_ms=head_check_delay_ms(CFG),
         runs_before=2,
         after_run_id="j@before-last",
     )
@@ -103,7 +104,13 @@ def test_a_change_since_the_read_fails_the_finish_write() -> None:
     ops = finish_life_ops(read, marker, NOW)
     new_epoch = EPOCH + 1
     new_head = head_item(
-        JOB, T0 + 5 * MINUTE, new_epoch, through=T0, shard_count=CFG.shard_count, runs_before=3
+        JOB,
+        T0 + 5 * MINUTE,
+        new_epoch,
+        through=T0,
+        shard_count=CFG.shard_count,
+        check_delay_ms=head_check_delay_ms(CFG),
+        runs_before=3,
     )
     store.write(
         [

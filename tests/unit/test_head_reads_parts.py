@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from head_items import CFG, SECOND, T0, get, head, store_with
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.head import HEAD_CHECK_DELAY_MS
+from jobsched.core.head import head_check_delay_ms
 from jobsched.core.run import RunStatus
 from jobsched.core.transitions.head_adhoc import relink_head_ops
 from jobsched.core.transitions.head_claim import claim_head_op
@@ -28,7 +28,7 @@ from jobsched_tools.sim.mutants import SUCCESSOR_SWITCHABLE, switched_off
 
 SKEW = CFG.clock_skew_allowance_ms
 LEASE = CFG.dispatch_lease_seconds * SECOND
-MET = T0 + HEAD_CHECK_DELAY_MS + SKEW + 1  # the detector's sweep first meets a head's entry
+MET = T0 + head_check_delay_ms(CFG) + SKEW + 1  # the detector's sweep first meets a head's entry
 
 
 def claimed(claimed_at: int, **changes: Any) -> tuple[Item, Item]:

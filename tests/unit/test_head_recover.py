@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from head_items import CFG, MINUTE, SECOND, T0, get, head, job, store_with, without
 from jobsched.core.errors import ConditionFailed
-from jobsched.core.head import HEAD_CHECK_DELAY_MS
+from jobsched.core.head import head_check_delay_ms
 from jobsched.core.run import RunStatus, end_run_id
 from jobsched.core.transitions.head_claim import claim_head_op, claimed_run_message
 from jobsched.core.transitions.head_recover import (
@@ -23,7 +23,7 @@ from jobsched.core.writes import Item
 
 SKEW = CFG.clock_skew_allowance_ms
 LEASE = CFG.dispatch_lease_seconds * SECOND
-CHECK = T0 + HEAD_CHECK_DELAY_MS  # a head's check_at
+CHECK = T0 + head_check_delay_ms(CFG)  # a head's check_at
 MET = CHECK + SKEW + 1  # the first time the detector's sweep (below now - skew) meets it
 
 

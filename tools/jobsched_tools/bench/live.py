@@ -14,7 +14,7 @@ from typing import Any
 
 from jobsched.core.claim_shape import DeployedShape
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.head import HEAD_CHECK_DELAY_MS
+from jobsched.core.head import head_check_delay_ms
 from jobsched.runtime.clock import SystemClock
 from jobsched.services.detector import MissDetector
 from jobsched.services.messages import parse_run_message
@@ -132,12 +132,12 @@ def _wait_until(done: Callable[[], bool], timeout_s: float, period_s: float = 0.
     return done()
 
 
-def check_after_s(settings: BenchSettings, shape: DeployedShape) -> float:
+def check_after_s(settings: BenchSettings, shape: DeployedShape, cfg: SchedulerConfig) -> float:
     """How long after a crash the detector first meets the run: its lease, or on a successor
     stack at least the head's check delay (a claimed run keeps its head's `check_at`, the instant
-    plus HEAD_CHECK_DELAY_MS, through its start: the build plan's HC7, whatever the lease)."""
+    plus the dispatch lease, ``head_check_delay_ms``, through its start: the build plan's HC7)."""
     if shape is DeployedShape.SUCCESSOR:
-        return max(settings.lease_seconds, HEAD_CHECK_DELAY_MS / 1000)
+        return max(settings.lease_seconds, head_check_delay_ms(cfg) / 1000)
     return float(settings.lease_seconds)
 
 
@@ -198,7 +198,7 @@ def measure_recovery(
 
         _wait_until(
             lambda: len(recovered()) >= settings.crashes,
-            timeout_s=10 + 4 * (check_after_s(settings, shape) + settings.detector_period_s),
+            timeout_s=10 + 4 * (check_after_s(settings, shape, cfg) + settings.detector_period_s),
         )
         recoveries = []
         for run in recovered():

@@ -65,6 +65,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "seeded moment with claims, runs and changes in flight (sim/migration.py); the legacy states "
         "are converted, the successor checks read the end; --switch then also takes the head_* parts",
     )
+    parser.add_argument(
+        "--lease-seconds",
+        type=int,
+        default=30,
+        help="LeaseSeconds and DispatchLeaseSeconds of the simulated stack (default 30, at least 5)",
+    )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.set_defaults(func=run)
 
@@ -76,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         hours=args.hours,
         store=args.store,
         successor=args.successor,
+        lease_seconds=args.lease_seconds,
         migrate_midway=args.migrate_midway,
     )
     from contextlib import ExitStack

@@ -52,6 +52,8 @@ class ActorSet:
     # A check of the set's own, run after the drive (the toy protocols of the explorer's tests).
     check: Callable[[World], None] | None = None
     handler_ms: int = HANDLER_MS  # how long each handler runs in the drive to quiescence
+    # The stack's settings where they are not ``CFG`` (the successor explorer's short leases, HC7).
+    cfg: SchedulerConfig | None = None
 
 
 def job_item(

@@ -44,15 +44,18 @@ from types import ModuleType
 from typing import Any
 
 from jobsched.core import head_invariants
+from jobsched.core.config import SchedulerConfig
+from jobsched.core.head import is_closure_marker
 from jobsched.core.run import RunMessage, RunStatus, run_key
 from jobsched.core.transitions import recover
+from jobsched.core.transitions.head_recover import dispatch_lapses_at
 from jobsched.core.writes import RUNS, Item, Update
 from jobsched.services.messages import parse_run_message
 from jobsched.services.worker import FENCED_OUT, HandlerResult, Started, Worker
 from jobsched.services.worker_overlap import OverlapSettler
 
 from jobsched_tools.explore.drive import QUIET_LOG, Services
-from jobsched_tools.explore.model import CFG, SECOND, ActorSet, ActorSpec, by_name
+from jobsched_tools.explore.model import CFG, SECOND, ActorSet, ActorSpec, by_name, job_item
 from jobsched_tools.explore.sched import Call
 from jobsched_tools.explore.sets_successor import TEN, WINDOW_END, Mutant, at, retime
 from jobsched_tools.explore.successor import SUCCESSOR_PROGRAMS
@@ -157,17 +160,25 @@ def sweeper(world: World, svc: Services, spec: ActorSpec) -> None:
     """The detector, with the model's ``recovery_late`` after its sweep (the promise: a crashed
     run is recovered within a lease plus the skew allowance): a run running when the actor began
     and unchanged since (its token and lease as then), whose lease ended at or before the sweep's
-    now minus the allowance, is still running after a sweep whose ``due`` page did not lag. The
-    runs are read when the actor begins, before its first call: unchanged from then to the end of
-    the sweep, a run was as read when the sweep's page was. Only a run whose entry was due by the
-    sweep's clock is judged: the explored actors' clocks are apart (an actor at 00:05 may start a
-    run another redispatched at 00:05:40, which keys its entry there), and a write that keys an
-    entry after the lease is ``lease_hidden``'s."""
+    now minus the allowance, is still running after a sweep whose ``due`` page did not lag; and
+    a claimed run still ``scheduled`` and unchanged (its message lost, or its worker died before
+    its start write) whose dispatch lease (``dispatch_lapses_at``: from its start or its claim)
+    ended by then. The runs are read when the actor begins, before its first call: unchanged from
+    then to the end of the sweep, a run was as read when the sweep's page was.
+
+    A run whose entry was not due by the sweep's clock is judged only if no actor's clock keyed
+    it: the explored actors' clocks are apart (an actor at 00:05 may start a run another
+    redispatched at 00:05:40, which keys its entry there: ``recovered_at``), and a write that keys
+    an entry after the lease is ``lease_hidden``'s. A head's entry (its instant plus the check
+    delay, HC7) is keyed by no clock: kept through its claim and its start, it must come by the
+    lease's end, or the detector meets the dead run late (a fixed 30 s delay with a 5 s lease:
+    ``short-lease-*``)."""
     skew = world.cfg.clock_skew_allowance_ms
+    watched = (RunStatus.RUNNING.value, RunStatus.SCHEDULED.value)
     began = {
-        str(run["run_id"]): (run.get("version"), run.get("lease_expires_at"))
+        str(run["run_id"]): (run.get("status"), run.get("version"), run.get("lease_expires_at"))
         for run in world.inner.tables[RUNS].values()
-        if run.get("status") == RunStatus.RUNNING.value
+        if run.get("status") in watched
     }
     stale = world.used[STALE]
     svc.detector.run(spec.name)
@@ -176,14 +187,24 @@ def sweeper(world: World, svc: Services, spec: ActorSpec) -> None:
         return  # a lagging page may miss the entry: the next sweep's
     for run in world.inner.tables[RUNS].values():
         run_id, lease = str(run["run_id"]), run.get("lease_expires_at")
-        if (
-            run.get("status") == RunStatus.RUNNING.value
-            and lease is not None
-            and int(lease) + skew <= now
-            and int(run.get("check_at", now)) + skew <= now
-            and began.get(run_id) == (run.get("version"), lease)
-        ):
+        if began.get(run_id) != (run.get("status"), run.get("version"), lease):
+            continue
+        if run.get("recovered_at") is not None and int(run.get("check_at", now)) + skew > now:
+            continue  # keyed by a redispatch at another actor's clock
+        if run.get("status") == RunStatus.RUNNING.value and lease is not None and int(lease) + skew <= now:
             world.find(RECOVERY_LATE, run_id, f"swept at {now}, leased to {lease}, still running")
+        elif run.get("status") == RunStatus.SCHEDULED.value and "next_key" in run:
+            successor = world.inner.get(RUNS, run_key(str(run["next_key"])))
+            if successor is None or is_closure_marker(successor):
+                continue  # a head, or a head a change closed: not a claimed run
+            lapse = dispatch_lapses_at(run, successor, world.cfg, _definition(world))
+            if lapse + skew <= now:
+                world.find(RECOVERY_LATE, run_id, f"swept at {now}, its dispatch lease ended {lapse}")
+
+
+def _definition(world: World) -> Item:
+    """The explored job's definition (its start window, for a claimed run's dispatch lease)."""
+    return job_item(world.schedule, world.overlap, world.after_completion, world.job)
 
 
 PROGRAMS = {"long": long, "visible_worker": visible_worker, "lose": lose, "sweeper": sweeper}
@@ -362,7 +383,44 @@ PART_SETS = by_name(
     ),
 )
 
-SETS: dict[str, ActorSet] = {**MODEL_SETS, **PART_SETS}
+# HC7 with leases below 30 s (the bench's 5 s): a head keeps its due entry through its claim and
+# its start, so the detector must meet a claimed run whose worker died at its start, or whose
+# message was lost, by its lease's end; the sweeper's ``recovery_late`` judges it at 00:05:08
+# (the 5 s lease plus the 2 s skew allowance, plus 1 s). A fixed 30 s check delay fails both.
+SHORT_LEASES = SchedulerConfig(
+    **{**CFG.model_dump(), "dispatch_lease_seconds": 5, "lease_seconds": 5, "heartbeat_seconds": 2}
+)
+SHORT_LEASE_SETS = by_name(
+    _reads(
+        "short-lease-dies-at-start",
+        (
+            _a("workerA", "long", arg=(None, 0)),
+            _a("detector", "sweeper", 8 * SECOND),
+            _a("workerB", "worker", 8 * SECOND),
+        ),
+        at(5),
+        setup="claimed",
+        budget=Budget(crashes=0),
+        cfg=SHORT_LEASES,
+        note="leases of 5 s: workerA died at its start at 00:05; swept at 00:05:08, it is recovered "
+        "and workerB starts the recovery",
+    ),
+    _reads(
+        "short-lease-lost-dispatch",
+        (
+            _a("lose", "lose"),
+            _a("detector", "sweeper", 8 * SECOND),
+            _a("worker", "worker", 8 * SECOND),
+        ),
+        at(5),
+        setup="claimed",
+        budget=Budget(crashes=0),
+        cfg=SHORT_LEASES,
+        note="leases of 5 s: 00:05's message was lost; swept at 00:05:08, it is redispatched",
+    ),
+)
+
+SETS: dict[str, ActorSet] = {**MODEL_SETS, **PART_SETS, **SHORT_LEASE_SETS}
 # The bound per set (preemptions): each runs in a few seconds on a loaded 2-core machine (the
 # three with four actors or four heartbeats take 16-40 s at k=1, so k=0).
 HEAVY = ("long-run-heartbeats", "two-detectors", "adopt-vs-redispatch")

@@ -206,7 +206,7 @@ class SuccessorWorld(World):
 
 # --- the set-ups ------------------------------------------------------------------------------------
 
-_SETUPS: dict[tuple[str, str, str, str], tuple[Any, ...]] = {}
+_SETUPS: dict[tuple[str, str, str, str, str], tuple[Any, ...]] = {}
 SETUPS = ("registered", "claimed", "paused", "settled", "resumed-reconciled")
 
 
@@ -242,7 +242,8 @@ def _setup(world: SuccessorWorld, actor_set: ActorSet) -> None:
     """The successor model's set-ups: "registered" (the job alone, registered at 00:00 on a
     switched-on stack: its head at 00:05), "claimed" (a tick at 00:04 claimed 00:05 and sent its
     message), "paused" (and a person paused it at 00:03, applied: no head)."""
-    key = (actor_set.setup, actor_set.overlap, actor_set.schedule, repr(actor_set.job))
+    # The settings too: a head's check_at follows the dispatch lease (HC7, the short-lease sets).
+    key = (actor_set.setup, actor_set.overlap, actor_set.schedule, repr(actor_set.job), repr(actor_set.cfg))
     cached = _SETUPS.get(key)
     if cached is None:
         if actor_set.setup not in SETUPS and actor_set.setup not in SETUP_STEPS:
@@ -365,7 +366,7 @@ SUCCESSOR_PROGRAMS: dict[str, Callable[[World, Services, ActorSpec], None]] = {
 def build(
     actor_set: ActorSet, offsets: tuple[int, ...], invariants: Sequence[str] = ALL_SUCCESSOR
 ) -> SuccessorWorld:
-    world = SuccessorWorld(CFG, actor_set.budget, invariants)
+    world = SuccessorWorld(actor_set.cfg or CFG, actor_set.budget, invariants)
     world.overlap = actor_set.overlap
     world.schedule = actor_set.schedule
     world.job = actor_set.job

@@ -23,7 +23,7 @@ position is its head (services/head_operations.py). For such a job the jobs sect
 occurrence items once (HC12's Query) and walks its chain from the head through them (a manual
 run, which is not an occurrence item, read by its key as today), and when any shown
 job is one, the ``due`` index is read too, one query per shard (at most ``DUE_PER_SHARD`` entries
-each): heads only (``check_at`` = instant + ``HEAD_CHECK_DELAY_MS``, an epoch), due soon, or behind
+each): heads only (``is_head_entry``: ``check_at`` = instant + the dispatch lease), due soon, or behind
 when past and unclaimed (one GetItem of the head's successor key each, at most ``DUE_PER_SHARD``).
 A legacy stack reads exactly what it read before.
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.claim_shape import DeployedShape
-from jobsched.core.head import HEAD_CHECK_DELAY_MS
+from jobsched.core.head import MAX_HEAD_CHECK_DELAY_MS, is_head_entry
 from jobsched.core.run import run_key
 from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import Store
@@ -71,7 +71,7 @@ def snapshot(
     successor_stack = shape is DeployedShape.SUCCESSOR
     if not successor_stack:
         _next_runs(store, status, shard_count, now, horizon_s)
-    entries = _lease_entries(store, status, shard_count, successor_stack)
+    entries = _lease_entries(store, status, shard_count, successor_stack, now)
     for entry in sorted(entries, key=lambda e: int(e.get("check_at", 0)))[:RUNS_SHOWN]:
         run = store.get(RUNS, run_key(str(entry["run_id"])))
         status.requests += 1
@@ -115,29 +115,27 @@ def _next_runs(store: Store, status: Status, shard_count: int, now: int, horizon
     status.behind.sort(key=lambda s: int(s["next_run_at"]))
 
 
-def _lease_entries(store: Store, status: Status, shard_count: int, successor_stack: bool) -> list[Item]:
+def _lease_entries(
+    store: Store, status: Status, shard_count: int, successor_stack: bool, now: int
+) -> list[Item]:
     """The first ``LEASES_PER_SHARD`` lease entries of each shard: ``lease``'s, or on a successor
     stack ``due``'s that are not heads."""
     entries: list[Item] = []
     for shard in range(shard_count):
         if successor_stack:
             page = store.query("due", shard, None, None, limit=LEASES_PER_SHARD).items
-            entries += [entry for entry in page if not _is_head_entry(entry)]
+            entries += [entry for entry in page if not _head_not_checked_yet(entry, now)]
         else:
             entries += store.query("lease", shard, None, None, limit=LEASES_PER_SHARD).items
         status.requests += 1
     return entries
 
 
-def _is_head_entry(entry: Item) -> bool:
-    """A ``due`` entry of a head or a claimed run not yet started (its instant plus
-    ``HEAD_CHECK_DELAY_MS``): not a lease."""
-    at = entry.get("scheduled_at")
-    return (
-        entry.get("epoch") is not None
-        and at is not None
-        and int(entry["check_at"]) == int(at) + HEAD_CHECK_DELAY_MS
-    )
+def _head_not_checked_yet(entry: Item, now: int) -> bool:
+    """A ``due`` entry of a head, or of a claimed run not moved since, whose check has not come
+    (``is_head_entry``: its instant plus the dispatch lease it was written under, HC7): not a
+    lease yet. One whose check came is read like a lease (a started run keeps its head's entry)."""
+    return is_head_entry(entry) and int(entry["check_at"]) > now
 
 
 def _successor_job(
@@ -175,16 +173,13 @@ def _heads(store: Store, status: Status, shard_count: int, now: int, horizon_s: 
     ``next-run`` entries are: ``job_id`` and ``next_run_at`` (the head's instant)."""
     entries: list[Item] = []
     for shard in range(shard_count):
-        until = now + horizon_s * 1000 + HEAD_CHECK_DELAY_MS
-        entries += store.query("due", shard, None, until, limit=DUE_PER_SHARD).items
+        # A head's check_at is its instant plus the dispatch lease it was written under (HC7),
+        # which this reader does not know: up to the longest, and the instant decides.
+        up_to = now + horizon_s * 1000 + MAX_HEAD_CHECK_DELAY_MS
+        entries += store.query("due", shard, None, up_to, limit=DUE_PER_SHARD).items
         status.requests += 1
-    heads = [
-        entry
-        for entry in entries
-        if entry.get("epoch") is not None
-        and entry.get("scheduled_at") is not None
-        and int(entry["check_at"]) == int(entry["scheduled_at"]) + HEAD_CHECK_DELAY_MS
-    ]
+    until = now + horizon_s * 1000
+    heads = [entry for entry in entries if is_head_entry(entry) and int(entry["scheduled_at"]) <= until]
     keys = {str(entry["run_id"]) for entry in heads}
     for entry in sorted(heads, key=lambda e: int(e["scheduled_at"])):
         if str(entry.get("next_key")) in keys:

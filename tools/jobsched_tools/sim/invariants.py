@@ -10,6 +10,7 @@ job was active, and must end with a record (docs/design.md, "What a change to a 
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -419,6 +420,26 @@ class Checker:
                     f"{run.get('status')}, lease expired {iso_z(int(expires))}",
                 )
 
+    # 5b. recovery within a lease plus the skew allowance (issue 37), as the simulated detector
+    # (one run a minute) keeps it: no run is recovered after a clean detector run (no fault, no
+    # error, not cut short) that began once its lease or dispatch lease had lapsed by more than
+    # the skew allowance and the actors' clock skew. A successor head keeps its due entry through
+    # its claim and start, so this fails when its check delay exceeds the leases (HC7).
+    def recoveries(self) -> None:
+        world = self.world
+        slack = world.sched_cfg.clock_skew_allowance_ms + world.rates.clock_skew_max_ms
+        sweeps = sorted(world.clean_detector_runs)
+        for run_id, lapsed, recovered in world.recoveries:
+            first = bisect.bisect_left(sweeps, lapsed + slack)
+            # The recovering run's own clock may be ahead of the simulation's by the skew.
+            if first < len(sweeps) and sweeps[first] < recovered - world.rates.clock_skew_max_ms - 1000:
+                self.violate(
+                    "recovery_late",
+                    run_id,
+                    f"lapsed {iso_z(lapsed)}, a clean detector run at {iso_z(sweeps[first])} left it, "
+                    f"recovered {iso_z(recovered)}",
+                )
+
     # 7. input at the edge: a job item keyed with a snapshot's key is reported invalid and never
     # gets a state item; every snapshot keeps its definition; no state item without a job id.
     def odd_inputs(self) -> None:
@@ -536,6 +557,7 @@ def check(world: ObservedWorld, checker_class: type[Checker] = Checker) -> Chaos
     checker.nothing_lost()
     checker.pointers()
     checker.leases()
+    checker.recoveries()
     checker.odd_inputs()
     checker.converged()
     checker.completions()

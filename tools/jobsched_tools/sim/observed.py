@@ -37,6 +37,9 @@ class ObservedWorld(Protocol):
     entries: list[LogEntry]
     outcomes: Counter[str]
     leases_recovered: int
+    # (run id, lapsed at, recovered at) of every recovery; when each clean detector run began.
+    recoveries: list[tuple[str, int, int]]
+    clean_detector_runs: list[int]
     unexpected: list[str]
     job_errors: list[tuple[str, str]]  # (job or run id, error) the services isolated
     dead_letters: SimDeadLetters  # every letter a job's dead-letter queue was sent

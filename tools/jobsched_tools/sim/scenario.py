@@ -144,6 +144,9 @@ class ChaosConfig:
     # runs table has the ``due`` index and the migration switch (core/claim_shape.py) is on before
     # the first job registers; the checks read heads, markers and epochs (sim/successor.py).
     successor: bool = False
+    # LeaseSeconds and DispatchLeaseSeconds (a successor head's check delay follows the dispatch
+    # lease, HC7); the heartbeat is at most half of it (``SchedulerConfig``'s rule).
+    lease_seconds: int = 30
     # A migrating stack (issue 37 §5 "The migration", between the deploys: ports.DEPLOYED_INDEXES
     # ["migrating"], the next-run, lease and due indexes): the switch starts off, every job
     # registers and runs today's claim, and ``jobsched migrate successor-claim``'s write turns it

@@ -88,10 +88,15 @@ class TriggerAndDetector(People):
     def _detect(self) -> None:
         minute = self.clock.now_ms() // MINUTE
         self.at((minute + 1) * MINUTE + 30_000 + self.rng.randrange(2000), self._detect)
-        detector = self.overloaded_detector if self._in(self.overloads) else self.detector
+        overloaded = self._in(self.overloads)
+        detector = self.overloaded_detector if overloaded else self.detector
+        began, faults = self.clock.now_ms(), sum(self.counts.values())
         ok, result = self.call("detector", lambda: detector.run(f"detect-{minute}"), f"detect-{minute}")
         if ok and result is not None:
             self.leases_recovered += result.leases_recovered
+            clean = not (overloaded or result.job_errors or result.stopped_early or result.degraded)
+            if clean and sum(self.counts.values()) == faults:
+                self.clean_detector_runs.append(began)
 
 
 def _each(actions: tuple[Callable[[str], None], ...], job_id: str) -> None:

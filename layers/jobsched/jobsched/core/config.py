@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # The most shards the indexes may have, and so the most trigger groups (one shard at least each).
 MAX_SHARDS = 256
+# The dispatch lease's bounds (template.yaml DispatchLeaseSeconds' MinValue, MaxValue): also the
+# delays a head can have been entered into the due index with (core/head.py, HC7).
+MIN_DISPATCH_LEASE_SECONDS, MAX_DISPATCH_LEASE_SECONDS = 5, 900
 
 
 class SchedulerConfig(BaseModel):
@@ -39,8 +42,8 @@ class SchedulerConfig(BaseModel):
     )
     dispatch_lease_seconds: int = Field(
         30,
-        ge=5,
-        le=900,
+        ge=MIN_DISPATCH_LEASE_SECONDS,
+        le=MAX_DISPATCH_LEASE_SECONDS,
         description="How long a claimed run may wait for a worker to start it; also how soon a "
         "worker that died before its first heartbeat is recovered.",
     )

@@ -31,17 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobsched.core.clock import dt_to_ms, ms_to_dt
+from jobsched.core.config import MAX_DISPATCH_LEASE_SECONDS, MIN_DISPATCH_LEASE_SECONDS, SchedulerConfig
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import RunKind, RunStatus, end_run_id, parse_run_id, run_id_for, shard_of
 from jobsched.core.schedule import Schedule
 from jobsched.core.state import misfire_of, state_schedule, timing_of
 from jobsched.core.writes import Item
-
-# A head enters the ``due`` index at its instant plus this (§0 "The due index", HC7): today's
-# default dispatch lease, so a run claimed before its instant, started at it and committed within
-# 30 s is never read by the detector. A code constant, not a parameter: changing it would re-key
-# every head (§6 q5).
-HEAD_CHECK_DELAY_MS = 30_000
 
 # The kinds of run an occurrence key holds: a head is made ``scheduled``; a settle chunk's run of
 # an overdue occurrence is a ``catchup``. Markers carry kind ``end`` (end marker) or none.
@@ -128,9 +123,55 @@ def successor_of(job: HeadJob, at: int, epoch: int, runs_before: int) -> tuple[i
     return next_at, run_id_for(job.job_id, next_at, epoch)
 
 
-def head_check_at(at: int) -> int:
-    """A head's ``due`` entry sort key: its instant plus ``HEAD_CHECK_DELAY_MS`` (HC7)."""
-    return at + HEAD_CHECK_DELAY_MS
+def head_check_delay_ms(cfg: SchedulerConfig) -> int:
+    """How long after its instant a head enters the detector's sweep (§0 "The due index", HC7):
+    the stack's dispatch lease (``DispatchLeaseSeconds``), the same lease today's claim gives a
+    claimed run from its start (``claim_ops``: ``max(start, now)`` + the dispatch lease). A head
+    keeps its entry through its claim and its start (no write moves it), so this is when the
+    detector first meets a claimed run whose message was lost or whose worker died before its
+    first heartbeat: at its instant plus the dispatch lease plus the skew allowance, as today's
+    lease index meets it, whatever the lease is set to (issue 37: "recovery of a crashed run
+    within a lease plus the skew allowance"). A fixed delay longer than the lease recovered such
+    a run that much later. The cost is today's: a run still unfinished at the delay is met once
+    and rechecked (2 units), as today's run is at its dispatch lease; a start window's offset is
+    one recheck more (HC8), which today's claim folds into its lease.
+
+    Heads keep the ``check_at`` they were written with when the parameter changes (no write
+    re-keys them): a claim, a settle or a change gives the next head the new delay. No reader
+    takes ``check_at - scheduled_at`` for this delay (``is_head_entry``), so a head written under
+    an older setting is claimed, judged and settled as any other (the detector meets it at its
+    own ``check_at``; the trigger finds it by its instant, ``MAX_HEAD_CHECK_DELAY_MS``)."""
+    return cfg.dispatch_lease_seconds * 1000
+
+
+# The delays a head can have been written with: the dispatch lease's bounds
+# (``SchedulerConfig.dispatch_lease_seconds``, ``DispatchLeaseSeconds``' MinValue and MaxValue).
+MAX_HEAD_CHECK_DELAY_MS = MAX_DISPATCH_LEASE_SECONDS * 1000
+MIN_HEAD_CHECK_DELAY_MS = MIN_DISPATCH_LEASE_SECONDS * 1000
+
+
+def head_check_at(at: int, cfg: SchedulerConfig) -> int:
+    """A head's ``due`` entry sort key: its instant plus the stack's ``head_check_delay_ms`` (HC7)."""
+    return at + head_check_delay_ms(cfg)
+
+
+def is_head_entry(entry: Mapping[str, Any]) -> bool:
+    """A ``due`` entry that may be an unclaimed head (§0 "The due index"): a timed occurrence of an
+    epoch with a successor key whose ``check_at`` is a head's, its instant plus a delay that some
+    ``DispatchLeaseSeconds`` gives (a whole number of seconds, 5 to ``MAX_HEAD_CHECK_DELAY_MS``).
+    The delay a head was written with is not known to its reader (the parameter may have changed
+    since), so any is taken: no head is ever passed over. The index projects no ``status``: a
+    claimed run looks the same until a write moves its ``check_at``, and the successor's read
+    tells the two apart (one GetItem). A moved entry (a recheck's or a redispatch's lease end, a
+    renewed lease, a retry) is keyed from a clock or a start window in milliseconds, so it is
+    taken here only when that lands on a whole second after the instant (about one in a
+    thousand), which costs that one GetItem and decides nothing."""
+    if entry.get("kind") not in TIMED_KINDS or "next_key" not in entry or "scheduled_at" not in entry:
+        return False
+    if epoch_of(entry) < 1 or entry.get("check_at") is None:
+        return False
+    delay = int(entry["check_at"]) - int(entry["scheduled_at"])
+    return MIN_HEAD_CHECK_DELAY_MS <= delay <= MAX_HEAD_CHECK_DELAY_MS and delay % 1000 == 0
 
 
 def head_item(
@@ -140,6 +181,7 @@ def head_item(
     *,
     through: int,
     shard_count: int,
+    check_delay_ms: int,
     runs_before: int = 0,
     after_run_id: str | None = None,
     catchups: int | None = None,
@@ -149,6 +191,8 @@ def head_item(
 ) -> Item:
     """The head of ``job`` for its occurrence at ``at`` in ``epoch`` (§0, "The claim, exactly").
 
+    ``check_delay_ms``: the stack's ``head_check_delay_ms`` (its ``due`` entry's ``check_at`` is
+    ``at`` plus it);
     ``through``: the instant of the last occurrence decided (claimed or settled) before this one;
     ``runs_before``: the life's scheduled runs before it (counted only under ``max_runs``);
     ``after_run_id``: the chain's end it joins behind (None: the first run of its job);
@@ -181,7 +225,7 @@ def head_item(
         "through": through,
         "runs_before": runs_before,
         "lease_shard": shard_of(run_id, shard_count),
-        "check_at": head_check_at(at),
+        "check_at": at + check_delay_ms,
     }
     optional: dict[str, Any] = {
         "next_at": next_at,

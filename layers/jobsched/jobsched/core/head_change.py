@@ -51,7 +51,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.head import HeadJob, epoch_of, head_item, is_end_marker, is_unstarted_occurrence
+from jobsched.core.head import (
+    HeadJob,
+    epoch_of,
+    head_check_delay_ms,
+    head_item,
+    is_end_marker,
+    is_unstarted_occurrence,
+)
 from jobsched.core.job import JobDefinition
 from jobsched.core.run import RunStatus, parse_run_id
 from jobsched.core.state import (
@@ -252,6 +259,7 @@ def _written(
             read.epoch,
             through=read.through,
             shard_count=cfg.shard_count,
+            check_delay_ms=head_check_delay_ms(cfg),
             runs_before=read.count,
             after_run_id=read.chain_end,
         )

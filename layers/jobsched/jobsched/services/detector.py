@@ -21,7 +21,7 @@ from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.dead_letter import PENDING
 from jobsched.core.errors import ConditionFailed, StoreError
-from jobsched.core.head import HEAD_CHECK_DELAY_MS, is_unstarted_occurrence
+from jobsched.core.head import head_check_delay_ms, is_unstarted_occurrence
 from jobsched.core.job import WAITING_POLICIES, OverlapPolicy
 from jobsched.core.run import RunStatus, run_key
 from jobsched.core.timing import effective_grace_ms, is_overdue
@@ -210,9 +210,9 @@ class MissDetector:
         the trigger can create no lease before the next invocation's first sweep. A shard that
         cannot be read counts as due: an error never makes the detector stop early.
 
-        With the switch on, also whether a ``due`` entry (a lease, a head: its instant plus
-        ``HEAD_CHECK_DELAY_MS``) comes to be checked by then: a lease lapsing later, or a head due
-        later, is the next invocation's, as a job due later is."""
+        With the switch on, also whether a ``due`` entry (a lease, a head: its instant plus the
+        stack's dispatch lease, ``head_check_delay_ms``) comes to be checked by then: a lease
+        lapsing later, or a head due later, is the next invocation's, as a job due later is."""
         failed: list[StoreError] = []
         if self._deployed is not DeployedShape.SUCCESSOR:  # a successor stack has no next-run
             firsts = shard_pages(
@@ -234,7 +234,7 @@ class MissDetector:
             "due",
             self._reconciler.shard_span,
             None,
-            horizon_ms + HEAD_CHECK_DELAY_MS,
+            horizon_ms + head_check_delay_ms(self._cfg),
             failed.append,
             self._parallel,
             1,

@@ -2,11 +2,11 @@
 docs/proposals/successor-claim-build.md §3 HC7, HC8, HC9, §4 row "detector"; model:
 ``model.detector``, ``model_mis.detector``).
 
-``due`` holds every item with ``lease_shard``/``check_at``: the heads (``check_at`` = instant +
-``HEAD_CHECK_DELAY_MS``, kept through their claim) and every run with a lease, legacy runs
-included (the two indexes share their key attributes). So with the switch on the detector sweeps
-``due`` *instead of* ``lease``, and no run is judged twice. The ``next-run`` overdue search stays
-for legacy states until they are converted (services/detector.py).
+``due`` holds every item with ``lease_shard``/``check_at``: the heads (``check_at`` = instant + the
+dispatch lease, ``head_check_delay_ms``, kept through their claim and start) and every run with a
+lease, legacy runs included (the two indexes share their key attributes). So with the switch on
+the detector sweeps ``due`` *instead of* ``lease``, and no run is judged twice. The ``next-run``
+overdue search stays for legacy states until they are converted (services/detector.py).
 
 One sweep of ``due`` below now - skew, oldest first. Each entry's item is read again (strongly
 consistent: the index projects neither ``status`` nor ``version``) and, for a head or a claimed
@@ -42,7 +42,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from jobsched.core.clock import Clock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError
-from jobsched.core.head import TIMED_KINDS, head_check_at, is_unstarted_occurrence, next_key
+from jobsched.core.head import TIMED_KINDS, head_check_delay_ms, is_unstarted_occurrence, next_key
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.run import RunStatus, run_key
 from jobsched.core.timing import is_overdue
@@ -166,7 +166,7 @@ class DueSweep(Generic[Result]):
 
     def _count(self, now: int, expired_before: int, budget_left: Callable[[], bool]) -> tuple[int, int]:
         """The lapsed entries, and of them the unclaimed heads past their grace as the index shows
-        them (a head's ``check_at`` is its instant's, ``head_check_at``, until a claim's
+        them (a head's ``check_at`` is its instant plus ``head_check_delay_ms``, until a claim's
         redispatch or a recheck moves it), counted up to the degradation threshold plus what one
         invocation can use, a page at a time, stopped at the deadline: lower bounds then."""
         look = self._cfg.detector_degrade_backlog + self._cfg.detector_max_items
@@ -285,7 +285,9 @@ def _looks_overdue_head(entry: Item, now: int, cfg: SchedulerConfig) -> bool:
     if entry.get("kind") not in TIMED_KINDS or "next_key" not in entry or "scheduled_at" not in entry:
         return False
     at = int(entry["scheduled_at"])
-    if int(entry["check_at"]) != head_check_at(at):
-        return False  # redispatched or rechecked: a claimed run
+    if int(entry["check_at"]) - at > head_check_delay_ms(cfg):
+        # Redispatched or rechecked (a claimed run), or a head written under a longer dispatch
+        # lease than the stack's now: not counted (the count is a lower bound).
+        return False
     misfire: Any = entry.get("misfire") if isinstance(entry.get("misfire"), dict) else {}
     return is_overdue(at, now, int(misfire.get("grace_seconds", 60)), cfg)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
-from jobsched.core.head import epoch_of, is_end_marker
+from jobsched.core.head import epoch_of, head_check_delay_ms, is_end_marker
 from jobsched.core.head_change import EPOCH, HEAD_AT, HeadChangePlan, ReadAgain, SettleFirst, plan_head_change
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.limits import chunks_by_size, item_size
@@ -152,7 +152,9 @@ def convert_legacy(
         except InvalidJob:
             pass  # a snapshot this code cannot read: the head takes the defaults; the change closes it
     job = head_job_of_state(state, overlap, attempts, max_runs)
-    ops = convert_legacy_ops(state, job, recorded, cfg.shard_count, now)
+    ops = convert_legacy_ops(
+        state, job, recorded, cfg.shard_count, now, check_delay_ms=head_check_delay_ms(cfg)
+    )
     store.write(ops)
     head = converted_head(ops)
     return None if head is None else dict(head)

@@ -4,10 +4,11 @@ tools/jobsched_tools/successor/model.py).
 
 With the stack's migration switch on (``core/claim_shape.py``, read once per tick from the
 detector's bookkeeping item), a tick also pages the runs table's ``due`` index, shard by shard of
-its group, over ``check_at`` in ``[now - lookback, now + lookahead]`` shifted by
-``HEAD_CHECK_DELAY_MS`` (a head's ``check_at`` is its instant plus that delay). Of what it reads it
-keeps the entries that may be unclaimed heads (a timed kind, a ``next_key``, an epoch, and
-``check_at`` = ``head_check_at(scheduled_at)``); every other entry is a run's lease, the
+its group, over ``check_at`` in ``[now - lookback, now + lookahead]`` shifted by the stack's
+check delay (``head_check_delay_ms``: a head's ``check_at`` is its instant plus the dispatch lease
+it was written under). Of what it reads it keeps the entries that may be unclaimed heads
+(``is_head_entry``: a timed kind, a ``next_key``, an epoch, ``check_at`` at most the longest delay
+past the instant) whose instant is in the window; every other entry is a run's lease, the
 detector's. For each, in order:
 
 1. the successor key (``next_key``) is read (one eventually consistent GetItem): present, the head
@@ -42,18 +43,18 @@ error after its retries) is counted and logged, and the tick goes on.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from jobsched.core.claim_shape import CLAIM_SHAPE_ATTRIBUTE, ClaimShape, DeployedShape, stack_shape
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, StoreError, Throttled, TransientStoreError
 from jobsched.core.head import (
-    TIMED_KINDS,
     ends_life,
-    epoch_of,
     head_check_at,
+    head_check_delay_ms,
+    is_head_entry,
     next_key,
 )
 from jobsched.core.job import InvalidJob, JobDefinition
@@ -137,17 +138,6 @@ class TakenHeads:
             return True
 
 
-def is_head_entry(entry: Mapping[str, Any]) -> bool:
-    """A ``due`` entry that may be an unclaimed head (§0 "The due index"): a timed occurrence of an
-    epoch with a successor key, entered at its instant plus ``HEAD_CHECK_DELAY_MS``. The index
-    projects no ``status``: a claimed run looks the same until its start moves ``check_at``, and the
-    successor's read tells the two apart. Other entries (leases, retries, legacy runs) are the
-    detector's."""
-    if entry.get("kind") not in TIMED_KINDS or "next_key" not in entry or "scheduled_at" not in entry:
-        return False
-    return epoch_of(entry) >= 1 and entry.get("check_at") == head_check_at(int(entry["scheduled_at"]))
-
-
 @dataclass(frozen=True)
 class _Definition:
     """A job's definition as loaded for its heads: the snapshot a message carries and its digest.
@@ -220,19 +210,28 @@ class HeadClaims:
         shards: Sequence[int] | None,
     ) -> Iterator[Item]:
         """The shards' head entries whose instant is in the window, oldest first; each shard is
-        paged lazily. A failing shard's page is reported to ``on_error`` and ends that shard."""
+        paged lazily. A failing shard's page is reported to ``on_error`` and ends that shard.
+        The pages span the window shifted by the stack's check delay; a head written under an
+        older ``DispatchLeaseSeconds`` keeps its own ``check_at`` (``head_check_delay_ms``), so
+        the instant decides: one written with a shorter delay is met before its instant enters
+        the window and waits for it, one written with a longer delay enters the pages that much
+        later (a lease lowered by 25 s: claimed 65 s ahead, not 90)."""
         firsts = shard_pages(
             self._store,
             "due",
             self._cfg.shard_count,
-            head_check_at(window_from),
-            head_check_at(window_to),
+            head_check_at(window_from, self._cfg),
+            head_check_at(window_to, self._cfg),
             on_error,
             parallel,
             page_size,
             shards,
         )
-        return (entry for entry in merge_oldest_first("due", firsts) if is_head_entry(entry))
+        return (
+            entry
+            for entry in merge_oldest_first("due", firsts)
+            if is_head_entry(entry) and window_from <= int(entry["scheduled_at"]) <= window_to
+        )
 
     # --- one head, one legacy state, one job ---------------------------------------------------
 
@@ -422,7 +421,14 @@ class HeadClaims:
             fresh, definition.overlap.value, definition.retry.max_attempts, definition.max_runs
         )
         recorded = self._legacy_recorded(fresh, head_job.next_after)
-        ops = convert_legacy_ops(fresh, head_job, recorded, self._cfg.shard_count, tick.now)
+        ops = convert_legacy_ops(
+            fresh,
+            head_job,
+            recorded,
+            self._cfg.shard_count,
+            tick.now,
+            check_delay_ms=head_check_delay_ms(self._cfg),
+        )
         try:
             self._store.write(ops)
         except ConditionFailed:

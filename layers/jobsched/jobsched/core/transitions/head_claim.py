@@ -26,7 +26,15 @@ from enum import StrEnum
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.head import HeadJob, counts_runs, ends_life, head_item, is_closure_marker, next_key
+from jobsched.core.head import (
+    HeadJob,
+    counts_runs,
+    ends_life,
+    head_check_delay_ms,
+    head_item,
+    is_closure_marker,
+    next_key,
+)
 from jobsched.core.run import RunMessage, RunStatus, parse_run_id
 from jobsched.core.transitions.conditions import _successor_absent, retention_expiry
 from jobsched.core.writes import RUNS, Item, Put
@@ -49,6 +57,7 @@ def successor_item(head: Mapping[str, Any], now: int, claimer: str, cfg: Schedul
         int(head["epoch"]),
         through=int(head["scheduled_at"]),
         shard_count=cfg.shard_count,
+        check_delay_ms=head_check_delay_ms(cfg),
         runs_before=claimed_runs(head),
         after_run_id=str(head["run_id"]),
         claimed_by=claimer,

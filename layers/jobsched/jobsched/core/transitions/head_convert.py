@@ -76,10 +76,13 @@ def convert_legacy_ops(
     recorded: Collection[int],
     shard_count: int,
     now: int,
+    *,
+    check_delay_ms: int,
 ) -> list[WriteOp]:
     """The conversion of ``state`` (see the module's docstring). ``job``: the head's copy of the
     job (the state's ``timing``, ``misfire`` and ``def_hash``, ``head_job_of_state``);
-    ``recorded``: the instants from ``next_run_at`` on whose legacy key holds a record, as read."""
+    ``recorded``: the instants from ``next_run_at`` on whose legacy key holds a record, as read;
+    ``check_delay_ms``: the stack's ``head_check_delay_ms``."""
     if not is_legacy(state):
         raise ValueError(f"job {state['job_id']}: only an active state in next-run is converted")
     epoch = int(state["version"]) + 1
@@ -101,6 +104,7 @@ def convert_legacy_ops(
         epoch,
         through=through,
         shard_count=shard_count,
+        check_delay_ms=check_delay_ms,
         runs_before=int(state.get(RUNS_CLAIMED) or 0),
         after_run_id=state.get(CHAIN_END),
         catchups=catchups or None,

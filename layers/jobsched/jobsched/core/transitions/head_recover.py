@@ -1,9 +1,10 @@
 """The miss detector under the successor claim (shape f; docs/proposals/successor-claim-build.md §1
 rows "recover" and "recheck", HC7, HC8; model: ``writes.redispatch``, ``model.detector``).
 
-A head keeps its ``due`` entry (``check_at`` = instant + ``HEAD_CHECK_DELAY_MS``) through its claim:
-the claim writes only the successor. So the detector meets, below now - skew, both unclaimed heads
-and claimed runs whose start has not come, and tells them apart by the successor key (HC7):
+A head keeps its ``due`` entry (``check_at`` = instant + the dispatch lease,
+``head_check_delay_ms``) through its claim: the claim writes only the successor. So the detector
+meets, below now - skew, both unclaimed heads and claimed runs whose start has not come, and tells
+them apart by the successor key (HC7):
 
 - nothing there: an unclaimed head; past its grace it is settled (``head_settle``), within it
   it is the trigger's;

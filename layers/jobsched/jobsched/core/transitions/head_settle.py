@@ -37,7 +37,7 @@ from itertools import pairwise
 from typing import Any
 
 from jobsched.core.config import SchedulerConfig
-from jobsched.core.head import HeadJob, counts_runs, ends_life, head_item, next_key
+from jobsched.core.head import HeadJob, counts_runs, ends_life, head_check_delay_ms, head_item, next_key
 from jobsched.core.job import Misfire
 from jobsched.core.limits import DYNAMODB_MAX_TRANSACTION_ITEMS
 from jobsched.core.policies import plan_misfire
@@ -149,6 +149,7 @@ def settle_head_ops(
             epoch,
             through=last,
             shard_count=cfg.shard_count,
+            check_delay_ms=head_check_delay_ms(cfg),
             runs_before=runs_before,
             after_run_id=chain,
             catchups=catchups,
@@ -274,6 +275,7 @@ def _record(
         epoch,
         through=previous,
         shard_count=cfg.shard_count,
+        check_delay_ms=head_check_delay_ms(cfg),
         runs_before=fate.runs_before,
         after_run_id=chain if fate.runs else None,
         claimed_at=now,
