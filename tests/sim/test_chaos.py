@@ -268,16 +268,28 @@ def test_a_late_stream_record_still_dates_the_change_the_reconcile_pass_applied(
     """Issue 34, item 4: a record late, not lost (``stream_late``), arrives after the reconcile
     pass applied its change under the date it first saw it. Every occurrence after a write that
     started the job must still run or be recorded (``lost_after_write``): with the registrar's
-    dating by the late record removed, this run reports one."""
+    dating by the late record removed, one of these runs reports one.
+
+    Several seeds, each clean with the dating on: one seed alone reaches the race by luck of its
+    fault sequence, which any change to the store reads a run makes shifts (seed 1 at 0.5 stopped
+    catching when the registrar stopped reading the switch, 51f9ff0). At 0.9 seeds 1, 2 and 3
+    each catch it today; the test stops at the first that does."""
     from jobsched.services.registrar import Registrar
 
-    faults = FaultRates(stream_late=0.5, operator_pause=0.4, operator_delete=0.2, operator_malformed=0.2)
-    config = ChaosConfig(seed=1, jobs=15, hours=1, faults=faults)
-    report = run_chaos(config)
-    assert report.faults_injected.get("stream_late", 0) > 10
-    assert report.invariant_violations == [], report.invariant_violations[:5]
-    monkeypatch.setattr(Registrar, "_late_record", lambda *_args: False)
-    assert "lost_after_write" in violation_kinds(run_chaos(config))
+    faults = FaultRates(stream_late=0.9, operator_pause=0.4, operator_delete=0.2, operator_malformed=0.2)
+    late_record = Registrar._late_record
+    found: set[str] = set()
+    for seed in (1, 2, 3):
+        config = ChaosConfig(seed=seed, jobs=15, hours=1, faults=faults)
+        monkeypatch.setattr(Registrar, "_late_record", late_record)
+        report = run_chaos(config)
+        assert report.faults_injected.get("stream_late", 0) > 10
+        assert report.invariant_violations == [], (seed, report.invariant_violations[:5])
+        monkeypatch.setattr(Registrar, "_late_record", lambda *_args: False)
+        found |= violation_kinds(run_chaos(config))
+        if "lost_after_write" in found:
+            break
+    assert "lost_after_write" in found, found
 
 
 def test_the_simulation_reports_a_wait_that_closes_a_cycle_at_its_write() -> None:
