@@ -20,7 +20,8 @@ from jobsched.core.clock import Clock
 from jobsched.core.errors import ConditionFailed
 from jobsched.core.head import is_end_marker
 from jobsched.core.head_change import EPOCH, HEAD_AT
-from jobsched.core.run import RunStatus, run_key
+from jobsched.core.run import NOT_RUN, RunStatus, run_key
+from jobsched.core.state import life_of
 from jobsched.core.writes import (
     JOBS,
     RUNS,
@@ -107,8 +108,10 @@ class Ledger:
     core_examples: list[str] = field(default_factory=list)
     tokens: core_invariants.Tokens = field(default_factory=core_invariants.Tokens)
     # action_after_completion: delete (issue 29): when each job's item was deleted after its
-    # completion, while it stays deleted (a person's re-creation ends the watch), and how many.
+    # completion, while it stays deleted (a person's re-creation ends the watch), and how many;
+    # the life its state followed then (core/state.py ``life_of``): a later life is a new job's.
     deleted_after_completion: dict[str, int] = field(default_factory=dict)
+    life_at_completion_delete: dict[str, int] = field(default_factory=dict)
     completion_deletes: list[tuple[str, int, int]] = field(default_factory=list)  # (job, at, runs)
     # For ``skipped_without_holder``, by count of writes landed: when each run's token was last
     # written, and the last write at which each run was unfinished (just before it or after it).
@@ -336,6 +339,7 @@ class LedgerKeeper:
             status = None if state is None else state.get("status")
             self._violate("deleted_before_complete", job_id, f"its state was {status}, not finished")
         self.ledger.deleted_after_completion[job_id] = now
+        self.ledger.life_at_completion_delete[job_id] = life_of(state)
         self.ledger.completion_deletes.append((job_id, now, len(runs)))
 
     def _runs_of(self, job_id: str) -> list[Item]:
@@ -346,15 +350,24 @@ class LedgerKeeper:
     def _watch_deleted(self, job_id: str, run_id: str, label: str, before: Item | None, after: Item) -> None:
         """No run of a job deleted after its completion is made or starts while its item stays
         deleted: nothing of it was left to run. A person's re-creation of the item ends the watch
-        (the new life's runs are its own)."""
+        (the new life's runs are its own): seen as the item there now, or as a later life on the
+        state (re-created, registered, and deleted again since: a person's writes reach the table
+        unwatched). A record made ``missed`` for an occurrence due by the delete is no run: a late
+        stream record dating the change the reconcile pass applied provisionally records it
+        after the delete (core/transitions/register.py ``redate_window``, "job deleted before it
+        ran"), as ``nothing_lost`` asks of every occurrence the job was due."""
         since = self.ledger.deleted_after_completion.get(job_id)
         if since is None:
             return
         started = after.get("status") == "running" and (before is None or before.get("status") != "running")
         if before is not None and not started:
             return
-        if self.inner.get(JOBS, {"job_id": job_id}) is not None:
+        life = self.ledger.life_at_completion_delete.get(job_id, 1)
+        recreated = life_of(self.inner.get(STATE, {"job_id": job_id})) > life
+        if recreated or self.inner.get(JOBS, {"job_id": job_id}) is not None:
             del self.ledger.deleted_after_completion[job_id]  # re-created: a new life
+            return
+        if before is None and after.get("status") in NOT_RUN and int(after.get("scheduled_at") or 0) <= since:
             return
         what = "made" if before is None else "started"
         self._violate("ran_after_deletion", run_id, f"{what} by {self.actor}'s {label}, deleted at {since}")
