@@ -305,11 +305,23 @@ class Checker:
 
     NOT_DUE = "a run for an instant that was no due occurrence"
 
-    def _claimed_before_landing(self, job_id: str, span: Segment, ahead: int) -> set[int]:  # noqa: ARG002 (a hook: the successor checker uses them)
-        """Occurrences after a stretch's end that a claim made before its ending change landed
-        may run as claimed: today's checker allows none beyond the lookahead (its legacy reports
-        stay as they were); the successor checker allows those whose record predates the landing."""
-        return set()
+    def _claimed_before_landing(self, job_id: str, span: Segment, ahead: int) -> set[int]:
+        """The stretch's occurrences after the date of the change that ended it whose record was
+        made before that change landed: a late stream record dates a change before its write
+        (the registrar function's, after an inline registrar or the reconcile pass applied an
+        earlier one), and until the write lands the store reads the old stretch, so a claim made
+        in between runs as claimed (docs/design.md, "A change is dated when it was made"; seed 9
+        of the heavy operator worlds, tests/sim/test_chaos_claimed_before_landing.py). A record
+        made by the write that landed it or after (a settle's, a redate's) is held to the change's
+        date. The successor checker reads its live records over every epoch's id instead."""
+        if span.landed is None or span.landed <= span.end:
+            return set()
+        made = self.world.store.ledger.created_at
+        return {
+            at
+            for at in occurrences(span.timing, span.end + 1, span.landed + ahead)
+            if made.get(run_id_for(job_id, at), NEVER) < span.landed
+        }
 
     def _live_id(self, job_id: str, instant: int) -> str | None:
         """The id of an occurrence's record, None if it has none: today's id for it."""

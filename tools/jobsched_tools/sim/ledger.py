@@ -96,6 +96,9 @@ class Ledger:
     live_at: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     # When each run id first became a live record there (a head put, a settle's record).
     live_since: dict[str, int] = field(default_factory=dict)
+    # When each run id's record was first created (today's claim: one record per id): a record
+    # made before a late-dated change landed ran as claimed (invariants ``_claimed_before_landing``).
+    created_at: dict[str, int] = field(default_factory=dict)
     instant_creations: Counter[str] = field(default_factory=Counter)
     # Violations seen at the moment of a write (kind, key, detail).
     seen: list[tuple[str, str, str]] = field(default_factory=list)
@@ -186,6 +189,8 @@ class LedgerKeeper:
             run_id = str(_run_key(op))
             before, after = runs_before.get(run_id), self.inner.get(RUNS, run_key(run_id))
             self._skip_held(run_id, before, after)
+            if before is None and after is not None:
+                self.ledger.created_at.setdefault(run_id, now)
             if isinstance(op, Put):
                 self.ledger.creations[run_id] += 1
                 if before is not None:

@@ -14,7 +14,9 @@ import time
 from typing import Any
 
 from jobsched.core.head import MARKER_STATUSES
+from jobsched.core.job import is_job_id
 from jobsched.core.policies import UNFINISHED
+from jobsched.core.state import differences
 from jobsched.core.writes import JOBS, RUNS, STATE
 from jobsched.ports import DUE_INDEX, Store
 from jobsched.services.completion import asks_delete, finished_as_written
@@ -28,6 +30,10 @@ from jobsched_tools.sim.workers import Workers
 from jobsched_tools.sim.world_state import MINUTE
 
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "skipped", "missed", "cancelled"})
+# "the miss detector's reconcile pass applies the change the record carried within a pass and two
+# minutes" (docs/operations.md, Registrar failures; docs/promises.md row 25): a pass is one
+# detector run here (a minute), and a difference is applied once it lasted SUSPECT_AFTER_MS.
+CONVERGE_WITHIN_MS = 3 * MINUTE
 
 
 class World(Migration, Workers):
@@ -110,11 +116,29 @@ class World(Migration, Workers):
         # minute on): a run that failed just before the drain's check would otherwise end the
         # drain with its debt open (issue 38).
         owed = any(r.get("dead_letter") == "pending" and r["scheduled_at"] <= self.window_end for r in runs)
-        if open_runs or behind or owed or self._completions_pending(jobs, runs):
+        pending = self._completions_pending(jobs, runs) or self._registrations_pending(jobs)
+        if open_runs or behind or owed or pending:
             self.at(self.clock.now_ms() + 5 * MINUTE, self._drain_check)
             return
         self.end = self.clock.now_ms()
         self.log("world", "drain.settled", "", "every occurrence of the window has settled")
+
+    def _registrations_pending(self, states: list[dict[str, Any]]) -> bool:
+        """A job item whose change has not reached its state, written within the time the
+        reconcile pass is promised to take (``CONVERGE_WITHIN_MS``): a person's write during the
+        drain (a resume or a re-creation the operator scheduled past the window) whose record is
+        late behind an earlier one. The drain gives the pass its time; a difference older than
+        that holds no drain, and ``converged`` reports it (invariants: ``registration_not_converged``)."""
+        by_id = {str(s["job_id"]): s for s in states}
+        recent = self.clock.now_ms() - CONVERGE_WITHIN_MS
+        for job in all_items(self.store.inner, JOBS):
+            job_id = str(job.get("job_id"))
+            written = self.item_history.get(job_id, [])
+            if not is_job_id(job_id) or not written or written[-1][0] <= recent:
+                continue
+            if differences(job, by_id.get(job_id), self.sched_cfg.shard_count):
+                return True
+        return False
 
     def _completions_pending(self, states: list[dict[str, Any]], runs: list[dict[str, Any]]) -> bool:
         """A job asking to be deleted after completion that is complete and still has its item:

@@ -278,8 +278,18 @@ class Registrar:
         if plan.outcome is Registration.ABSENT:
             return Registration.ABSENT
         changed = plan.changes(state)
+        stale = changed and changed_at is not None and not _record_of_the_item(written, digest)
+        if stale:
+            # The record is of an earlier write than the item it finds: the change applied now was
+            # made after the record's time, so that time would withdraw the occurrences that came
+            # due between the two writes (a pause dated before the person paused). Dated now, as
+            # the reconcile pass dates a change it first sees: provisional, so that the later
+            # write's own record dates a start (``_with_floor``).
+            plan = plan_registration(
+                state, definition, digest, now, self._cfg.shard_count, "; ".join(reasons or [])[:200], None
+            )
         if changed:
-            plan = _with_floor(plan, state, provisional, now)
+            plan = _with_floor(plan, state, provisional or stale, now)
             self._switch_definition(job_id, state, plan, definition, now, deadline_ms)
         elif state is not None and changed_at is not None:
             dated = record_definition(state, definition, digest, written, image)
@@ -591,6 +601,16 @@ def _successor(state: Item | None, stack: ClaimShape | None) -> bool:
     if stack is ClaimShape.SUCCESSOR and state is not None and is_legacy(state):
         return True
     return job_shape(state, stack or ClaimShape.SUCCESSOR) is ClaimShape.SUCCESSOR
+
+
+def _record_of_the_item(written: str | None, digest: str | None) -> bool:
+    """Whether a stream record may date the job item as it is now: it carries no image (a test's
+    or a REMOVE's record, dated as before), or its write left the item's digest. A record of an
+    earlier write (the person wrote the item again before the record arrived) dates nothing later
+    than itself: the later write's change was made after it (chaos seed 16 of the heavy operator
+    world with late records: a pause dated by the record of an earlier re-put withdrew an
+    occurrence due before the pause)."""
+    return written is None or written == digest
 
 
 def _dates_floor(state: Item | None, written: str | None) -> bool:
