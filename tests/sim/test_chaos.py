@@ -165,6 +165,10 @@ MUTANT_RUNS = {
         ),
         "cancelled_run_redispatched",
     ),
+    # Not a condition: a life's last occurrence never made (job-0025's fourth and last run of its
+    # max_runs). Its stretch ends at it, by its schedule: no change withdrew it, so the
+    # end-of-stretch exception (``withdrawable``) does not excuse it.
+    "last_claim": (ChaosConfig(seed=1, jobs=30, hours=2), "lost_occurrence"),
 }
 
 
@@ -194,6 +198,7 @@ def test_the_cli_offers_every_mutant() -> None:
         "overtake",
         "completion",
         "cancel",
+        "last_claim",
     }
     source = Path(cmd_chaos.__file__).read_text()
     assert all(f'"{name}"' in source for name in MUTANTS)

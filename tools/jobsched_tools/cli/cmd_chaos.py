@@ -39,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "overtake",
             "completion",
             "cancel",
+            "last_claim",
         ),
         help="remove one condition on purpose; the run must then report violations (sim/mutants.py)",
     )

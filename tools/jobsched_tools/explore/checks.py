@@ -15,7 +15,7 @@ from jobsched.core.writes import JOBS, RUNS, Item
 
 from jobsched_tools.explore.world import World
 from jobsched_tools.sim.faults import StateMark
-from jobsched_tools.sim.invariants import occurrences, segments
+from jobsched_tools.sim.invariants import occurrences, segments, withdrawable
 
 COMMITTED = ("succeeded", "failed")
 POLICY = ("skipped", "missed")
@@ -130,8 +130,8 @@ def _occurrence_records(world: World, runs: dict[str, Item], skew_ms: int) -> se
         stretch = occurrences(span.timing, span.start, min(span.end, world.window_end))
         due.update(stretch)
         allowed.update(occurrences(span.timing, span.start, span.end + ahead))
-        if span.end < world.window_end:
-            at_a_change.update(t for t in stretch if t > span.end - skew_ms - 1_000)
+        # Within skew of the change that ended the stretch (not a life's end by its schedule).
+        at_a_change.update(withdrawable(span, stretch, world.window_end, skew_ms + 1_000))
     for occurrence in sorted(due):
         run_id = run_id_for(world.job_id, occurrence)
         status = runs.get(run_id, {}).get("status")

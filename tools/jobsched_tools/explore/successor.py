@@ -69,7 +69,7 @@ from jobsched_tools.explore.programs import PROGRAMS
 from jobsched_tools.explore.search import Result, Step, finish_once, play_script, search
 from jobsched_tools.explore.world import Budget, ExplorerStore, ExplorerTables, OffsetClock, World
 from jobsched_tools.sim.faults import StateMark
-from jobsched_tools.sim.invariants import occurrences, segments
+from jobsched_tools.sim.invariants import occurrences, segments, withdrawable
 
 DUE = ("due",)
 # Today's invariants (core/invariants.py) that still hold of a successor job: the others read the
@@ -443,8 +443,8 @@ def _occurrence_records(world: World, runs: Mapping[str, Item], skew_ms: int) ->
         stretch = occurrences(span.timing, span.start, min(span.end, world.window_end))
         due.update(stretch)
         allowed.update(occurrences(span.timing, span.start, span.end + ahead))
-        if span.end < world.window_end:
-            at_a_change.update(t for t in stretch if t > span.end - skew_ms - 1_000)
+        # Within skew of the change that ended the stretch (not a life's end by its schedule).
+        at_a_change.update(withdrawable(span, stretch, world.window_end, skew_ms + 1_000))
     by_instant: dict[int, list[Item]] = {}
     for run in runs.values():
         parts = head_invariants.id_parts(run.get("run_id"))

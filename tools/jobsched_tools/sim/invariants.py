@@ -77,6 +77,22 @@ class Segment:
     # When the write that ended it landed (``end`` is that change's date, which a late stream
     # record puts earlier): the store read the stretch's timing until then.
     landed: int | None = None
+    # Whether a change ended it (a retime, a pause, a delete: a later mark), not its own schedule
+    # (a life finished by its at(), end or max_runs: ``end`` is its last occurrence) nor the
+    # window. Only a change can withdraw an occurrence due within the clock skew of it without a
+    # record (``withdrawable``); a life's last occurrence has no change to withdraw it.
+    by_change: bool = False
+
+
+def withdrawable(span: Segment, stretch: list[int], window_end: int, margin_ms: int) -> set[int]:
+    """The occurrences of ``stretch`` (the span's, up to its end) that the change which ended the
+    span may have withdrawn without a record: those due within ``margin_ms`` (the clock skew, and
+    a second) before it. By the clock of whoever applied the change they may not have come due
+    yet. None when the span's own schedule ended it (its last occurrence must run or be recorded
+    missed: nothing withdrew it) or the window did."""
+    if not span.by_change or span.end >= window_end:
+        return set()
+    return {t for t in stretch if t > span.end - margin_ms}
 
 
 def segments(marks: list[StateMark], window_end: int) -> list[Segment]:
@@ -85,26 +101,28 @@ def segments(marks: list[StateMark], window_end: int) -> list[Segment]:
     for mark in marks:
         if mark.status == "active" and (current is None or current.timing != mark.timing):
             if current is not None:
-                found.append(_segment(current, mark.at, mark.landed))
+                found.append(_segment(current, mark.at, mark.landed, by_change=True))
             current = mark
         elif mark.status != "active" and current is not None:
             # A finished schedule has nothing after its last occurrence, whenever it was claimed;
             # a job finished by its max_runs is due up to its last record's occurrence.
-            end, landed = mark.at, mark.landed
+            end, landed, by_change = mark.at, mark.landed, True
             if mark.status == "finished":
                 end = int(mark.last_scheduled_at) if mark.last_scheduled_at is not None else window_end
                 landed = None  # a life's end is its last occurrence, whenever the state says so
-            found.append(_segment(current, end, landed))
+                by_change = False  # ... which its schedule ended: no change withdrew it
+            found.append(_segment(current, end, landed, by_change))
             current = None
     if current is not None:
         found.append(_segment(current, window_end))
     return found
 
 
-def _segment(mark: StateMark, end: int, landed: int | None = None) -> Segment:
+def _segment(mark: StateMark, end: int, landed: int | None = None, by_change: bool = False) -> Segment:
     # A successor-shaped state has no next-run entry: its stretch starts at the head its change
     # made (``head_at``, issue 37 plan §4).
-    return Segment(mark.timing, int(mark.next_run_at or mark.head_at or NEVER), mark.at, end, landed)
+    start = int(mark.next_run_at or mark.head_at or NEVER)
+    return Segment(mark.timing, start, mark.at, end, landed, by_change)
 
 
 @cache
@@ -283,12 +301,12 @@ class Checker:
                 # Claimed ahead before the change ended the stretch: run under the old timing.
                 allowed.update(occurrences(span.timing, span.start, span.end + ahead))
                 allowed.update(self._claimed_before_landing(job_id, span, ahead))
-                if span.end < world.window_end:
-                    # Due by the world's clock, perhaps not yet by the clock of whoever applied
-                    # the change (each actor's is off by up to clock_skew_max_ms): the change
-                    # may withdraw it (no record) as one made just before it came due: the clock
-                    # decides when a change takes effect, never whether a record is made twice.
-                    at_a_change.update(t for t in stretch if t > span.end - skew)
+                # Due by the world's clock, perhaps not yet by the clock of whoever applied the
+                # change that ended the stretch (each actor's is off by up to clock_skew_max_ms):
+                # the change may withdraw it (no record) as one made just before it came due: the
+                # clock decides when a change takes effect, never whether a record is made twice.
+                # Not a life's last occurrence (its schedule ended the stretch, no change did).
+                at_a_change.update(withdrawable(span, stretch, world.window_end, skew))
             for occurrence in sorted(due):
                 run_id = self._live_id(job_id, occurrence)
                 status = None if run_id is None else self.runs[run_id].get("status")

@@ -21,7 +21,7 @@ from types import CodeType, ModuleType
 from typing import Any
 
 from jobsched.core import dead_letter, policies, transitions
-from jobsched.core.writes import Cond, Update, WriteOp
+from jobsched.core.writes import RUNS, Cond, Update, WriteOp
 
 # What each removed condition lets through, and the invariant that must then report it.
 MUTANTS: dict[str, str] = {
@@ -45,6 +45,11 @@ MUTANTS: dict[str, str] = {
     "while its last run is still pending or running (deleted_before_complete)",
     "cancel": "recovery's no-cancel-request: a cancel_other holder asked to stop after the "
     "detector read it is redispatched, and its handler runs again (cancelled_run_redispatched)",
+    "last_claim": "not a condition but a seeded loss: a life's last occurrence (an at() job's "
+    "only one, a max_runs life's last) never runs, and nothing withdrew it: today's claim that ends "
+    "the life finishes the job without creating its run; the successor claim's finish write "
+    "cancels the last run while it has not started (lost_occurrence; before the end-of-stretch "
+    "exception was limited to stretches a change ended, both went unreported)",
 }
 
 
@@ -82,6 +87,57 @@ def _advance_unchecked(original: Callable[..., list[WriteOp]]) -> Callable[..., 
         ]
 
     return claim
+
+
+def _last_claim_unrecorded(original: Callable[..., list[WriteOp]]) -> Callable[..., list[WriteOp]]:
+    def claim(state: Any, run: Any, next_occurrence: int | None, *args: Any, **kwargs: Any) -> list[WriteOp]:
+        create, advance = original(state, run, next_occurrence, *args, **kwargs)
+        # The life's last claim (no next occurrence): the job finishes, its run is never made.
+        return [advance] if next_occurrence is None else [create, advance]
+
+    return claim
+
+
+def _finish_cancels_last_run(original: Callable[..., list[WriteOp]]) -> Callable[..., list[WriteOp]]:
+    def finish(state: Any, end_marker: Any, now: int) -> list[WriteOp]:
+        ops = original(state, end_marker, now)
+        # The life's last run (the marker's chain end), cancelled as a change closes a head.
+        last = Update(
+            RUNS,
+            {"job_id": end_marker["job_id"], "run_id": end_marker["last_run_id"]},
+            condition=(Cond("eq", "status", "mutant: the last run has not started", "scheduled"),),
+            label="mutant: cancel the life's last run",
+            set={"status": "cancelled", "finished_at": now},
+            add={"version": 1},
+            remove=("check_at", "lease_shard"),  # out of the due index, as a change's close
+        )
+        return [*ops, last]
+
+    return finish
+
+
+def _successor_everywhere(module: str, name: str, replacement: Any) -> list[tuple[Any, str, Any]]:
+    """``name`` of a successor module of core/transitions/ (which ``_everywhere`` passes over)
+    replaced there and in every module of the runtime that imported it by name."""
+    original = vars(importlib.import_module(module))[name]
+    return [
+        (owner, name, replacement)
+        for module_name, owner in sorted(sys.modules.items())
+        if module_name.startswith("jobsched.") and vars(owner).get(name) is original
+    ]
+
+
+def _last_claim_patches() -> list[tuple[Any, str, Any]]:
+    """``last_claim`` on both paths: today's claim, and the successor claim's finish write (its
+    callers loaded first, so that each is patched where it imported it)."""
+    for module in ("head_trigger", "head_reconciler", "head_operations"):
+        importlib.import_module(f"jobsched.services.{module}")
+    finish = "jobsched.core.transitions.head_finish"
+    original = vars(importlib.import_module(finish))["finish_life_ops"]
+    return [
+        *_everywhere("claim_ops", _last_claim_unrecorded(transitions.claim_ops)),
+        *_successor_everywhere(finish, "finish_life_ops", _finish_cancels_last_run(original)),
+    ]
 
 
 def _heartbeat_unchecked(original: Callable[..., Update]) -> Callable[..., Update]:
@@ -170,6 +226,8 @@ def mutant(name: str) -> Iterator[None]:
         patches += _everywhere("_not_asked_to_stop", lambda: _holds("no cancel-request check"))
     elif name == "walk":
         patches.append((chain, "chain_step", _failed_frees_the_turn(policies.chain_step)))
+    elif name == "last_claim":
+        patches += _last_claim_patches()
     else:
         raise ValueError(f"unknown mutant {name!r}; one of {', '.join(MUTANTS)}")
     saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]
