@@ -187,12 +187,12 @@ def plan_head_change(
     if head is not None and not is_unstarted_occurrence(head):
         raise ValueError(f"not a head: {head.get('run_id')!r} ({head.get('status')})")
     ended = end_marker if _ends_live_timing(state, end_marker) else None
-    read = ChangeRead.of(state, head, end_marker, ended, digest, change_time(state, now, changed_at))
+    dated = change_time(state, now, changed_at)
+    read = ChangeRead.of(state, head, end_marker, ended, digest, dated, recorded)
     target = _target(read.current, definition, digest, invalid_reason, read.count)
     if target.outcome is Registration.ABSENT:
         return HeadChangePlan(target.outcome, job_id, state, read.epoch)
-    start = max(read.at, read.through, recorded or 0)  # never at an instant already recorded (I1')
-    new_at = target.job.next_after(start) if target.job is not None else None
+    new_at = target.job.next_after(read.starts_after) if target.job is not None else None
     if target.outcome is Registration.SCHEDULED and new_at is None:
         # The new timing has no occurrence left (an at() passed, an end reached): finished. The
         # old timing's due occurrences still meet its misfire policy (no stop reason).
@@ -211,7 +211,9 @@ def plan_head_change(
 class ChangeRead:
     """What the registrar read, as the change uses it: the change's time and epoch, the life it
     goes on with (or the new one it starts), and what the closed head (or, without one, the end
-    marker or the state) hands the new head: the count, ``through`` and the chain end."""
+    marker or the state) hands the new head: the count, ``through`` and the chain end; ``recorded``:
+    the newest instant holding a live record of any epoch the registrar read (``recorded_through``;
+    0: none)."""
 
     at: int
     life: int | None
@@ -220,6 +222,13 @@ class ChangeRead:
     count: int
     through: int
     chain_end: str | None
+    recorded: int = 0
+
+    @property
+    def starts_after(self) -> int:
+        """The new timing's first occurrence is after this: the change's time, the last occurrence
+        decided, and the newest instant already recorded (never a second record there: I1')."""
+        return max(self.at, self.through, self.recorded)
 
     @classmethod
     def of(
@@ -230,6 +239,7 @@ class ChangeRead:
         ended: Item | None,
         digest: str | None,
         at: int,
+        recorded: int | None = None,
     ) -> ChangeRead:
         life = new_life(state, digest)
         current = state if state is None or life is None else _fresh(state)
@@ -244,6 +254,7 @@ class ChangeRead:
             _count(current, head, ended, life is not None),
             _through(current, head, ended, at),
             _chain_end(current, head, ended),
+            recorded or 0,
         )
 
 
