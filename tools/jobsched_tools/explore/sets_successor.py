@@ -308,11 +308,12 @@ def _after_now(original: Any) -> Any:
     time alone, not after the last occurrence decided (``through``). The product computes both
     from one read (``head_change.ChangeRead``): its ``through`` is set to the change's time, which
     the new head's ``through`` then carries too (the model keeps it; a closer cut needs a seam in
-    ``plan_head_change``)."""
+    ``plan_head_change``), and so is its floor of the newest live record read (``recorded``,
+    which holds the claimed run too)."""
 
     def of(*args: Any, **kwargs: Any) -> Any:
         read = original(*args, **kwargs)
-        return dataclasses.replace(read, through=read.at)
+        return dataclasses.replace(read, through=read.at, recorded=read.at)
 
     return classmethod(lambda _cls, *args, **kwargs: of(*args, **kwargs))
 

@@ -17,8 +17,22 @@ tools/jobsched_tools/successor/writes.py):
 - a closure marker at N's successor key (``next_key``), so no claim of N lands after the change
   (a claim that landed first fails the marker's put: ``after_lost_change``);
 - if the job stays or becomes active, the new head: the first occurrence of the new timing after
-  ``max(change time, through)`` (HC1), at epoch E, behind N's chain end (``after_run_id``), with
-  N's ``through`` and N's count (``runs_before``, HC5).
+  ``max(change time, through)`` (HC1), and after the newest instant that holds a live record of
+  any epoch among the job's items (``recorded_through``; see below), at epoch E, behind N's chain
+  end (``after_run_id``), with N's ``through`` and N's count (``runs_before``, HC5).
+
+**A change never starts its timing at or before an instant that holds a live record** (today's
+"never before the last occurrence with a record", I6; legacy keeps it by the key: a record at an
+instant is that occurrence's, and a claim of it fails and advances past it). Under shape f an
+epoch's keys are its own, so the floor is read: a backfill made while the job had no head (it
+joins the state's chain, in the state's epoch) or before its head (the head's epoch, HC11) may
+record an instant after the change's date when the change is dated before the backfill (a late
+stream record's date, the reconcile pass's provisional one); the new head's claims and settles
+would then record that instant again in epoch E (I1', chaos seeds 13 and 18 of the heavy operator
+world with late records). The registrar reads the job's items with the head (HC12), and the
+write holds that read: a backfill since it moved the state's version (no head: it joins the
+state's chain) or the head's (it relinks it), so ``change.state_version`` or
+``change.head_version`` fails and the change is planned again.
 
 Every change closes the head, even one that keeps the timing (HC10): the head carries the
 definition's digest, so nothing is rewritten in place. A first registration is the state put
@@ -46,7 +60,7 @@ Pure: no store, no clock; every time is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +71,7 @@ from jobsched.core.head import (
     head_check_delay_ms,
     head_item,
     is_end_marker,
+    is_record,
     is_unstarted_occurrence,
 )
 from jobsched.core.job import JobDefinition
@@ -154,6 +169,7 @@ def plan_head_change(
     invalid_reason: str | None = None,
     changed_at: int | None = None,
     end_marker: Item | None = None,
+    recorded: int | None = None,
 ) -> HeadChangePlan | SettleFirst | ReadAgain:
     """The successor form of ``plan_registration``: from the state as read, the job's head as read
     (HC12's query; None: it has none), its life's end marker if the query found one (a finished
@@ -162,7 +178,8 @@ def plan_head_change(
 
     The change is dated as ``plan_registration`` dates it (``change_time``): the head closes
     ``missed`` or ``cancelled`` as its instant is at or before that time or after it, and the new
-    timing's first occurrence is after it (and after ``through``)."""
+    timing's first occurrence is after it (and after ``through``, and after ``recorded``: the newest
+    instant holding a live record of any epoch, ``recorded_through`` of the job's items read)."""
     if state is not None and "next_run_at" in state:
         raise LegacyState(f"job {job_id}: a state from before the successor claim; convert it first")
     if state is not None and state.get("status") != JobStatus.ACTIVE.value:
@@ -170,11 +187,12 @@ def plan_head_change(
     if head is not None and not is_unstarted_occurrence(head):
         raise ValueError(f"not a head: {head.get('run_id')!r} ({head.get('status')})")
     ended = end_marker if _ends_live_timing(state, end_marker) else None
-    read = ChangeRead.of(state, head, end_marker, ended, digest, change_time(state, now, changed_at))
+    dated = change_time(state, now, changed_at)
+    read = ChangeRead.of(state, head, end_marker, ended, digest, dated, recorded)
     target = _target(read.current, definition, digest, invalid_reason, read.count)
     if target.outcome is Registration.ABSENT:
         return HeadChangePlan(target.outcome, job_id, state, read.epoch)
-    new_at = target.job.next_after(max(read.at, read.through)) if target.job is not None else None
+    new_at = target.job.next_after(read.starts_after) if target.job is not None else None
     if target.outcome is Registration.SCHEDULED and new_at is None:
         # The new timing has no occurrence left (an at() passed, an end reached): finished. The
         # old timing's due occurrences still meet its misfire policy (no stop reason).
@@ -193,7 +211,9 @@ def plan_head_change(
 class ChangeRead:
     """What the registrar read, as the change uses it: the change's time and epoch, the life it
     goes on with (or the new one it starts), and what the closed head (or, without one, the end
-    marker or the state) hands the new head: the count, ``through`` and the chain end."""
+    marker or the state) hands the new head: the count, ``through`` and the chain end; ``recorded``:
+    the newest instant holding a live record of any epoch the registrar read (``recorded_through``;
+    0: none)."""
 
     at: int
     life: int | None
@@ -202,6 +222,13 @@ class ChangeRead:
     count: int
     through: int
     chain_end: str | None
+    recorded: int = 0
+
+    @property
+    def starts_after(self) -> int:
+        """The new timing's first occurrence is after this: the change's time, the last occurrence
+        decided, and the newest instant already recorded (never a second record there: I1')."""
+        return max(self.at, self.through, self.recorded)
 
     @classmethod
     def of(
@@ -212,6 +239,7 @@ class ChangeRead:
         ended: Item | None,
         digest: str | None,
         at: int,
+        recorded: int | None = None,
     ) -> ChangeRead:
         life = new_life(state, digest)
         current = state if state is None or life is None else _fresh(state)
@@ -226,7 +254,32 @@ class ChangeRead:
             _count(current, head, ended, life is not None),
             _through(current, head, ended, at),
             _chain_end(current, head, ended),
+            recorded or 0,
         )
+
+
+def recorded_through(items: Iterable[Mapping[str, Any]], head: Mapping[str, Any] | None) -> int | None:
+    """The newest instant that holds a live record of any epoch among the job's items (HC12's read):
+    a run or a record of an occurrence (a backfill's, a redate's, a settle's, a claimed run), not
+    ``head`` (the head the change closes), not a marker or a cancelled head, not a manual run (it
+    is no occurrence). None: none. The change's new head comes after it (the module's docstring)."""
+    instants = [
+        instant
+        for item in items
+        if is_record(item)
+        and (head is None or item.get("run_id") != head.get("run_id"))
+        and (instant := _timed_instant(item)) is not None
+    ]
+    return max(instants, default=None)
+
+
+def _timed_instant(item: Mapping[str, Any]) -> int | None:
+    """The occurrence's instant of a timed item (any epoch); None for a manual run or an end key."""
+    try:
+        parts = parse_run_id(str(item["run_id"]))
+    except (KeyError, ValueError):
+        return None
+    return parts.instant_ms if parts.kind == "timed" else None
 
 
 def _written(

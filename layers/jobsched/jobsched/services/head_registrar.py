@@ -46,7 +46,15 @@ from jobsched.core.clock import Clock, dt_to_ms, ms_to_dt
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.head import epoch_of, head_check_delay_ms, is_end_marker
-from jobsched.core.head_change import EPOCH, HEAD_AT, HeadChangePlan, ReadAgain, SettleFirst, plan_head_change
+from jobsched.core.head_change import (
+    EPOCH,
+    HEAD_AT,
+    HeadChangePlan,
+    ReadAgain,
+    SettleFirst,
+    plan_head_change,
+    recorded_through,
+)
 from jobsched.core.job import InvalidJob, JobDefinition
 from jobsched.core.limits import chunks_by_size, item_size
 from jobsched.core.occurrences import find_head as find_occurrence_head
@@ -227,7 +235,8 @@ class HeadRegistrar:
                 self._telemetry.metric("LegacyStatesConverted", 1)
                 state = self._store.get(STATE, {"job_id": job_id})
                 continue
-            found = find_head(read_job_items(self._store, job_id), state)
+            items = read_job_items(self._store, job_id)
+            found = find_head(items, state)
             if found.ambiguous:
                 raise ReadJobAgain(f"job {job_id}: two heads read (a write landed between pages)")
             planned = self._plan(
@@ -240,6 +249,7 @@ class HeadRegistrar:
                 invalid_reason,
                 changed_at,
                 now,
+                recorded_through(items, found.head),
             )
             if isinstance(planned, SettleFirst):
                 if not budget_left():
@@ -255,7 +265,16 @@ class HeadRegistrar:
                 redated = self._late_record(job_id, state, found.head, dated, changed_at, now)
                 return HeadRegistration(planned, written=redated)
             return self._write(
-                job_id, state, planned, definition, digest, invalid_reason, changed_at, now, provisional
+                job_id,
+                state,
+                planned,
+                definition,
+                digest,
+                invalid_reason,
+                changed_at,
+                now,
+                provisional,
+                recorded_through(items, found.head),
             )
 
     def _plan(
@@ -269,9 +288,22 @@ class HeadRegistrar:
         invalid_reason: str,
         changed_at: int | None,
         now: int,
+        recorded: int | None,
     ) -> HeadChangePlan | SettleFirst:
+        """``recorded``: the newest instant holding a live record among the job's items as read
+        (``recorded_through``): the new head comes after it (core/head_change.py)."""
         planned = plan_head_change(
-            job_id, state, head, definition, digest, now, self._cfg, invalid_reason, changed_at, end_marker
+            job_id,
+            state,
+            head,
+            definition,
+            digest,
+            now,
+            self._cfg,
+            invalid_reason,
+            changed_at,
+            end_marker,
+            recorded,
         )
         if isinstance(planned, ReadAgain):
             raise ReadJobAgain(planned.why)
@@ -287,10 +319,14 @@ class HeadRegistrar:
         invalid_reason: str,
         changed_at: int | None,
         now: int,
-        provisional: bool = False,
+        provisional: bool,
+        recorded: int | None,
     ) -> HeadRegistration:
         """Write the change; after a lost condition, plan again against what the loss showed
-        (``after_lost_change``), at most ``CHANGE_TRIES`` rounds."""
+        (``after_lost_change``), at most ``CHANGE_TRIES`` rounds. ``recorded``: as ``_plan``
+        takes it; a record made since the read moved the state's or the head's version, so the
+        write fails there and is read again, never planned again from ``after_lost_change``'s head
+        (that loss is on the marker's key: a claim, whose run is within the head's ``through``)."""
         for _ in range(CHANGE_TRIES):
             if not plan.writes:
                 return HeadRegistration(plan, written=False)
@@ -316,6 +352,7 @@ class HeadRegistrar:
                     invalid_reason,
                     changed_at,
                     now,
+                    recorded,
                 )
                 if isinstance(replanned, SettleFirst):
                     raise ReadJobAgain("the head to close is due: settle it first") from lost
