@@ -683,3 +683,32 @@ def test_a_skip_naming_a_run_that_ended_before_its_walk_is_reported(case: str) -
         world.store.write(skip)
     found = [(f.check, f.key) for f in world.ledger.findings if f.check == "skipped_without_holder"]
     assert found == ([] if case == "holder-ended-after-read" else [("skipped_without_holder", manual_id)])
+
+
+@pytest.mark.parametrize("case", ["read-unfinished", "read-ended", "read-before-a-write", "walk-ran-out"])
+def test_a_skip_names_a_run_its_walk_read_unfinished(case: str) -> None:
+    """``skip_holder_not_walked`` (promises.md row 8; design.md W5, W9, W11, W13): the run a skip
+    names is one the skipping worker read unfinished since its last write that landed, unless its
+    walk ran out, having read ``MAX_CHAIN_STEPS`` runs, each once (W9 keeps a walk from reading a
+    run twice, so only a long chain runs it out). Here the reads and the skip are the set-up's
+    (one reader: no actor), on 00:05 and a manual run behind it."""
+    from jobsched.core.policies import MAX_CHAIN_STEPS
+    from jobsched.core.transitions import skip_at_start_ops
+    from jobsched_tools.explore.scenarios import CFG
+
+    world = build(ActorSet("skip-walked", (), setup="claimed-manual"), ())
+    (manual,) = [r for r in world.inner.tables[RUNS].values() if r.get("kind") == "manual"]
+    manual_id, version = str(manual["run_id"]), int(manual["version"])
+    if case == "read-ended":
+        world.inner.update(Update(RUNS, run_key(rid(5)), (), "commit succeeded", set={"status": "succeeded"}))
+    if case == "walk-ran-out":
+        for step in range(MAX_CHAIN_STEPS):
+            world.store.get(RUNS, run_key(f"{JOB}@m-{step}"))
+    else:
+        world.store.get(RUNS, run_key(rid(5)))
+    if case == "read-before-a-write":  # the reader's write lands after its read: a new decision
+        world.store.update(Update(RUNS, run_key(rid(5)), (), "heartbeat", set={"heartbeat_at": at(5)}))
+    world.store.write(skip_at_start_ops(manual_id, version, "overlap policy skip", rid(5), at(5), CFG))
+    found = [(f.check, f.key) for f in world.ledger.findings if f.check == "skip_holder_not_walked"]
+    reported = case in ("read-ended", "read-before-a-write")
+    assert found == ([("skip_holder_not_walked", manual_id)] if reported else [])

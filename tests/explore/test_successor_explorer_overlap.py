@@ -131,16 +131,32 @@ def test_a_walk_without_a_rule_is_caught(rule: str) -> None:
 
 
 def test_the_walk_without_w9_skips_behind_a_finished_run() -> None:
-    """``WALK_UNCAUGHT["W9"]``, shown: the mutant's walk loops to its bound and 00:10 is recorded
-    skipped for a run that had ended, which no check of the world reports yet."""
+    """``WALK_CATCHERS["W9"]``, shown: the mutant's walk loops to its bound and 00:10 is recorded
+    skipped for a run that had ended. ``skipped_without_holder`` allows it (00:10's token dates from
+    the set-up's relink, before the overtaker ended); ``skip_holder_not_walked`` reports it: the walk
+    read two runs, and the overtaker only ended."""
     with successor.own_setups(), walk_without("W9"):
         world = successor.play(SETS["ovl-overtaker-recovered-skip"], [])
     ten = world.runs_by_id()["j@2026-12-01T00:10:00Z#1"]
     assert ten["status"] == "skipped"
     assert world.runs_by_id()[str(ten["blocked_by"])]["status"] == "succeeded"
-    assert not world.ledger.findings
+    found = [(f.check, f.key) for f in world.ledger.findings]
+    assert found == [("skip_holder_not_walked", "j@2026-12-01T00:10:00Z#1")]
     world = successor.play(SETS["ovl-overtaker-recovered-skip"], [])
     assert world.runs_by_id()["j@2026-12-01T00:10:00Z#1"]["status"] == "succeeded"
+    assert not world.ledger.findings
+
+
+def test_the_walk_without_w9_is_caught_on_today_s_path() -> None:
+    """The same set on today's path (sets_core.py ``overtaker-recovered-skip``, which
+    tests/explore/test_explorer.py explores at k=2 with W9: it holds). There 00:10's record is made
+    by its claim, after the overtaker ended, so ``skipped_without_holder`` reports it too."""
+    from jobsched_tools.explore.scenarios import OVERTAKES
+    from jobsched_tools.explore.search import explore
+
+    with walk_without("W9"):
+        result = explore(OVERTAKES["overtaker-recovered-skip"], 0, stop_on_first=True)
+    assert {"skip_holder_not_walked", "skipped_without_holder"} <= set(result.counts), dict(result.counts)
 
 
 def test_edit_stale_page_needs_the_claims_condition() -> None:

@@ -4,7 +4,10 @@ successor world: a resume's late stream record, after the reconcile pass applied
 of the same key and its own duplicate, or a change applied from its own record (w3floor's
 ``redate-after-*``). The sets hold at k=1; the redate's record part switched off
 (``redate_with_head_ops:_run_is_new``, sim/mutants.py ``SUCCESSOR_SWITCHABLE``) is caught, and so
-are the successor registrar without its redate and a later change dropping the floor (00:05 lost)."""
+are the successor registrar without its redate and a later change dropping the floor (00:05 lost).
+A job without a head (w9, ``redate-headless-*``: an ``at()`` job the pass applied as finished):
+``redate_without_head_ops:_state_unchanged`` switched off is caught, and its ``_run_is_new`` with it
+(redundant alone)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ from jobsched_tools.explore.sets_successor_redate import REDATE_SETS
 from jobsched_tools.sim.mutants import SUCCESSOR_SWITCHABLE, successor_parts, switched_off
 
 RUN_IS_NEW = "redate_with_head_ops:_run_is_new"
+HEADLESS_STATE = "redate_without_head_ops:_state_unchanged"
+HEADLESS_RUN_IS_NEW = "redate_without_head_ops:_run_is_new"
 
 
 @pytest.mark.parametrize("name", sorted(REDATE_SETS))
@@ -75,7 +80,14 @@ MUTANTS: dict[str, tuple[Callable[[], AbstractContextManager[None]], str, str]] 
     "no successor redate": (_no_successor_redate, "redate-across-epochs-run", "lost_occurrence"),
     "floor dropped by a later change": (_floor_dropped, "redate-after-retime", "lost_occurrence"),
     "no read again after the record's change": (_no_second_read, "redate-after-pause", "lost_occurrence"),
+    # w9: the redate of a job without a head (an at() job the pass applied as finished).
+    HEADLESS_STATE: (lambda: switched_off(HEADLESS_STATE), "redate-headless-manual", "overlap"),
+    "no headless redate": (_no_successor_redate, "redate-headless-manual", "lost_occurrence"),
 }
+# Redundant alone (tests/unit/test_head_redate.py
+# ``test_a_headless_redates_record_key_is_written_only_with_the_states_version``): every writer of a
+# record key in a headless state's epoch moves the state's version; with the state part, caught.
+HEADLESS_PAIR = (HEADLESS_STATE, HEADLESS_RUN_IS_NEW)
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
@@ -87,6 +99,19 @@ def test_redate_across_epochs_catches(name: str) -> None:
     assert expected in result.counts, dict(result.counts)
 
 
+def test_the_headless_redate_s_parts_switched_off_together_are_caught() -> None:
+    """``redate_without_head_ops:_run_is_new`` alone changes nothing (the state part fails the
+    second delivery's write first); with ``_state_unchanged`` off too, the second delivery's put
+    replaces the first's record."""
+    with successor.own_setups(), switched_off(HEADLESS_RUN_IS_NEW):
+        alone = successor.explore(REDATE_SETS["redate-headless-twice"], 1)
+    assert alone.schedules > 10 and dict(alone.counts) == {}
+    with successor.own_setups(), switched_off(*HEADLESS_PAIR):
+        result = successor.explore(REDATE_SETS["redate-headless-twice"], 1, stop_on_first=True)
+    assert "record_overwritten" in result.counts, dict(result.counts)
+
+
 def test_the_redate_s_record_part_is_switchable() -> None:
     assert RUN_IS_NEW in SUCCESSOR_SWITCHABLE
     assert RUN_IS_NEW in successor_parts()
+    assert set(HEADLESS_PAIR) <= set(SUCCESSOR_SWITCHABLE) <= set(successor_parts())

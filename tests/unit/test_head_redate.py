@@ -23,9 +23,16 @@ from head_world import (
 )
 from jobsched.core.run import RunStatus, run_id_for
 from jobsched.core.transitions.conditions import _relink_successor_absent, _run_is_new, _state_unchanged
-from jobsched.core.transitions.head_redate import REDATE_CHUNK_RECORDS, redate_records, redate_with_head_ops
+from jobsched.core.transitions.head_adhoc import adhoc_ops
+from jobsched.core.transitions.head_redate import (
+    REDATE_CHUNK_RECORDS,
+    redate_records,
+    redate_with_head_ops,
+    redate_without_head_ops,
+)
 from jobsched.core.transitions.register import REDATE_FLOOR
 from jobsched.core.writes import STATE, Check, Put, Update, failing_parts
+from jobsched_tools.fakes.memory_store import MemoryStore
 
 NOW = T0 - MINUTE
 DATED = T0 - 20 * MINUTE  # the change's date, from its late stream record
@@ -176,3 +183,26 @@ def test_the_redates_state_part_holds_the_state_as_read() -> None:
     assert failing_parts(update.condition, state) == []
     moved = {**state, "version": state["version"] + 1, REDATE_FLOOR: T0 - 10 * MINUTE}
     assert failing_parts(update.condition, moved) == [_state_unchanged(state)]
+
+
+def test_a_headless_redates_record_key_is_written_only_with_the_states_version() -> None:
+    """``redate_without_head_ops:_run_is_new`` is redundant with its ``_state_unchanged`` (docs/
+    promises.md, w9): a job without a head (finished) keeps its chain's end on the state, so every
+    writer of a record at a past instant in the state's epoch (the same record delivered again, a
+    backfill: ``adhoc_ops`` joins the state's chain, ``_join_chain``) moves the state's version in
+    the same write, and the state part fails the redate first. Switched off together, the redate's
+    put replaces the backfill's run (explorer ``redate-headless-twice``: ``record_overwritten``)."""
+    store = MemoryStore()
+    state = state_item(status="finished", changed_at=FLOOR, **{REDATE_FLOOR: T0 - 30 * MINUTE})
+    seed_state(store, state)
+    late = record(T0 - 5 * MINUTE, EPOCH, RunStatus.PENDING)
+    assert write(store, adhoc_ops({**late, "kind": "backfill"}, state, None)) is None
+    moved = store.get(STATE, {"job_id": "j"})
+    assert moved is not None and moved["version"] == state["version"] + 1
+    ops = redate_without_head_ops(state, [late], DATED, T0 - 5 * MINUTE, NOW)
+    lost = write(store, without(ops, _run_is_new()))
+    assert lost is not None and lost.op_index == 0  # the state part, not the put
+    assert failing_parts(lost.op.condition, lost.current) == [_state_unchanged(state)]
+    assert write(store, without(without(ops, _run_is_new()), _state_unchanged(state))) is None
+    replaced = get(store, late["run_id"])
+    assert replaced is not None and replaced["kind"] != "backfill"  # the mutant pair overwrites it

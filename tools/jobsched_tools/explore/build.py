@@ -38,6 +38,7 @@ SETUPS = (
     "held-due",
     "manual-waiting",
     "canary-running",
+    "overtaker-running",
 )
 # "resumed-reconciled": when the person resumed the job (its stream record comes late), and when
 # the reconcile pass first saw the difference (the date it gives the change).
@@ -202,6 +203,23 @@ def _manual_waiting(world: World, drive: Services) -> None:
     world.after_write([])
 
 
+def _overtaker_running(world: World, drive: Services) -> None:
+    """The successor model's ``overtaker_running`` on today's path: 00:05 claimed at 00:04; the
+    manual run made at 00:04:30 starts then, passing over 00:05 (not yet due: W3, marked
+    overtaken), and its worker dies (its dispatch lease lapses at 00:05). 00:05's message is still
+    queued."""
+    world.clock.set(T0 + 4 * MINUTE)
+    drive.trigger.tick("setup")
+    world.clock.set(T0 + 4 * MINUTE + 30 * SECOND)
+    drive.ops.trigger(JOB_ID, request_id="setup")
+    manual = [seq for seq, body, _ in world.mq.queued() if body.get("kind") == "manual"]
+    taken = world.mq.take(manual[0])
+    assert taken is not None
+    drive.worker.begin(parse_run_message(taken[1]), world.clock.now_ms() + 900_000)
+    world.mq.delete(taken[0])
+    world.after_write([])
+
+
 def _no_more_steps(_world: World, _drive: Services) -> None:
     return None
 
@@ -244,6 +262,7 @@ def _canary_running(world: World, drive: Services) -> None:
 SETUP_STEPS: dict[str, Callable[[World, Services], None]] = {
     "manual-waiting": _manual_waiting,
     "canary-running": _canary_running,
+    "overtaker-running": _overtaker_running,
 }
 
 

@@ -146,11 +146,24 @@ def dated_by_records(world: World) -> list[StateMark]:
     """The state's history, with each stretch that a person's write started dated from the write
     when its stream record was delivered (late, after the reconcile pass dated the change when it
     first saw it): the timing's occurrences after the write are due, whichever of the record and
-    the pass applied the change first (issue 34 item 4; chaos's ``after_writes``)."""
+    the pass applied the change first (issue 34 item 4; chaos's ``after_writes``); a write the pass
+    applied as a timing already over (finished, a job without a head) too, up to the pass's date."""
     marks = list(world.ledger.marks)
     for written in world.records_delivered:
         for index, mark in enumerate(marks):
-            opens = mark.status == "active" and (index == 0 or marks[index - 1].status != "active")
+            after_inactive = index == 0 or marks[index - 1].status != "active"
+            if mark.status == "finished" and after_inactive and mark.at >= written:
+                # The pass applied the write as a timing already over (an ``at()`` job whose
+                # instant its date passed: finished, nothing run). From the write it was due, up
+                # to the pass's write: the stretch ends there, not at its last occurrence (which a
+                # change at the stretch's end may leave unrecorded).
+                due = occurrences(mark.timing, written + 1, mark.at)
+                if due:
+                    end = max(mark.at, int(mark.last_scheduled_at or 0))
+                    opened = replace(mark, at=written, status="active", next_run_at=due[0], head_at=None)
+                    marks[index : index + 1] = [opened, replace(mark, last_scheduled_at=end)]
+                break
+            opens = mark.status == "active" and after_inactive
             if not opens or mark.at < written or mark.next_run_at is None:
                 continue
             due = occurrences(mark.timing, written + 1, int(mark.next_run_at))

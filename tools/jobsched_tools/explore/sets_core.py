@@ -159,6 +159,24 @@ OVERTAKES: dict[str, ActorSet] = by_name(
         "both overtake it, and the one behind is skipped behind the other, which runs (its "
         "instant 1 s ahead of the skip's clock: due all the same)",
     ),
+    # W9 (the walk meeting a run twice), the successor explorer's ``ovl-overtaker-recovered-skip``
+    # on today's path: 00:10's walk goes from the ended overtaker (W8) to 00:05, skipped for it,
+    # whose skip names the overtaker again; W9 goes on before 00:05.
+    ActorSet(
+        "overtaker-recovered-skip",
+        (
+            actor_spec("workerS", "worker_of", arg=("scheduled", True)),
+            actor_spec("detector", "detector"),
+            actor_spec("workerM", "worker_of", arg=("manual", True)),
+        ),
+        setup="overtaker-running",
+        at=T0 + 5 * MINUTE + 10 * SECOND,
+        window_end=T0 + 10 * MINUTE,
+        budget=Budget(crashes=0),
+        note="a manual run overtook 00:05 and its worker died; the detector recovers it as 00:05 "
+        "comes due: 00:05 is skipped for it, or waits for nothing; the overtaker runs and ends, "
+        "and 00:10 walks through it to 00:05 and back",
+    ),
 )
 
 # The explorer's own tests: a broken toy protocol it must catch, and its fix it must pass.

@@ -13,10 +13,10 @@ model's ``invariants_overlap.py`` checks is checked here by the world the sets r
 again: two runs executing at once (``overlap``, the world's ``exec_start``); more than one run
 waiting (``more_than_one_waits``); a run waiting for itself through others (``waits_cycle``,
 core/invariants.py, in ``successor.STILL_APPLY``: the walk without W4 is caught by it; without W12,
-the walk meeting its own run, the product is equivalent; without W9, meeting a run twice, nothing
-reports the skip it makes: ``WALK_UNCAUGHT``); a finished run that never walked
-(``finished_without_walk``); a skip under ``buffer_all`` (``skipped_under_buffer_all``); a skip
-naming no holder (``skipped_without_holder``); a wait nobody owes a promotion
+the walk meeting its own run, the product is equivalent: ``WALK_UNCAUGHT``); a finished run that
+never walked (``finished_without_walk``); a skip under ``buffer_all`` (``skipped_under_buffer_all``);
+a skip naming no holder (``skipped_without_holder``), or one its walk did not read unfinished
+(``skip_holder_not_walked``: the walk without W9, meeting a run twice); a wait nobody owes a promotion
 (``wait_behind_ended``, I9); a stale start (I4', core/head_invariants.py); and after the drive a run
 left waiting (``unfinished_after_drive``).
 
@@ -366,7 +366,8 @@ Catch = tuple[str, int, str]  # a catcher: (set, k, the check it reports)
 # The walk (services/chain.py ``Chain.holder``) decides from reads, not from a condition part, so its
 # rules are no switches: each mutant is the walk with one rule taken out, and ``WALK_CATCHERS`` names
 # the overlap set that catches it on the successor stack, with the check it reports (the world's: a
-# run waiting for itself through others, ``waits_cycle``; two runs executing at once, ``overlap``).
+# run waiting for itself through others, ``waits_cycle``; two runs executing at once, ``overlap``; a
+# skip naming a run its walk did not read unfinished, ``skip_holder_not_walked``).
 WALK_RULES: dict[str, str] = {
     "W3": "a claimed run not yet due holds no turn for a run starting before it: passed over, marked",
     "W4": "a run the walker overtook, not started since, waits for it: passed over",
@@ -412,15 +413,14 @@ def _holder_without(rule: str) -> Callable[..., tuple[Item | None, list[Item]]]:
 WALK_CATCHERS: dict[str, Catch] = {
     "W3": ("overtake-not-due", 0, "manual_skipped_behind_future"),
     "W4": ("ovl-overtaker-recovered-buffer_one", 0, "waits_cycle"),
+    # The walk loops between the ended overtaker (W8) and 00:05, skipped for it, to its bound (W11),
+    # and 00:10 is skipped for the overtaker, which it read ended, after reading two runs.
+    "W9": ("ovl-overtaker-recovered-skip", 0, "skip_holder_not_walked"),
 }
 WALK_UNCAUGHT: dict[str, str] = {
     "W12": "equivalent on the product: without it the walk still returns the walker, which is "
     "unfinished (W5), as its holder, and decide_overlap runs a run that holds its own turn "
     "(ovl-overtaker-recovered-*: the recovered overtaker meets 00:05, skipped for it, and runs)",
-    "W9": "not caught: without it the walk loops between the finished overtaker and the run skipped for "
-    "it until MAX_CHAIN_STEPS, and a skip names the finished overtaker (ovl-overtaker-recovered-skip: "
-    "00:10 skipped for the manual run that ended); skipped_without_holder allows it, since the holder "
-    "was unfinished after the skipped run's token was written (a known gap: docs/promises.md)",
 }
 
 

@@ -26,6 +26,14 @@ record with what else writes before or at the head:
   change left; a record that read the job item first applies the change itself and reads again
   (services/registrar.py ``_dates_floor``). With the change dropping the floor, or without the
   read again: ``lost_occurrence`` at 00:05 (tests/explore/test_successor_redate.py).
+
+- ``redate-headless-manual``, ``redate-headless-twice`` (w9): the same set-up for an ``at()`` job
+  at 00:05, which the pass applies as finished (no head: its chain's end is on the state), so the
+  record's redate is ``redate_without_head_ops``: 00:05 runs late, joining the state's
+  ``latest_run_id``, against a person's manual run joining the same end (without
+  ``_state_unchanged``: the record's stale write moves the end back, and the two run at once:
+  ``overlap``, ``I3_unreachable``), or against the record delivered again (both parts off:
+  ``record_overwritten``; ``_run_is_new`` alone is redundant, tests/unit/test_head_redate.py).
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ from jobsched_tools.explore.model import MINUTE, SECOND, T0, ActorSet, ActorSpec
 from jobsched_tools.explore.world import Budget
 
 WINDOW_END = T0 + 11 * MINUTE  # 00:05 and 00:10 must be decided after the drive
+# The headless sets' job: one occurrence, 00:05; the pass applies the resume after it (finished).
+AT_FIVE = "at(2026-12-01T00:05:00)"
 # Misfire ``skip``: 00:05, four minutes late, is recorded ``missed`` (no run joins the chain, so the
 # head is not relinked and the records' own parts alone stop a racing backfill of the same key).
 SKIP = (("misfire", {"policy": "skip"}),)
@@ -83,5 +93,28 @@ REDATE_SETS = by_name(
             "due after the person's write, is recorded whichever lands first",
         )
         for change in ("retime", "pause")
+    ),
+    # w9: the redate of a job without a head (``redate_without_head_ops``): an ``at()`` job resumed
+    # at 00:04:30, applied by the pass as finished (its instant before the pass's date).
+    ActorSet(
+        "redate-headless-manual",
+        (_a("record", "late_record", arg=RESUMED_AT), _a("manual", "manual")),
+        setup="resumed-reconciled",
+        schedule=AT_FIVE,
+        at=T0 + 6 * MINUTE + 30 * SECOND,
+        window_end=WINDOW_END,
+        budget=Budget(crashes=0),
+        note="the record puts 00:05 (run late) behind the state's chain end as a person's manual run "
+        "joins that end: one of them links behind the other",
+    ),
+    ActorSet(
+        "redate-headless-twice",
+        (_a("record", "late_record", arg=RESUMED_AT), _a("again", "late_record", arg=RESUMED_AT)),
+        setup="resumed-reconciled",
+        schedule=AT_FIVE,
+        at=T0 + 6 * MINUTE + 30 * SECOND,
+        window_end=WINDOW_END,
+        budget=Budget(crashes=0),
+        note="the stream delivers the record twice (a retried batch): one record at 00:05",
     ),
 )

@@ -23,7 +23,7 @@ from jobsched.core.clock import Clock, ManualClock
 from jobsched.core.config import SchedulerConfig
 from jobsched.core.errors import ConditionFailed, TransientStoreError
 from jobsched.core.job import definition_digest
-from jobsched.core.policies import UNFINISHED
+from jobsched.core.policies import MAX_CHAIN_STEPS, UNFINISHED
 from jobsched.core.run import run_key
 from jobsched.core.transitions import BOOKKEEPING_KEY
 from jobsched.core.writes import JOBS, RUNS, STATE, Cond, Delete, Item, Put, Update, WriteOp
@@ -193,6 +193,11 @@ class World:
         self.writes = 0
         self.token_written_at: dict[str, int] = {}
         self.unfinished_at: dict[str, int] = {}
+        # For ``_skips_walked``: the runs each reader (an actor by name; None, the drive and the
+        # set-ups, which run one call at a time) read since its last write that landed, each with
+        # whether it read it unfinished. An actor's is a function of what it has seen (its digest
+        # in the fingerprint), so this too leaves the exploration as it is.
+        self.walk_reads: dict[str | None, dict[str, bool]] = {}
 
     # --- the ledger ----------------------------------------------------------------------------
 
@@ -237,6 +242,7 @@ class World:
         self._mark(self.inner.tables[STATE].get(self.job_id), dated)
         self._one_waits()
         self._skips_held(ops)
+        self._skips_walked(ops)
         self._note_runs(ops)
         self._waits_owed(ops)
         self._drain_held(ops)
@@ -282,6 +288,45 @@ class World:
                     run_id,
                     f"skipped for {named}, {state} since before the skipped run's token was written",
                 )
+
+    def _reader(self) -> str | None:
+        actor = self.sched.actor_here()
+        return actor.name if actor is not None else None
+
+    def note_run_read(self, key: Item, item: Item | None) -> None:
+        """A reader's GetItem of a run, as its walk reads the chain (``_skips_walked``)."""
+        reads = self.walk_reads.setdefault(self._reader(), {})
+        run_id = str(key.get("run_id"))
+        reads[run_id] = reads.get(run_id, False) or (item is not None and item.get("status") in UNFINISHED)
+
+    def landed(self) -> None:
+        """The reader's write landed: its next decision reads afresh."""
+        self.walk_reads.pop(self._reader(), None)
+
+    def _skips_walked(self, ops: Sequence[WriteOp]) -> None:
+        """``skip`` at the decision (README, ``overlap``: "skipped while another run of the job
+        runs"; design.md, the walk's rules): the run a skip names (``blocked_by``) is one the
+        skipping worker's walk read unfinished, since its last write that landed: the holder it
+        ended at (W5, W1's overtaker) or the first run it passed over as not yet due (W13). The
+        one exception is a walk that ran out (W11): the run after the last one read stands for an
+        unknown turn, and such a walk read ``MAX_CHAIN_STEPS`` runs, each once (W9: a
+        step never reads a run the walk has read). ``_skips_held`` allows a holder unfinished at
+        any moment since the skipped run's token was written, which a walk that loops between a
+        finished overtaker and the run skipped for it meets (W9 removed: a skip for a run that
+        ended before the walk began, on a token written before it ended)."""
+        reads = self.walk_reads.get(self._reader(), {})
+        for op in ops:
+            if not isinstance(op, Update) or op.table != RUNS or op.set.get("status") != "skipped":
+                continue
+            named = str(op.set.get("blocked_by"))
+            if reads.get(named) or len(reads) >= MAX_CHAIN_STEPS:
+                continue
+            seen = "never read it" if named not in reads else "read it ended"
+            self.find(
+                "skip_holder_not_walked",
+                str(op.key["run_id"]),
+                f"skipped for {named}: its walk {seen} ({len(reads)} runs read, within the walk's bound)",
+            )
 
     def _note_runs(self, ops: Sequence[WriteOp]) -> None:
         """For ``_skips_held``: when each run's token was last written, and the last write at
@@ -496,6 +541,8 @@ class ExplorerStore:
         if option == LAG and target in self.world.previous:
             before = self.world.previous[target]
             item = copy.deepcopy(before) if before is not None else None
+        if table == RUNS:
+            self.world.note_run_read(key, item)
         self.world.seen_by_actor(item)
         return item
 
@@ -586,6 +633,7 @@ class ExplorerStore:
             self.world.check_pause(job_before)
         self.world.seen_by_actor("written")
         self.world.after_write(ops)
+        self.world.landed()
         if option == CRASH:
             raise Crash
         if option == LOST:

@@ -261,6 +261,10 @@ SUCCESSOR_SWITCHABLE: tuple[str, ...] = (
     # w3floor: tests/functional/test_redate_successor.py (a retime between the late record's
     # read and its redate: without the part the retime's ``changed_at`` is written over).
     "redate_with_head_ops:_state_unchanged",
+    # w9: the redate of a job without a head (a finished at() job): explore/sets_successor_redate.py
+    # ``redate-headless-manual`` (CATCHERS), or a reason backed by a pair (HEADLESS_REASONS).
+    "redate_without_head_ops:_state_unchanged",
+    "redate_without_head_ops:_run_is_new",
 )
 #
 # ``MORE_MODULES``: the other core modules whose write functions build condition parts, read and
