@@ -61,6 +61,7 @@ from jobsched_tools.iam.policy import (
 )
 from lambda_apps import NOW, ROOT, FakeContext, event, load_app
 from moto import mock_aws
+from moto_patches import fast_transactions
 
 FUNCTIONS = FUNCTION_IDS
 ACCOUNT, REGION, STACK_NAME, PREFIX = "123456789012", "us-east-1", "jobsched", "iam"
@@ -614,7 +615,8 @@ def recording(shape: str) -> CallRecorder:
         patch.setattr(wiring, "SystemClock", lambda: clock)
         patch.setattr(lambda_context, "SystemClock", lambda: clock)
         patch.syspath_prepend(str(ROOT / "layers" / "handlers"))
-        with mock_aws():
+        # Item-level transaction backups (moto_patches.py): the calls moto answers are the same.
+        with fast_transactions(), mock_aws():
             dynamodb = boto3.client("dynamodb", region_name=REGION)
             sqs = boto3.client("sqs", region_name=REGION)
             resources = provision(dynamodb, sqs, prefix=PREFIX, parameters={"ClaimShape": shape})
