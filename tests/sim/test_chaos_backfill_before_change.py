@@ -20,13 +20,14 @@ from dataclasses import replace
 
 import jobsched.services.head_registrar as head_registrar
 import pytest
-from jobsched_tools.sim import ChaosConfig, FaultRates, run_chaos
+from jobsched_tools.sim import ChaosConfig, run_chaos
+from jobsched_tools.sim.scenario import HEAVY_OPERATOR_LATE_RECORDS
 
 HEAVY_LATE = ChaosConfig(
     seed=13,
     jobs=15,
     hours=1,
-    faults=FaultRates(stream_late=0.9, operator_pause=0.4, operator_delete=0.4, operator_malformed=0.4),
+    faults=HEAVY_OPERATOR_LATE_RECORDS,
     successor=True,
 )
 REPORTED = {13: "job-0006-cron@", 18: "job-0001-rate1@"}

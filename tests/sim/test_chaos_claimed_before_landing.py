@@ -27,6 +27,7 @@ from jobsched.core.writes import RUNS, STATE, Put, Update
 from jobsched_tools.sim import ChaosConfig, FaultRates, run_chaos
 from jobsched_tools.sim.invariants import Checker, all_items
 from jobsched_tools.sim.report import ChaosReport
+from jobsched_tools.sim.scenario import HEAVY_OPERATOR_LATE_RECORDS
 from jobsched_tools.sim.world import World
 
 MINUTE = 60_000
@@ -103,7 +104,7 @@ BROKEN_ITEM_LATE = ChaosConfig(
     seed=9,
     jobs=15,
     hours=1,
-    faults=FaultRates(stream_late=0.9, operator_pause=0.4, operator_delete=0.4, operator_malformed=0.4),
+    faults=HEAVY_OPERATOR_LATE_RECORDS,
 )
 JOB = "job-0001-rate1"
 

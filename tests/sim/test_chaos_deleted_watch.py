@@ -23,6 +23,7 @@ import pytest
 from jobsched.core.transitions.register import RedateWindow
 from jobsched.core.writes import JOBS, RUNS, STATE, Delete, Put
 from jobsched_tools.sim import ChaosConfig, FaultRates, run_chaos
+from jobsched_tools.sim.scenario import HEAVY_OPERATOR_EDITS, HEAVY_OPERATOR_LATE_RECORDS
 from jobsched_tools.sim.world import World
 
 JOB = "job-0007-at"
@@ -76,20 +77,13 @@ AT_JOB_LATE_FIX = ChaosConfig(
     seed=5,
     jobs=15,
     hours=1,
-    faults=FaultRates(stream_late=0.9, operator_pause=0.4, operator_delete=0.4, operator_malformed=0.4),
+    faults=HEAVY_OPERATOR_LATE_RECORDS,
 )
 RECREATED_AND_DELETED = ChaosConfig(
     seed=6,
     jobs=15,
     hours=1,
-    faults=FaultRates(
-        stream_late=0.5,
-        operator_pause=0.4,
-        operator_delete=0.2,
-        operator_malformed=0.2,
-        operator_retime=0.2,
-        operator_reput=0.2,
-    ),
+    faults=HEAVY_OPERATOR_EDITS,
 )
 
 

@@ -17,7 +17,8 @@ from typing import Any
 import jobsched.services.reconciler as reconciler
 import pytest
 from jobsched.core.state import Registration, differences
-from jobsched_tools.sim import ChaosConfig, FaultRates
+from jobsched_tools.sim import ChaosConfig
+from jobsched_tools.sim.scenario import HEAVY_OPERATOR_EDITS
 from jobsched_tools.sim.world import CONVERGE_WITHIN_MS, World
 
 RESUMED_IN_THE_DRAIN = ChaosConfig(
@@ -25,14 +26,7 @@ RESUMED_IN_THE_DRAIN = ChaosConfig(
     jobs=15,
     hours=1,
     successor=True,
-    faults=FaultRates(
-        stream_late=0.5,
-        operator_pause=0.4,
-        operator_delete=0.2,
-        operator_malformed=0.2,
-        operator_retime=0.2,
-        operator_reput=0.2,
-    ),
+    faults=HEAVY_OPERATOR_EDITS,
 )
 JOB = "job-0007-rate1"
 

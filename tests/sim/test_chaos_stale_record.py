@@ -14,13 +14,14 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from jobsched_tools.sim import ChaosConfig, FaultRates, run_chaos
+from jobsched_tools.sim import ChaosConfig, run_chaos
+from jobsched_tools.sim.scenario import HEAVY_OPERATOR_LATE_RECORDS
 
 STALE_RECORD = ChaosConfig(
     seed=16,
     jobs=15,
     hours=1,
-    faults=FaultRates(stream_late=0.9, operator_pause=0.4, operator_delete=0.4, operator_malformed=0.4),
+    faults=HEAVY_OPERATOR_LATE_RECORDS,
 )
 
 

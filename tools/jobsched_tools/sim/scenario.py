@@ -127,6 +127,22 @@ class FaultRates:
         return FaultRates(**values)
 
 
+# The two heavy operator-fault mixes the chaos sweeps of issue 37 ran (seeds 1-20 of each, on both
+# claims), which the regression worlds in tests/sim replay: most stream records late, with people
+# pausing, deleting and breaking items; and half of them late, with retimes and re-puts too.
+HEAVY_OPERATOR_LATE_RECORDS = FaultRates(
+    stream_late=0.9, operator_pause=0.4, operator_delete=0.4, operator_malformed=0.4
+)
+HEAVY_OPERATOR_EDITS = FaultRates(
+    stream_late=0.5,
+    operator_pause=0.4,
+    operator_delete=0.2,
+    operator_malformed=0.2,
+    operator_retime=0.2,
+    operator_reput=0.2,
+)
+
+
 @dataclass(frozen=True)
 class ChaosConfig:
     seed: int = 1
